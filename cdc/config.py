@@ -1,0 +1,309 @@
+"""One typed settings object, resolved flag > environment (CDC_*) > cdc.toml > MySQL option file > default.
+
+Every resolved value remembers where it came from, so a validation error can say
+"mysql.port = 'abc' (from environment CDC_MYSQL_PORT) is not a port number".
+Secrets are never read from cdc.toml or flags: passwords come from the environment,
+a MySQL option file (~/.my.cnf or --defaults-file), or a prompt at a TTY.
+"""
+
+from __future__ import annotations
+
+import configparser
+import hashlib
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from cdc.errors import ConfigError
+
+SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
+SECRET_KEYS = frozenset({"password", "private_key_passphrase", "aws_secret_access_key", "token"})
+
+
+@dataclass(frozen=True)
+class MySQLSettings:
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str | None = field(default=None, repr=False)
+    socket: str | None = None
+    defaults_file: str | None = None
+    ssl_mode: str = "PREFERRED"
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    connect_timeout: int = 10
+    # The server_id our binlog reader announces; 0 means "derive one" (see reader_server_id).
+    server_id: int = 0
+    databases: tuple[str, ...] = ()
+    tables: tuple[str, ...] = ()
+    exclude_tables: tuple[str, ...] = ()
+
+    def reader_server_id(self) -> int:
+        """Our replica server_id: the configured one, else a stable value derived from host/port/user.
+
+        Never 0 (the server refuses it) and never random: two runs of the same pipeline must
+        announce the same id, and a collision with a real replica kicks that replica off.
+        """
+        if self.server_id:
+            return self.server_id
+        digest = hashlib.sha256(f"cdc:{self.host}:{self.port}:{self.user}".encode()).digest()
+        return 1_000_000_000 + int.from_bytes(digest[:4], "big") % 1_000_000_000
+
+    def describe(self) -> str:
+        return self.socket or f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class AWSSettings:
+    region: str | None = None
+    profile: str | None = None
+    endpoint_url: str | None = None
+    stream: str | None = None
+    bucket: str | None = None
+    prefix: str = "cdc"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[*]"
+    driver_memory: str = "2g"
+    conf: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SnowflakeSettings:
+    connection: str | None = None
+    database: str | None = None
+    schema: str | None = None
+    warehouse: str | None = None
+    role: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: str = ".cdc"
+    mysql: MySQLSettings = MySQLSettings()
+    aws: AWSSettings = AWSSettings()
+    spark: SparkSettings = SparkSettings()
+    snowflake: SnowflakeSettings = SnowflakeSettings()
+    # "mysql.port" -> "flag --port" / "environment CDC_MYSQL_PORT" / "cdc.toml" / "option file" / "default"
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def source_of(self, key: str) -> str:
+        return self.sources.get(key, "default")
+
+
+SECTIONS: dict[str, type] = {
+    "mysql": MySQLSettings,
+    "aws": AWSSettings,
+    "spark": SparkSettings,
+    "snowflake": SnowflakeSettings,
+}
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None,
+    *,
+    config_path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Resolve settings from flags (dotted keys such as "mysql.host"; None = not given) and the rest."""
+    env = os.environ if env is None else env
+    flags = {k: v for k, v in (flags or {}).items() if v is not None and v != ()}
+    layers: list[tuple[str, dict[str, Any]]] = []
+    toml_path, toml_values = _read_toml(config_path, cwd or Path.cwd(), env)
+    defaults_file = flags.get("mysql.defaults_file") or env.get("CDC_MYSQL_DEFAULTS_FILE") or toml_values.get(
+        "mysql.defaults_file"
+    )
+    layers.append(("option file", _read_option_file(defaults_file, env)))
+    layers.append((f"config file {toml_path}", toml_values))
+    layers.append(("environment", _read_env(env)))
+    layers.append(("flag", dict(flags)))
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for origin, values in layers:
+        for key, value in values.items():
+            merged[key] = value
+            sources[key] = _describe_origin(origin, key)
+    return _build(merged, sources)
+
+
+def _describe_origin(origin: str, key: str) -> str:
+    if origin == "environment":
+        return f"environment {env_name(key)}"
+    if origin == "flag":
+        return f"flag --{key.split('.')[-1].replace('_', '-')}"
+    return origin
+
+
+def env_name(key: str) -> str:
+    return "CDC_" + key.replace(".", "_").upper()
+
+
+def _all_keys() -> list[tuple[str, Any]]:
+    keys: list[tuple[str, Any]] = [("state_dir", str)]
+    for section, cls in SECTIONS.items():
+        keys.extend((f"{section}.{f.name}", f.type) for f in fields(cls))
+    return keys
+
+
+def _read_env(env: Mapping[str, str]) -> dict[str, Any]:
+    found = {key: env[env_name(key)] for key, _ in _all_keys() if env_name(key) in env}
+    # The mysql client's own variable is honoured too (below ours).
+    if "mysql.password" not in found and "MYSQL_PWD" in env:
+        found["mysql.password"] = env["MYSQL_PWD"]
+    return found
+
+
+def _read_toml(config_path: str | Path | None, cwd: Path, env: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    explicit = config_path or env.get("CDC_CONFIG")
+    path = Path(explicit) if explicit else cwd / "cdc.toml"
+    if not path.exists():
+        if explicit:
+            raise ConfigError(f"config file {path} does not exist", hint="check --config / CDC_CONFIG")
+        return str(path), {}
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}", hint="fix the file (see examples/)") from exc
+    return str(path), _flatten_toml(document, path)
+
+
+def _flatten_toml(document: dict[str, Any], path: Path) -> dict[str, Any]:
+    known = {key for key, _ in _all_keys()}
+    flat: dict[str, Any] = {}
+    for key, value in document.items():
+        if isinstance(value, dict) and key in SECTIONS:
+            for sub, subvalue in value.items():
+                flat[f"{key}.{sub}"] = subvalue
+        else:
+            flat[key] = value
+    for key in flat:
+        if key.split(".")[-1] in SECRET_KEYS:
+            raise ConfigError(
+                f"config file {path} holds a secret ({key}); cdc.toml is meant to be shared and committed",
+                hint="move it to the environment (e.g. CDC_MYSQL_PASSWORD) or a MySQL option file (~/.my.cnf)",
+            )
+        if key not in known:
+            raise ConfigError(f"config file {path}: unknown setting {key!r}", hint=f"known settings: {sorted(known)}")
+    return flat
+
+
+_OPTION_FILE_KEYS = {
+    "host": "mysql.host",
+    "port": "mysql.port",
+    "user": "mysql.user",
+    "password": "mysql.password",
+    "socket": "mysql.socket",
+    "ssl-ca": "mysql.ssl_ca",
+    "ssl-cert": "mysql.ssl_cert",
+    "ssl-key": "mysql.ssl_key",
+    "ssl-mode": "mysql.ssl_mode",
+}
+
+
+def _read_option_file(defaults_file: str | None, env: Mapping[str, str]) -> dict[str, Any]:
+    """Read [client] and [mysql] of a MySQL option file, as the mysql client does."""
+    if defaults_file:
+        path = Path(defaults_file).expanduser()
+        if not path.exists():
+            raise ConfigError(f"option file {path} does not exist", hint="check --defaults-file")
+    else:
+        path = Path(env.get("HOME", "~")).expanduser() / ".my.cnf"
+        if not path.exists():
+            return {}
+    parser = configparser.ConfigParser(allow_no_value=True, interpolation=None, strict=False)
+    try:
+        parser.read_string(path.read_text(encoding="utf-8"))
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise ConfigError(f"option file {path} cannot be parsed: {exc}") from exc
+    found: dict[str, Any] = {}
+    for section in ("client", "mysql"):
+        if parser.has_section(section):
+            for name, value in parser.items(section):
+                key = _OPTION_FILE_KEYS.get(name.replace("_", "-"))
+                if key and value is not None:
+                    found[key] = value.strip().strip("\"'")
+    return found
+
+
+def _build(merged: dict[str, Any], sources: dict[str, str]) -> Settings:
+    kwargs: dict[str, Any] = {}
+    for section, cls in SECTIONS.items():
+        values = {}
+        for f in fields(cls):
+            key = f"{section}.{f.name}"
+            if key in merged:
+                values[f.name] = _coerce(key, merged[key], f.type, sources.get(key, "default"))
+        kwargs[section] = cls(**values)
+    if "state_dir" in merged:
+        kwargs["state_dir"] = str(merged["state_dir"])
+    settings = Settings(**kwargs, sources=sources)
+    _validate(settings)
+    return settings
+
+
+_COERCERS: dict[str, Callable[[Any], Any]] = {
+    "int": lambda v: int(v) if not isinstance(v, bool) else _raise(),
+    "str": str,
+    "str | None": str,
+    "tuple[str, ...]": lambda v: tuple(_split_list(v)),
+}
+
+
+def _raise() -> Any:
+    raise ValueError("not a number")
+
+
+def _split_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(part) for part in value]
+    raise ValueError("not a list")
+
+
+def _coerce(key: str, value: Any, type_name: Any, origin: str) -> Any:
+    coerce = _COERCERS[str(type_name)]
+    try:
+        return coerce(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{key} = {_shown(key, value)} (from {origin}) is not a valid {type_name}",
+        ) from None
+
+
+def _shown(key: str, value: Any) -> str:
+    return "'***'" if key.split(".")[-1] in SECRET_KEYS else repr(value)
+
+
+def _validate(settings: Settings) -> None:
+    mysql = settings.mysql
+    if not 0 < mysql.port < 65536:
+        raise ConfigError(f"mysql.port = {mysql.port} (from {settings.source_of('mysql.port')}) is not a TCP port")
+    mode = mysql.ssl_mode.upper()
+    if mode not in SSL_MODES:
+        raise ConfigError(
+            f"mysql.ssl_mode = {mysql.ssl_mode!r} (from {settings.source_of('mysql.ssl_mode')}) is not one of "
+            + ", ".join(SSL_MODES)
+        )
+    if mode in ("VERIFY_CA", "VERIFY_IDENTITY") and not mysql.ssl_ca:
+        raise ConfigError(
+            f"mysql.ssl_mode = {mode} (from {settings.source_of('mysql.ssl_mode')}) needs --ssl-ca",
+            hint="pass the CA bundle that signed the server certificate (for RDS: the region's global bundle)",
+        )
+    if not 0 <= mysql.server_id < 2**32:
+        raise ConfigError(
+            f"mysql.server_id = {mysql.server_id} (from {settings.source_of('mysql.server_id')}) "
+            "is outside 1..4294967295 (0 lets cdc derive one)"
+        )
+
+
+def with_password(settings: Settings, password: str) -> Settings:
+    """Return settings with a password obtained at run time (e.g. a TTY prompt)."""
+    return replace(settings, mysql=replace(settings.mysql, password=password))

@@ -1,0 +1,1 @@
+"""The MySQL side: connections, server checks, retention, snapshot and binlog capture."""

@@ -1,0 +1,421 @@
+"""The one adapter around python-mysql-replication (1.0.17): every behaviour of the library we rely on or guard against.
+
+Verified against MariaDB 10.11 (see tests/capture/test_tail_binlog.py):
+- `is_mariadb=True` without auto_position ignores log_file/log_pos and starts at the first binlog, and its
+  non-blocking MariaDB dump request is malformed: we always use the classic file/position dump
+  (`is_mariadb=False`, `log_file`, `log_pos`, `resume_stream=True`), which MariaDB serves correctly.
+- `resume_stream=False` replays the whole file and a missing position runs SHOW MASTER STATUS (gone in
+  MySQL 8.4): we always pass an explicit position at a transaction boundary.
+- On error 2013/2006 the library silently reconnects at the position of the *last event* (mid-transaction),
+  where rows events whose table map it has not seen are dropped without a word. We refuse its reconnect
+  (our connect wrapper raises on a second stream connection) and restart from our last commit instead.
+- Rows events whose table map was not seen are dropped silently: our rows events raise instead.
+- `blocking=True` without `read_timeout` hangs forever on a frozen server: we always set a read timeout and ask
+  the server for heartbeats (MASTER_HEARTBEAT_PERIOD) well inside it.
+- Values the library decodes lossily (zero and partial-zero dates, negative TIME fractions, strings decoded
+  with Python's latin1 instead of MySQL's cp1252) are read by our overrides below, returning raw bytes for
+  strings; the rest is fixed in cdc.source.decode.
+- PARTIAL_UPDATE_ROWS (MySQL partial JSON images) and row events the library does not implement (MariaDB
+  compressed events, MySQL transaction payloads) would be skipped or decoded to NULL: we stop with coordinates.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+import pymysqlreplication.binlogstream as _stream_module
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication import event as lib_event
+from pymysqlreplication import row_event as lib_rows
+from pymysqlreplication.packet import BinLogPacketWrapper
+
+from cdc.changelog import file_seq
+from cdc.config import MySQLSettings
+from cdc.errors import CdcError, ConnectError, DataError, PositionError, TransientError
+from cdc.source.connect import connection_kwargs, map_error
+from cdc.source.rowformat import ImageReader, ZeroDate
+
+ER_MASTER_FATAL_READING_BINLOG = 1236
+ER_SLAVE_SAME_ID = 4052  # MariaDB: sent to the *older* reader when another connects with its server_id
+# Lost connection, server gone/shutting down, our connection KILLed: worth a reconnect at the last commit.
+_TRANSIENT = {1053, 1927, 2003, 2006, 2013, 2055}
+# Event types the library does not decode but which carry row changes or statements: skipping them loses data.
+# https://mariadb.com/kb/en/2-binlog-event-header/ (types 160-171), MySQL TRANSACTION_PAYLOAD_EVENT = 40.
+_DATA_EVENT_TYPES = {
+    40: "TRANSACTION_PAYLOAD (binlog_transaction_compression)",
+    165: "QUERY_COMPRESSED", 166: "WRITE_ROWS_COMPRESSED_V1", 167: "UPDATE_ROWS_COMPRESSED_V1",
+    168: "DELETE_ROWS_COMPRESSED_V1", 169: "WRITE_ROWS_COMPRESSED", 170: "UPDATE_ROWS_COMPRESSED",
+    171: "DELETE_ROWS_COMPRESSED", 4: "ROWS_EVENT_V0", 20: "WRITE_ROWS_V0", 21: "UPDATE_ROWS_V0",
+    22: "DELETE_ROWS_V0",
+}
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A binlog coordinate: the start of an event (a reader may start only at a transaction boundary)."""
+
+    file: str
+    pos: int
+
+    def key(self) -> tuple[int, int]:
+        return (file_seq(self.file), self.pos)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.pos}"
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        name, _, pos = text.rpartition(":")
+        if not name or not pos.isdigit():
+            raise PositionError(f"start position {text!r} is not FILE:POS", hint="e.g. --start-position mariadb-bin.000003:4")
+        file_seq(name)  # validates the numeric extension
+        return cls(name, int(pos))
+
+
+@dataclass(slots=True)
+class Event:
+    """One binlog event as the tail loop sees it. `pos` is its start, `next_pos` the start of the next one."""
+
+    kind: str  # gtid | begin | commit | query | table_map | rows | heartbeat | rotate | other
+    file: str
+    pos: int
+    next_pos: int
+    timestamp: int
+    server_id: int
+    gtid: str | None = None
+    xid: int | None = None
+    sql: str | None = None
+    db: str | None = None
+    table: str | None = None
+    op: str | None = None  # c / u / d for rows events
+    table_id: int | None = None
+    raw: Any = field(default=None, repr=False)  # the library's event, for table maps and rows
+
+
+# --- value readers the library gets wrong -------------------------------------------------------------------
+
+
+class _ExactReads:
+    """Overrides of the library's private readers (name-mangled as _RowsEvent__*), mixed into its rows events."""
+
+    packet: Any
+    table_map: Any
+    table_id: int
+
+    def _RowsEvent__read_string(self, size: int, column: Any) -> bytes:
+        # Raw bytes: cdc.values decodes with the column's MySQL charset (latin1 is cp1252, not ISO-8859-1).
+        return bytes(self.packet.read_length_coded_pascal_string(size))
+
+    def _RowsEvent__read_date(self) -> dt.date | ZeroDate:
+        value = self.packet.read_uint24()
+        year, month, day = value >> 9, (value >> 5) & 0xF, value & 0x1F
+        if year and month and day:
+            return dt.date(year, month, day)
+        return ZeroDate(f"{year:04d}-{month:02d}-{day:02d}")
+
+    def _RowsEvent__read_datetime(self) -> dt.datetime | ZeroDate:
+        value = self.packet.read_uint64()
+        date, time = divmod(value, 1_000_000)
+        year, month, day = date // 10000, date // 100 % 100, date % 100
+        hour, minute, second = time // 10000, time // 100 % 100, time % 100
+        if year and month and day:
+            return dt.datetime(year, month, day, hour, minute, second)
+        return ZeroDate(f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}")
+
+    def _RowsEvent__read_datetime2(self, column: Any) -> dt.datetime | ZeroDate:
+        # https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_basic_dt_datetime.html (DATETIME2)
+        data = self.packet.read_int_be_by_size(5)
+        micro = _read_fraction(self.packet, column.fsp)
+        year_month = (data >> 22) & 0x1FFFF
+        year, month = divmod(year_month, 13)
+        day, hour = (data >> 17) & 0x1F, (data >> 12) & 0x1F
+        minute, second = (data >> 6) & 0x3F, data & 0x3F
+        if year and month and day:
+            return dt.datetime(year, month, day, hour, minute, second, micro)
+        return ZeroDate(f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}.{micro:06d}")
+
+    def _RowsEvent__read_time2(self, column: Any) -> dt.timedelta:
+        # TIME2 is one big-endian integer (3 bytes + fraction bytes) offset by 2^(n-1); the library negates the
+        # integer part alone, so -01:30:00.25 came out as -01:30:00.75. Read it whole, as the server packs it.
+        fsp = column.fsp or 0
+        frac_bytes = (fsp + 1) // 2
+        width = 3 + frac_bytes
+        raw = int.from_bytes(self.packet.read(width), "big") - (1 << (8 * width - 1))
+        sign = -1 if raw < 0 else 1
+        raw = abs(raw)
+        intpart, frac = raw >> (8 * frac_bytes), raw & ((1 << (8 * frac_bytes)) - 1)
+        micro = frac * (10 ** (6 - 2 * frac_bytes)) if frac_bytes else 0
+        hours, minutes, seconds = (intpart >> 12) & 0x3FF, (intpart >> 6) & 0x3F, intpart & 0x3F
+        return sign * dt.timedelta(hours=hours, minutes=minutes, seconds=seconds, microseconds=micro)
+
+
+def _read_fraction(packet: Any, fsp: int | None) -> int:
+    size = ((fsp or 0) + 1) // 2
+    if not size:
+        return 0
+    return packet.read_int_be_by_size(size) * (10 ** (6 - 2 * size))
+
+
+class _RowsGuard(_ExactReads):
+    """Refuse rows events whose table map was not seen (the library drops them silently); decode fast."""
+
+    table_map: Any
+    event_size: int
+    complete: bool
+
+    def _mark_unmapped(self) -> None:
+        if self.table_id not in self.table_map:
+            self.unmapped = True
+            self._processed = True  # reach the caller, who stops with coordinates
+
+    def _fetch_rows(self) -> None:
+        table = self.table_map[self.table_id]
+        reader = getattr(table, "_cdc_image_reader", None)
+        if reader is None:
+            reader = table._cdc_image_reader = ImageReader(table.columns)
+        bitmaps = [self.columns_present_bitmap] + ([self.columns_present_bitmap2] if self.op == "u" else [])
+        if not (self.complete and reader.complete and all(bytes(b) == reader.all_present for b in bitmaps)):
+            super()._fetch_rows()  # type: ignore[misc]  # partial images or a type only the library reads
+            return
+        body = self.packet.read(self.event_size - self.packet.read_bytes)
+        rows, pos, end, image = [], 0, len(body), reader.image
+        if self.op == "u":
+            while pos < end:
+                before, pos = image(body, pos)
+                after, pos = image(body, pos)
+                rows.append({"before_values": before, "before_none_sources": {}, "after_values": after,
+                             "after_none_sources": {}})
+        else:
+            while pos < end:
+                values, pos = image(body, pos)
+                rows.append({"values": values, "none_sources": {}})
+        self._RowsEvent__rows = rows
+
+
+class WriteRows(_RowsGuard, lib_rows.WriteRowsEvent):
+    op = "c"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.unmapped = False
+        super().__init__(*args, **kwargs)
+        self._mark_unmapped()
+
+
+class UpdateRows(_RowsGuard, lib_rows.UpdateRowsEvent):
+    op = "u"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.unmapped = False
+        super().__init__(*args, **kwargs)
+        self._mark_unmapped()
+
+
+class DeleteRows(_RowsGuard, lib_rows.DeleteRowsEvent):
+    op = "d"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.unmapped = False
+        super().__init__(*args, **kwargs)
+        self._mark_unmapped()
+
+
+class _PacketWrapper(BinLogPacketWrapper):
+    """The library's packet wrapper with our rows events in its (name-mangled) event map."""
+
+    _BinLogPacketWrapper__event_map = {
+        **BinLogPacketWrapper._BinLogPacketWrapper__event_map,  # type: ignore[attr-defined]
+        **{code: WriteRows for code in (23, 30)},
+        **{code: UpdateRows for code in (24, 31)},
+        **{code: DeleteRows for code in (25, 32)},
+    }
+
+
+# The stream constructs its packet wrapper through this module global; there is no parameter for it.
+_stream_module.BinLogPacketWrapper = _PacketWrapper  # type: ignore[misc]
+
+# Every event class the library knows (plus ours): one it filters out never advances our position, and
+# --until-now would wait forever for a target behind a trailing GTID-list or checkpoint event.
+_EVENTS = [
+    *{cls for cls in BinLogPacketWrapper._BinLogPacketWrapper__event_map.values()  # type: ignore[attr-defined]
+      if cls not in (lib_rows.WriteRowsEvent, lib_rows.UpdateRowsEvent, lib_rows.DeleteRowsEvent)},
+    lib_event.NotImplementedEvent, WriteRows, UpdateRows, DeleteRows,
+]
+_OPS = {WriteRows: "c", UpdateRows: "u", DeleteRows: "d"}
+
+
+def translate(raw: Any, file: str) -> Event:
+    """Our view of one library event; DataError (with coordinates) for events we must not skip."""
+    packet = raw.packet
+    next_pos = packet.log_pos
+    pos = next_pos - packet.event_size if next_pos else 0
+    base = (file, pos, next_pos, raw.timestamp, packet.server_id)
+    kind = type(raw)
+    if kind in _OPS:
+        if raw.unmapped:
+            raise DataError(
+                f"rows event at {file}:{pos} refers to table id {raw.table_id} whose table map was not read",
+                hint="restart tail from its checkpoint (a transaction boundary); never from a position inside a transaction",
+            )
+        return Event("rows", *base, db=raw.schema, table=raw.table, op=_OPS[kind], table_id=raw.table_id, raw=raw)
+    if kind is lib_rows.TableMapEvent:
+        return Event("table_map", *base, db=raw.schema, table=raw.table, table_id=raw.table_id, raw=raw)
+    if kind is lib_event.XidEvent:
+        return Event("commit", *base, xid=raw.xid)
+    if kind is lib_event.MariadbGtidEvent:
+        return Event("gtid", *base, gtid=raw.gtid)
+    if kind is lib_event.GtidEvent:
+        return Event("gtid", *base, gtid=raw.gtid)
+    if kind is lib_event.QueryEvent:
+        return _query_event(raw, base)
+    if kind is lib_event.RotateEvent:
+        return Event("rotate", *base, sql=raw.next_binlog, xid=raw.position)
+    if kind is lib_event.HeartbeatLogEvent:
+        return Event("heartbeat", *base)
+    _refuse_unknown(raw, kind, file, pos)
+    return Event("other", *base)
+
+
+def _query_event(raw: Any, base: tuple[Any, ...]) -> Event:
+    sql = raw.query if isinstance(raw.query, str) else bytes(raw.query).decode("utf-8", "replace")
+    db = raw.schema.decode("utf-8") if isinstance(raw.schema, (bytes, bytearray)) else str(raw.schema)
+    word = sql.strip().upper()
+    if word in ("BEGIN", "XA START"):
+        return Event("begin", *base, db=db, sql=sql)
+    # ROLLBACK ends a transaction that touched non-transactional tables: their rows did change, so it commits
+    # what the binlog holds (rolled-back InnoDB changes never reach the binlog at all).
+    if word in ("COMMIT", "ROLLBACK"):
+        return Event("commit", *base, db=db, sql=sql)
+    return Event("query", *base, db=db, sql=sql)
+
+
+def _refuse_unknown(raw: Any, kind: type, file: str, pos: int) -> None:
+    if kind is lib_rows.PartialUpdateRowsEvent:
+        raise DataError(
+            f"PARTIAL_UPDATE_ROWS event (partial JSON update image) at {file}:{pos}: the full after-image is "
+            "not in the binlog, and writing NULL or the before-image would be wrong",
+            hint="SET GLOBAL binlog_row_value_options = '' on the server, then restart tail from its checkpoint",
+        )
+    if kind is lib_event.XAPrepareEvent:
+        raise DataError(f"XA PREPARE event at {file}:{pos}: XA transactions are not supported",
+                        hint="avoid XA transactions on the captured tables")
+    name = _DATA_EVENT_TYPES.get(raw.event_type)
+    if name is not None:
+        raise DataError(
+            f"unsupported binlog event {name} (type {raw.event_type}) at {file}:{pos}; skipping it would lose changes",
+            hint="disable binlog compression (MariaDB log_bin_compress=OFF, MySQL binlog_transaction_compression=OFF)",
+        )
+
+
+@dataclass
+class ReaderOptions:
+    heartbeat: float = 1.0  # seconds; the server sends a heartbeat when idle this long
+    read_timeout: float = 10.0  # seconds without any byte (event or heartbeat) = the server is gone
+
+
+class BinlogReader:
+    """Read events from an explicit position at a transaction boundary, blocking, with heartbeats."""
+
+    def __init__(self, settings: MySQLSettings, start: Position, options: ReaderOptions | None = None) -> None:
+        self.settings = settings
+        self.start = start
+        self.options = options or ReaderOptions()
+        self._stream: BinLogStreamReader | None = None
+        self._stream_connects = 0
+
+    def _connect(self, **kwargs: Any) -> pymysql.Connection:
+        # Called by the library for its control and its stream connections. A second stream connection is the
+        # library's own silent reconnect at a mid-transaction position: refuse it, the caller restarts cleanly.
+        if kwargs.get("db") != "information_schema":
+            self._stream_connects += 1
+            if self._stream_connects > 1:
+                raise TransientError(f"lost the binlog connection to {self.settings.describe()}")
+        return pymysql.connect(**kwargs)
+
+    def events(self) -> Iterator[Event]:
+        """Yield events from `start`; raise TransientError on a lost/frozen connection, PositionError if purged."""
+        timeout = self.options.read_timeout
+        kwargs = connection_kwargs(self.settings) | {"read_timeout": timeout, "write_timeout": timeout}
+        kwargs.pop("autocommit", None)
+        self._stream = BinLogStreamReader(
+            connection_settings=kwargs, server_id=self.settings.reader_server_id(), blocking=True,
+            resume_stream=True, log_file=self.start.file, log_pos=self.start.pos, is_mariadb=False,
+            only_events=_EVENTS, filter_non_implemented_events=False, slave_heartbeat=self.options.heartbeat,
+            pymysql_wrapper=self._connect, enable_logging=False,
+        )
+        file = self.start.file
+        try:
+            while True:
+                raw = self._fetch()
+                if raw is None:
+                    raise TransientError(f"the server at {self.settings.describe()} ended the binlog stream")
+                if type(raw) is lib_event.RotateEvent:
+                    file = raw.next_binlog
+                yield translate(raw, file)
+        finally:
+            self.close()
+
+    def _fetch(self) -> Any:
+        assert self._stream is not None
+        try:
+            return self._stream.fetchone()
+        except pymysql.err.OperationalError as exc:
+            raise self._map(exc) from None
+        except (pymysql.err.InterfaceError, ConnectionError, OSError) as exc:
+            raise TransientError(f"lost the binlog connection to {self.settings.describe()}: {exc}") from None
+        except pymysql.err.MySQLError as exc:
+            raise self._map(exc) from None
+
+    def _map(self, exc: BaseException) -> CdcError:
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+        if code in (ER_MASTER_FATAL_READING_BINLOG, ER_SLAVE_SAME_ID):
+            return _fatal_reading(text, self.start, self.settings)
+        if code in _TRANSIENT:
+            return TransientError(f"lost the binlog connection to {self.settings.describe()}: {text}")
+        mapped = map_error(exc, self.settings)
+        return mapped if isinstance(mapped, CdcError) else ConnectError(text)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            try:
+                self._stream.close()
+            except Exception:  # noqa: BLE001 - closing a dead socket may raise anything; nothing to save
+                pass
+            self._stream = None
+
+
+def _fatal_reading(text: str, start: Position, settings: MySQLSettings) -> CdcError:
+    """Error 1236: the server cannot serve our position (purged, beyond the end) or kicked a duplicate reader."""
+    lowered = text.lower()
+    if "server_id" in lowered or "server id" in lowered or "same server" in lowered:
+        return ConnectError(
+            f"another replica or binlog reader connected to {settings.describe()} with our server_id "
+            f"{settings.reader_server_id()}, and the server dropped us: {text}",
+            hint="give each reader its own --server-id (CDC_MYSQL_SERVER_ID); two readers with one id kick each "
+            "other off, so tail does not reconnect",
+        )
+    return PositionError(
+        f"the server at {settings.describe()} cannot send the binlog from {start}: {text}",
+        hint="the binlog was purged before tail read it: raise retention (`cdc set-retention`), then take a "
+        "new `cdc snapshot` and restart tail from its hand-over position",
+    )
+
+
+def current_position(conn: pymysql.Connection) -> Position:
+    """The server's current binlog end (SHOW BINARY LOG STATUS on MySQL 8.4, SHOW MASTER STATUS elsewhere)."""
+    for statement in ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(statement)
+                row = cursor.fetchone()
+        except pymysql.err.ProgrammingError:
+            continue
+        if not row:
+            break
+        return Position(str(row[0]), int(row[1]))
+    raise PositionError("the server reports no binlog position: binary logging is off",
+                        hint="run `cdc check-binlog` and enable log_bin")

@@ -1,0 +1,162 @@
+"""Gather what check-binlog judges: one read-only pass over the server, no verdicts here.
+
+Every statement is read-only. A statement the user may not run (SHOW SLAVE HOSTS needs
+REPLICATION MASTER ADMIN on MariaDB) is recorded as an error text, not raised: the check
+that needs it then says what is missing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+from cdc.source.connect import query, variables
+from cdc.source.flavour import binlog_status_statement, replicas_statement
+from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
+from cdc.source.server import ServerInfo, describe_server
+
+VARIABLES = [
+    "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
+    "binlog_transaction_compression", "log_bin_compress", "gtid_mode", "enforce_gtid_consistency",
+    "gtid_binlog_pos", "gtid_strict_mode", *RETENTION_VARIABLES,
+]
+SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
+
+
+@dataclass(frozen=True)
+class Grants:
+    """The current user's privileges from SHOW GRANTS (never the raw lines: they hold password hashes)."""
+
+    user: str
+    by_scope: Mapping[str, frozenset[str]]  # "*.*", "db.*" (LIKE patterns kept), "db.table" -> privileges
+    roles: tuple[str, ...] = ()
+
+    def has_global(self, *names: str) -> bool:
+        held = self.by_scope.get("*.*", frozenset())
+        return "ALL PRIVILEGES" in held or any(name in held for name in names)
+
+    def can_select(self, database: str) -> bool:
+        if self.has_global("SELECT"):
+            return True
+        for scope, held in self.by_scope.items():
+            db, _, table = scope.partition(".")
+            if table == "*" and _like(db, database) and ("SELECT" in held or "ALL PRIVILEGES" in held):
+                return True
+        return False
+
+
+_GRANT = re.compile(r"^GRANT (?P<privs>.+?) ON (?:(?:TABLE|FUNCTION|PROCEDURE) )?(?P<scope>\S+) TO ", re.I)
+_ROLE = re.compile(r"^GRANT (?P<roles>.+?) TO ", re.I)
+
+
+def parse_grants(user: str, lines: Iterable[str]) -> Grants:
+    """Parse SHOW GRANTS output of MySQL 5.7/8.x and MariaDB into privileges per scope."""
+    by_scope: dict[str, set[str]] = {}
+    roles: list[str] = []
+    for line in lines:
+        match = _GRANT.match(line)
+        if match is None:
+            role = _ROLE.match(line)
+            if role and not line.upper().startswith("GRANT PROXY"):
+                roles.append(role["roles"])
+            continue
+        scope = match["scope"].replace("`", "")
+        # Column grants look like "SELECT (a, b)": drop the column list, keep the privilege.
+        privileges = re.sub(r"\([^)]*\)", "", match["privs"])
+        held = {" ".join(p.split()).upper() for p in privileges.split(",") if p.strip()}
+        by_scope.setdefault(scope, set()).update(held)
+    return Grants(user, {k: frozenset(v) for k, v in by_scope.items()}, tuple(roles))
+
+
+def _like(pattern: str, name: str) -> bool:
+    """Database grants are LIKE patterns (`shop\\_%`): % any run, _ one character, \\ escapes."""
+    regex, i = "", 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            regex, i = regex + re.escape(pattern[i + 1]), i + 2
+            continue
+        regex += ".*" if char == "%" else "." if char == "_" else re.escape(char)
+        i += 1
+    return re.fullmatch(regex, name) is not None
+
+
+@dataclass(frozen=True)
+class Facts:
+    server: ServerInfo
+    variables: Mapping[str, str]
+    rds_config: Mapping[str, str | None] | None
+    grants: Grants
+    databases: tuple[str, ...]
+    missing_databases: tuple[str, ...]
+    tables_without_pk: tuple[str, ...]
+    binlogs: tuple[tuple[str, int], ...] | None
+    position: tuple[str, int] | None
+    position_statement: str
+    replica_ids: tuple[int, ...] | None
+    errors: Mapping[str, str] = field(default_factory=dict)  # what could not be read, and why
+
+
+def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
+    """Read everything check-binlog needs from an open connection."""
+    server = describe_server(conn)
+    errors: dict[str, str] = {}
+    found = variables(conn, VARIABLES)
+    rds_config = _try(errors, "rds_config", lambda: read_rds_config(conn)) if server.is_managed else None
+    binlogs = _try(errors, "binlogs", lambda: _binlogs(conn)) if found.get("log_bin", "").upper() == "ON" else None
+    status = binlog_status_statement(server)
+    position = _try(errors, "position", lambda: _position(conn, status)) if binlogs is not None else None
+    replica_ids = _try(errors, "replicas", lambda: _replica_ids(conn, replicas_statement(server)))
+    user = str(query(conn, "SELECT CURRENT_USER() AS u")[0]["u"])
+    grants = parse_grants(user, [str(next(iter(row.values()))) for row in query(conn, "SHOW GRANTS")])
+    present = {str(r["s"]) for r in query(conn, "SELECT SCHEMA_NAME AS s FROM information_schema.SCHEMATA")}
+    return Facts(
+        server=server, variables=found, rds_config=rds_config, grants=grants, databases=databases,
+        missing_databases=tuple(db for db in databases if db not in present),
+        tables_without_pk=_tables_without_pk(conn, databases), binlogs=binlogs, position=position,
+        position_statement=status, replica_ids=replica_ids, errors=errors,
+    )
+
+
+def _try(errors: dict[str, str], what: str, read: Any) -> Any:
+    try:
+        return read()
+    except pymysql.err.MySQLError as exc:
+        errors[what] = str(exc.args[-1]) if exc.args else str(exc)
+        return None
+
+
+def _binlogs(conn: pymysql.Connection) -> tuple[tuple[str, int], ...]:
+    rows = query(conn, "SHOW BINARY LOGS")
+    return tuple((str(row["Log_name"]), int(row["File_size"])) for row in rows)
+
+
+def _position(conn: pymysql.Connection, statement: str) -> tuple[str, int] | None:
+    rows = query(conn, statement)
+    return (str(rows[0]["File"]), int(rows[0]["Position"])) if rows else None
+
+
+def _replica_ids(conn: pymysql.Connection, statement: str) -> tuple[int, ...]:
+    rows = query(conn, statement)
+    # MySQL 8.0.22+ spells the column Server_Id, older servers and MariaDB Server_id.
+    return tuple(int(value) for row in rows for key, value in row.items() if key.lower() == "server_id")
+
+
+def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> tuple[str, ...]:
+    if databases:
+        where, params = f"t.TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))})", list(databases)
+    else:
+        where, params = f"t.TABLE_SCHEMA NOT IN ({', '.join(['%s'] * len(SYSTEM_SCHEMAS))})", list(SYSTEM_SCHEMAS)
+    rows = query(
+        conn,
+        "SELECT t.TABLE_SCHEMA AS db, t.TABLE_NAME AS tbl FROM information_schema.TABLES t "
+        "LEFT JOIN information_schema.TABLE_CONSTRAINTS c ON c.TABLE_SCHEMA = t.TABLE_SCHEMA "
+        "AND c.TABLE_NAME = t.TABLE_NAME AND c.CONSTRAINT_TYPE = 'PRIMARY KEY' "
+        f"WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.CONSTRAINT_NAME IS NULL AND {where} ORDER BY 1, 2",
+        params,
+    )
+    return tuple(f"{row['db']}.{row['tbl']}" for row in rows)

@@ -1,0 +1,328 @@
+"""check-binlog: is this server ready for row-based change capture? Verdicts with exact fixes.
+
+`gather` (cdc.source.facts) reads the server once; `evaluate` is a pure function from those
+facts to checks, so the MySQL 5.7/8.0/8.4, RDS and Aurora branches are unit-tested without
+those servers. Nothing here writes, neither to the server nor to the state directory.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cdc.config import Settings
+from cdc.errors import CdcError
+from cdc.source import flavour
+from cdc.source.connect import connection
+from cdc.source.facts import Facts, gather
+from cdc.source.retention import effective_retention, retention_fix, retention_limits
+from cdc.source.server import AURORA_MYSQL, ServerInfo
+from cdc.state import StateDir, read_json
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+SHOWN_TABLES = 10
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    value: str
+    expected: str = ""
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Options:
+    min_retention_hours: float = 24
+    reader_server_id: int = 1
+    reader_id_source: str = "derived"
+
+
+@dataclass(frozen=True)
+class Report:
+    server: dict[str, Any]
+    checks: tuple[Check, ...]
+    strict: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Nothing failed (with strict, nothing warned either)."""
+        bad = (FAIL, WARN) if self.strict else (FAIL,)
+        return not any(check.status in bad for check in self.checks)
+
+    def count(self, status: str) -> int:
+        return sum(1 for check in self.checks if check.status == status)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "server": self.server, "checks": [check.to_dict() for check in self.checks]}
+
+
+def run(settings: Settings, *, min_retention_hours: float = 24, strict: bool = False) -> Report:
+    """Connect, gather the facts, judge them; add read-only checks of an existing state directory."""
+    mysql = settings.mysql
+    options = Options(min_retention_hours, mysql.reader_server_id(), "configured" if mysql.server_id else "derived")
+    databases = tuple(dict.fromkeys((*mysql.databases, *(t.split(".")[0] for t in mysql.tables if "." in t))))
+    with connection(mysql) as conn:
+        facts = gather(conn, databases)
+    checks = evaluate(facts, options) + state_checks(Path(settings.state_dir), facts)
+    server = {k: v for k, v in asdict(facts.server).items() if k != "version_tuple"}
+    return Report({**server, "address": mysql.describe(), "user": facts.grants.user}, tuple(checks), strict)
+
+
+def evaluate(facts: Facts, options: Options) -> list[Check]:
+    """All verdicts, in the order a person fixes them."""
+    checks = [check_server(facts.server)]
+    if facts.server.flavour == AURORA_MYSQL:
+        checks.append(check_aurora_writer(facts.server))
+    checks += [check_log_bin(facts), *check_row_settings(facts), check_compression(facts),
+               check_retention(facts, options), check_server_id(facts), check_reader_id(facts, options),
+               check_gtid(facts), *check_grants(facts), check_primary_keys(facts),
+               check_binlogs(facts), check_position(facts)]
+    return checks
+
+
+def check_server(server: ServerInfo) -> Check:
+    aurora = f" (Aurora {server.aurora_version})" if server.aurora_version else ""
+    value = f"{server.flavour} {server.version}{aurora}"
+    v = server.version_tuple
+    if server.is_mariadb:
+        status = FAIL if v < (10, 2, 0) else WARN if v < (10, 5, 0) else OK
+        fix = "" if status == OK else "upgrade to MariaDB 10.5 or later"
+        return Check("server", status, value, "MariaDB 10.5+", fix)
+    if v < (5, 7, 0):
+        return Check("server", FAIL, value, "MySQL 5.7, 8.0, 8.4", "upgrade to MySQL 8.0 or later")
+    if v < (8, 0, 0):
+        return Check("server", WARN, value, "MySQL 8.0+", "MySQL 5.7 is end of life and has no binlog_row_metadata; "
+                     "upgrade to 8.0 or 8.4")
+    return Check("server", OK, value, "MySQL 5.7, 8.0, 8.4")
+
+
+def check_aurora_writer(server: ServerInfo) -> Check:
+    if server.is_reader:
+        return Check("aurora_writer", FAIL, f"reader instance {server.hostname}", "the writer (cluster endpoint)",
+                     "connect to the cluster (writer) endpoint: Aurora readers have no binlog of their own")
+    return Check("aurora_writer", OK, f"writer {server.hostname}", "the writer (cluster endpoint)")
+
+
+def check_log_bin(facts: Facts) -> Check:
+    value = facts.variables.get("log_bin", "OFF").upper()
+    if value == "ON":
+        return Check("log_bin", OK, value, "ON")
+    return Check("log_bin", FAIL, value, "ON", flavour.log_bin_fix(facts.server))
+
+
+def _expect(facts: Facts, name: str, wanted: str, why: str = "") -> Check:
+    value = facts.variables.get(name, "")
+    if value.upper() == wanted:
+        return Check(name, OK, value, wanted)
+    return Check(name, FAIL, value or "(not set)", wanted, flavour.variable_fix(facts.server, name, wanted) + why)
+
+
+def check_row_settings(facts: Facts) -> list[Check]:
+    server = facts.server
+    checks = [
+        _expect(facts, "binlog_format", "ROW", "; sessions already open keep their format until they reconnect"),
+        _expect(facts, "binlog_row_image", "FULL"),
+    ]
+    if "binlog_row_metadata" in facts.variables:
+        checks.append(_expect(facts, "binlog_row_metadata", "FULL"))
+    elif flavour.supports_row_metadata(server):
+        checks.append(Check("binlog_row_metadata", FAIL, "(not reported)", "FULL",
+                            flavour.variable_fix(server, "binlog_row_metadata", "FULL")))
+    else:
+        checks.append(Check("binlog_row_metadata", WARN, f"not available on {server.version}", "FULL",
+                            "upgrade to MySQL 8.0.14+ or MariaDB 10.5+; until then column names come from "
+                            "the schema history, which a DDL racing the reader can get wrong"))
+    options = facts.variables.get("binlog_row_value_options")
+    if options is not None and "PARTIAL_JSON" in options.upper():
+        checks.append(Check("binlog_row_value_options", FAIL, options, "(empty)",
+                            flavour.variable_fix(server, "binlog_row_value_options", "")
+                            + "; partial JSON updates carry diffs, not the full after image"))
+    else:
+        shown = options if options is not None else "n/a"
+        checks.append(Check("binlog_row_value_options", OK, shown, "not PARTIAL_JSON"))
+    return checks
+
+
+def check_compression(facts: Facts) -> Check:
+    # Our binlog reader (python-mysql-replication 1.0) cannot decode MySQL's TRANSACTION_PAYLOAD
+    # events nor MariaDB's compressed row events: rows inside them would be silently missing.
+    for name in ("binlog_transaction_compression", "log_bin_compress"):
+        value = facts.variables.get(name)
+        if value is not None and value.upper() == "ON":
+            return Check("binlog_compression", FAIL, f"{name}=ON", "OFF",
+                         flavour.variable_fix(facts.server, name, "OFF"))
+    found = [f"{n}={facts.variables[n]}" for n in ("binlog_transaction_compression", "log_bin_compress")
+             if n in facts.variables]
+    return Check("binlog_compression", OK, ", ".join(found) or "not available", "OFF")
+
+
+def check_retention(facts: Facts, options: Options) -> Check:
+    expected = f">= {options.min_retention_hours:g}h"
+    # The smallest whole number of hours that passes, within what the flavour accepts.
+    hours = min(max(1, math.ceil(options.min_retention_hours)), retention_limits(facts.server)[1])
+    fix = retention_fix(facts.server, hours)
+    if facts.server.is_managed and facts.rds_config is None:
+        return Check("binlog_retention", WARN, f"unknown: {facts.errors.get('rds_config', 'not read')}", expected,
+                     "connect as the master user to read it (CALL mysql.rds_show_configuration); then " + fix)
+    retention = effective_retention(facts.server, facts.variables, facts.rds_config)
+    if retention.hours is None:
+        return Check("binlog_retention", OK, f"{retention.describe()}: unlimited runway; watch disk space", expected)
+    if retention.hours < options.min_retention_hours:
+        return Check("binlog_retention", FAIL, f"{retention.describe()}: a stopped pipeline loses its position "
+                     f"after {retention.hours:g}h", expected, fix)
+    return Check("binlog_retention", OK, f"{retention.describe()}: runway {retention.hours:g}h for a stopped "
+                 "pipeline", expected)
+
+
+def check_server_id(facts: Facts) -> Check:
+    if facts.server.server_id == 0:
+        return Check("server_id", FAIL, "0", "non-zero", flavour.variable_fix(facts.server, "server_id", "1"))
+    return Check("server_id", OK, str(facts.server.server_id), "non-zero")
+
+
+def check_reader_id(facts: Facts, options: Options) -> Check:
+    ours = options.reader_server_id
+    value = f"{ours} ({options.reader_id_source})"
+    expected = "unique among the server and its replicas"
+    fix = "pick another id with --server-id (or CDC_MYSQL_SERVER_ID / [mysql] server_id in cdc.toml)"
+    if ours == facts.server.server_id:
+        return Check("reader_server_id", FAIL, value + " = the server's own server_id", expected, fix)
+    if facts.replica_ids is None:
+        return Check("reader_server_id", WARN, value + f"; cannot list replicas: {facts.errors.get('replicas', '')}",
+                     expected, f"run {flavour.replicas_statement(facts.server)} as an admin and compare by hand")
+    if ours in facts.replica_ids:
+        return Check("reader_server_id", FAIL, value + " is used by a connected replica", expected,
+                     fix + " (unless it is a running `cdc tail` of this same pipeline)")
+    return Check("reader_server_id", OK, value + f"; replicas: {list(facts.replica_ids) or 'none'}", expected)
+
+
+def check_gtid(facts: Facts) -> Check:
+    found = facts.variables
+    if facts.server.is_mariadb:
+        value = (f"gtid_binlog_pos={found.get('gtid_binlog_pos') or '(empty)'}, "
+                 f"gtid_strict_mode={found.get('gtid_strict_mode', '?')}")
+    else:
+        value = (f"gtid_mode={found.get('gtid_mode', '?')}, "
+                 f"enforce_gtid_consistency={found.get('enforce_gtid_consistency', '?')}")
+    return Check("gtid", OK, value, "informational: positions are file:pos; GTIDs are recorded when present")
+
+
+def check_grants(facts: Facts) -> list[Check]:
+    grants, server = facts.grants, facts.server
+    account = _account(grants.user)
+    # Roles are not expanded by SHOW GRANTS: a privilege held through a role is a warning, not a failure.
+    missing = WARN if grants.roles else FAIL
+    client = flavour.replication_client_privilege(server)
+    checks = []
+    for name, privilege, accepted in (
+        ("grant_replication_slave", "REPLICATION SLAVE", ("REPLICATION SLAVE", "REPLICATION REPLICA")),
+        ("grant_replication_client", client, ("REPLICATION CLIENT", "BINLOG MONITOR", "SUPER")),
+    ):
+        if grants.has_global(*accepted):
+            checks.append(Check(name, OK, f"{privilege} held by {grants.user}", privilege))
+        else:
+            checks.append(Check(name, missing, f"{grants.user} lacks {privilege}", privilege,
+                                f"GRANT {privilege} ON *.* TO {account};"))
+    checks.append(_check_select(facts, account, missing))
+    return checks
+
+
+def _check_select(facts: Facts, account: str, missing: str) -> Check:
+    grants, expected = facts.grants, "SELECT on the replicated databases"
+    if facts.missing_databases:
+        return Check("grant_select", FAIL, "database(s) not found or not visible: " + ", ".join(facts.missing_databases),
+                     expected, "check --databases, or GRANT SELECT ON `db`.* TO " + account)
+    if not facts.databases:
+        if grants.has_global("SELECT"):
+            return Check("grant_select", OK, "SELECT on *.*", expected)
+        return Check("grant_select", WARN, "no SELECT on *.* and no --databases given", expected,
+                     "pass --databases to check the schemas you replicate")
+    lacking = [db for db in facts.databases if not grants.can_select(db)]
+    if not lacking:
+        return Check("grant_select", OK, f"SELECT on {', '.join(facts.databases)}", expected)
+    fix = " ".join(f"GRANT SELECT ON `{db.replace('`', '``')}`.* TO {account};" for db in lacking)
+    return Check("grant_select", missing, f"no SELECT on {', '.join(lacking)}", expected, fix)
+
+
+def _account(user: str) -> str:
+    name, _, host = user.rpartition("@") if "@" in user else (user, "", "%")
+    return f"'{name.replace(chr(39), chr(39) * 2)}'@'{host.replace(chr(39), chr(39) * 2)}'"
+
+
+def check_primary_keys(facts: Facts) -> Check:
+    tables = facts.tables_without_pk
+    scope = ", ".join(facts.databases) or "all non-system databases"
+    if not tables:
+        return Check("primary_keys", OK, f"every table in {scope} has a primary key", "a primary key per table")
+    more = f" and {len(tables) - SHOWN_TABLES} more" if len(tables) > SHOWN_TABLES else ""
+    shown = ", ".join(tables[:SHOWN_TABLES]) + more
+    return Check("primary_keys", WARN, f"{len(tables)} table(s) without a primary key: {shown}",
+                 "a primary key per table",
+                 "add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...)); keyless tables cannot be merged by key")
+
+
+def _binlog_access_fix(facts: Facts) -> str:
+    if facts.variables.get("log_bin", "").upper() != "ON":
+        return "turn on log_bin (see log_bin)"
+    privilege = flavour.replication_client_privilege(facts.server)
+    return f"GRANT {privilege} ON *.* TO {_account(facts.grants.user)};"
+
+
+def check_binlogs(facts: Facts) -> Check:
+    if facts.binlogs is None:
+        why = facts.errors.get("binlogs", "binary logging is off")
+        return Check("binlog_files", FAIL, why, "SHOW BINARY LOGS lists files", _binlog_access_fix(facts))
+    size = sum(size for _, size in facts.binlogs)
+    oldest = facts.binlogs[0][0] if facts.binlogs else "-"
+    return Check("binlog_files", OK, f"{len(facts.binlogs)} file(s), {size / 2**20:.1f} MiB, oldest {oldest}",
+                 "SHOW BINARY LOGS lists files")
+
+
+def check_position(facts: Facts) -> Check:
+    statement = facts.position_statement
+    if facts.position is None:
+        why = facts.errors.get("position") or facts.errors.get("binlogs") or "binary logging is off"
+        return Check("binlog_position", FAIL, f"{statement}: {why}", "a current file:pos", _binlog_access_fix(facts))
+    return Check("binlog_position", OK, f"{facts.position[0]}:{facts.position[1]} ({statement})", "a current file:pos")
+
+
+def state_checks(root: Path, facts: Facts) -> list[Check]:
+    """If the state directory exists, check (read-only) that it belongs to this server and its position lives."""
+    if not root.is_dir():
+        return []
+    state = StateDir(root)
+    try:
+        known = state.read_server()
+        tail = read_json(state.checkpoint_path("tail"))
+    except CdcError as exc:
+        return [Check("state_dir", FAIL, exc.message, "readable state", exc.hint or "")]
+    found = facts.server.identity()
+    checks = []
+    if known is None:
+        checks.append(Check("state_server", OK, f"{root}: no server recorded yet", "this server"))
+    elif known.is_same_server(found):
+        checks.append(Check("state_server", OK, f"{root} belongs to this server", "this server"))
+    else:
+        checks.append(Check("state_server", FAIL, f"{root} belongs to {known.describe()}", found.describe(),
+                            "point --state-dir at this server's state directory"))
+    if tail is not None:
+        checks.append(_check_tail(tail, facts))
+    return checks
+
+
+def _check_tail(tail: dict[str, Any], facts: Facts) -> Check:
+    where = f"{tail.get('file')}:{tail.get('pos')}"
+    if facts.binlogs is None:
+        return Check("tail_position", WARN, f"{where}: cannot list the server's binlogs", "the checkpoint's binlog file exists",
+                     _binlog_access_fix(facts))
+    if tail.get("file") in {name for name, _ in facts.binlogs}:
+        return Check("tail_position", OK, f"{where} is still on the server", "the checkpoint's binlog file exists")
+    return Check("tail_position", FAIL, f"{where}: file purged from the server", "the checkpoint's binlog file exists",
+                 "the change log has a gap: take a new snapshot (cdc snapshot) and raise retention (cdc set-retention)")

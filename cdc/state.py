@@ -1,0 +1,214 @@
+"""The state directory: atomic versioned JSON checkpoints, per-stage locks, the server identity.
+
+Layout (all paths relative to the state directory, default ./.cdc):
+    server.json          which MySQL server this state belongs to (uuid, id, flavour, version)
+    <stage>.json         a stage's checkpoint (tail.json, ship-s3.json, merge.json, ...)
+    locks/<stage>.lock   flock held while a stage runs
+    changelog/           sealed change-log segments (written by tail and snapshot)
+    schema/              per-table schema history
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cdc.errors import CdcError, LockedError, PositionError
+
+DEFAULT_STATE_DIR = ".cdc"
+SERVER_RECORD_VERSION = 1
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside `path` durable (POSIX needs the directory itself fsynced)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a crash leaves either the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink_quietly(Path(tmp))
+        raise
+    fsync_dir(path.parent)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
+    """Write a JSON document atomically, pretty enough for `cat` and stable for diffs."""
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    try:
+        write_bytes_atomic(path, text.encode("utf-8"))
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise CdcError(
+                f"no space left to write {path}; nothing was advanced",
+                hint="free space on the state directory's filesystem, then rerun the same command",
+            ) from exc
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """Read a JSON document; None if the file does not exist; PositionError naming the file if corrupt."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PositionError(
+            f"checkpoint {path} is corrupt ({exc}); refusing to guess a position",
+            hint=f"restore {path} from a backup, or remove it and restart the stage from an explicit position",
+        ) from exc
+    if not isinstance(document, dict):
+        raise PositionError(f"checkpoint {path} is corrupt (not a JSON object)", hint=f"restore or remove {path}")
+    return document
+
+
+class StateDir:
+    """Paths and primitives of one state directory."""
+
+    def __init__(self, root: Path | str = DEFAULT_STATE_DIR) -> None:
+        self.root = Path(root)
+
+    def ensure(self) -> StateDir:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @property
+    def changelog(self) -> Path:
+        return self.root / "changelog"
+
+    @property
+    def schema(self) -> Path:
+        return self.root / "schema"
+
+    def checkpoint_path(self, stage: str) -> Path:
+        return self.root / f"{stage}.json"
+
+    def read_checkpoint(self, stage: str, expected_version: int) -> dict[str, Any] | None:
+        """Read a stage's checkpoint, refusing versions this build does not understand."""
+        path = self.checkpoint_path(stage)
+        document = read_json(path)
+        if document is None:
+            return None
+        version = document.get("version")
+        if not isinstance(version, int) or version > expected_version or version < 1:
+            raise PositionError(
+                f"checkpoint {path} has version {version!r}; this cdc understands up to {expected_version}",
+                hint="upgrade cdc, or restore the checkpoint written by this version",
+            )
+        return document
+
+    def write_checkpoint(self, stage: str, document: dict[str, Any]) -> None:
+        if "version" not in document:
+            raise ValueError("a checkpoint needs a version")
+        write_json_atomic(self.checkpoint_path(stage), document)
+
+    @contextmanager
+    def lock(self, stage: str) -> Iterator[None]:
+        """Hold the stage's lock; a second run of the same stage on this directory fails at once."""
+        lock_dir = self.root / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        path = lock_dir / f"{stage}.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(path)
+                raise LockedError(
+                    f"another `cdc {stage}` is running on state directory {self.root} ({holder})",
+                    hint="wait for it to finish or stop it; two runs of one stage would interleave their output",
+                ) from None
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()}\n".encode())
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock; the file stays, harmlessly
+
+    def read_server(self) -> ServerIdentity | None:
+        document = read_json(self.root / "server.json")
+        return None if document is None else ServerIdentity.from_dict(document)
+
+    def bind_server(self, found: ServerIdentity, *, rebase: bool = False) -> None:
+        """Record the server this state belongs to, or refuse a different one.
+
+        Positions are only meaningful on the server that wrote the binlog: a checkpoint
+        from another server would silently skip or replay arbitrary changes.
+        """
+        known = self.read_server()
+        if known is not None and not rebase and not known.is_same_server(found):
+            raise PositionError(
+                f"state directory {self.root} belongs to server {known.describe()}, "
+                f"but this connection reached {found.describe()}",
+                hint="point --state-dir at the right directory, or pass --rebase to adopt the new server "
+                "(only after a failover that kept the binlog coordinates, e.g. GTID)",
+            )
+        if known != found:
+            write_json_atomic(self.root / "server.json", found.to_dict())
+
+
+def _read_holder(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "holder unknown"
+    except OSError:
+        return "holder unknown"
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """Which server a state directory's positions refer to."""
+
+    server_uuid: str
+    server_id: int
+    flavour: str
+    server_version: str
+
+    def is_same_server(self, other: ServerIdentity) -> bool:
+        # MariaDB has no @@server_uuid; cdc.source derives a stable one (see identify_server).
+        return self.server_uuid == other.server_uuid
+
+    def describe(self) -> str:
+        return f"{self.flavour} {self.server_version} uuid={self.server_uuid} server_id={self.server_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": SERVER_RECORD_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> ServerIdentity:
+        try:
+            return cls(
+                server_uuid=str(document["server_uuid"]),
+                server_id=int(document["server_id"]),
+                flavour=str(document["flavour"]),
+                server_version=str(document["server_version"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PositionError(f"server.json is corrupt ({exc})", hint="restore or remove server.json") from exc

@@ -1,0 +1,85 @@
+"""The `cdc` command: one root Typer app; the single place where CdcError becomes an exit code."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Annotated, Any, Optional
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from cdc import __version__
+from cdc.errors import CdcError, ExitCode
+from commands import ui
+
+# (command name, module in commands/, function) in the order `cdc --help` lists them:
+# the pipeline's stages first, then the tools around them.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("check-binlog", "check_binlog", "check_binlog"),
+    ("set-retention", "set_retention", "set_retention"),
+    ("snapshot", "snapshot", "snapshot"),
+    ("tail", "tail", "tail"),
+    ("ship", "ship", "ship"),
+    ("spark-merge", "spark_merge", "spark_merge"),
+    ("snowflake-bootstrap", "snowflake_bootstrap", "snowflake_bootstrap"),
+    ("snowflake-apply", "snowflake_apply", "snowflake_apply"),
+    ("kinesis-read", "kinesis_read", "kinesis_read"),
+    ("status", "status", "status"),
+    ("wait", "wait", "wait"),
+    ("init", "init", "init"),
+]
+
+
+class CdcGroup(TyperGroup):
+    """Turn our errors into a red message and their documented exit code, for every command."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, _, _ in COMMANDS if name in self.commands]
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CdcError as exc:
+            ui.error(str(exc))
+            raise typer.Exit(int(exc.exit_code)) from None
+        except KeyboardInterrupt:
+            ui.error("interrupted")
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+
+
+app = typer.Typer(
+    name="cdc",
+    cls=CdcGroup,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,  # locals may hold passwords
+    help="Replicate MySQL into Snowflake through the binary log.\n\n"
+    "Stages chain through checkpoint files in a state directory (default ./.cdc): "
+    "check-binlog -> snapshot -> tail -> ship -> spark-merge -> snowflake-apply.",
+    context_settings={"help_option_names": ["--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        ui.out.print(f"cdc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = None,
+) -> None:
+    """Replicate MySQL into Snowflake through the binary log."""
+
+
+for _name, _module, _function in COMMANDS:
+    app.command(_name)(getattr(importlib.import_module(f"commands.{_module}"), _function))
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app()

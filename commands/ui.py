@@ -1,0 +1,62 @@
+"""Rendering shared by commands: data to stdout, status and errors to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "info": "cyan", "skip": "dim"}
+
+
+def is_tty() -> bool:
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def print_json(document: Any) -> None:
+    """Machine output: one JSON document on stdout, nothing else there."""
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def print_json_line(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, sort_keys=True, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def error(message: str) -> None:
+    err.print(f"[bold red]error:[/] {escape(message)}")
+
+
+def note(message: str) -> None:
+    err.print(escape(message))
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as _escape
+
+    return _escape(text)
+
+
+def status_text(status: str) -> str:
+    return f"[{STATUS_STYLE.get(status, 'white')}]{status.upper()}[/]"
+
+
+def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, status_column: int | None = None) -> None:
+    """Print a table for people (stdout, so it can be paged); strings are never parsed as markup."""
+    grid = Table(title=title, show_lines=False, expand=False)
+    for column in columns:
+        grid.add_column(column, overflow="fold")
+    for row in rows:
+        cells = [escape("" if cell is None else str(cell)) for cell in row]
+        if status_column is not None:
+            cells[status_column] = status_text(str(row[status_column]))
+        grid.add_row(*cells)
+    out.print(grid)

@@ -1,0 +1,1 @@
+"""cdc test suite (a package, so test folders never shadow real packages such as `snowflake`)."""

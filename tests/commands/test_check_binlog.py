@@ -1,0 +1,91 @@
+"""`cdc check-binlog` as a user runs it: exit codes, the table, --json, read-only state dir, bad credentials."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from tests.commands.conftest import flat, server_args
+from tests.rig import MariaDB
+
+# option overrides -> the checks that fail, and the fix the first of them names
+BAD_SERVERS = {
+    "binlog off": ({"skip-log-bin": True}, ["log_bin", "binlog_files", "binlog_position"], "add log_bin=mariadb-bin"),
+    "statement": ({"binlog-format": "STATEMENT"}, ["binlog_format"],
+                  "SET GLOBAL binlog_format = 'ROW'; and add binlog_format=ROW under [mysqld]"),
+    "minimal": ({"binlog-row-image": "MINIMAL"}, ["binlog_row_image"], "SET GLOBAL binlog_row_image = 'FULL';"),
+    "no_log": ({"binlog-row-metadata": "NO_LOG"}, ["binlog_row_metadata"], "SET GLOBAL binlog_row_metadata = 'FULL';"),
+}
+# A configured reader id: a tail test elsewhere in the session may hold the derived one.
+READER_ID = ["--server-id", "777003"]
+
+
+@pytest.mark.parametrize("case", list(BAD_SERVERS))
+def test_misconfigured_server_exits_4_and_names_the_fix(
+    case: str, mariadb_factory: Callable[..., MariaDB], cli: Callable[..., Result]
+) -> None:
+    options, failures, fix = BAD_SERVERS[case]
+    db = mariadb_factory(options)
+    as_json = cli("check-binlog", "--json", *server_args(db))
+    assert as_json.exit_code == 4, as_json.output
+    report = json.loads(as_json.stdout)
+    bad = [c for c in report["checks"] if c["status"] == "fail"]
+    assert report["ok"] is False
+    assert [c["name"] for c in bad] == failures
+    assert bad[0]["fix"].startswith(fix)
+    assert all(set(c) == {"name", "status", "value", "expected", "fix"} for c in report["checks"])
+    human = cli("check-binlog", *server_args(db))
+    assert human.exit_code == 4
+    assert human.stdout.count("FAIL") == len(failures)
+    assert f"{len(failures)} failed" in flat(human.stderr)
+
+
+def test_ready_server_exits_0_and_strict_fails_on_warnings(
+    mariadb: MariaDB, fresh_db: str, cli: Callable[..., Result]
+) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.loose (a INT)")
+    args = [*server_args(mariadb), *READER_ID, "--databases", fresh_db]
+    result = cli("check-binlog", *args, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert report["ok"] is True and statuses["primary_keys"] == "warn"
+    assert {s for n, s in statuses.items() if n != "primary_keys"} == {"ok"}
+    assert report["server"]["flavour"] == "mariadb" and report["server"]["server_id"] == 1
+    strict = cli("check-binlog", *args, "--strict")
+    assert strict.exit_code == 4
+    assert "0 failed, 1 warning(s): not ready (--strict)" in flat(strict.stderr)
+
+
+def test_state_dir_is_never_written(mariadb: MariaDB, cli: Callable[..., Result], tmp_path: Path) -> None:
+    absent = tmp_path / "absent"
+    assert cli("check-binlog", *server_args(mariadb), *READER_ID, "--state-dir", str(absent)).exit_code == 0
+    assert not absent.exists()
+    present = tmp_path / "present"
+    present.mkdir()
+    result = cli("check-binlog", *server_args(mariadb), *READER_ID, "--state-dir", str(present), "--json")
+    names = [c["name"] for c in json.loads(result.stdout)["checks"]]
+    assert names[-1] == "state_server"
+    assert list(present.iterdir()) == []
+
+
+def test_wrong_password_exits_1_without_printing_it(mariadb: MariaDB, cli: Callable[..., Result]) -> None:
+    mariadb.create_user("cdc_pw_test", "right-Pa55")
+    wrong = "wr0ng-Pa55-zz"
+    result = cli("check-binlog", "--json", *server_args(mariadb, user="cdc_pw_test"), env={"CDC_MYSQL_PASSWORD": wrong})
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert f"error: MySQL at {mariadb.host}:{mariadb.port} as user 'cdc_pw_test': access denied" in flat(result.stderr)
+    assert wrong not in result.output and "right-Pa55" not in result.output
+
+
+def test_unreachable_server_exits_1(cli: Callable[..., Result]) -> None:
+    from tests.rig._process import free_port
+
+    result = cli("check-binlog", "--host", "127.0.0.1", "--port", str(free_port()))
+    assert result.exit_code == 1
+    assert "cannot reach MySQL at 127.0.0.1:" in flat(result.stderr)

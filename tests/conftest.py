@@ -1,0 +1,88 @@
+"""Shared fixtures: real MariaDB and moto servers, started by the tests themselves.
+
+The fixtures are thin; the logic lives in tests/rig so benchmarks and the demo can use it too.
+A part that cannot be started makes the tests that need it fail (never skip) with a message
+saying what to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pymysql
+import pytest
+
+from tests.rig import DbUser, MariaDB, MotoServer, OptionValue
+
+# Deliberately awkward (space, quotes, '#'): it catches passwords pasted into SQL, shell
+# command lines or option files without quoting.
+REPLICATION_PASSWORD = "s3cret 'pw\" #1"
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDB]:
+    """The session's MariaDB server, configured the way cdc needs (binlog ROW / FULL / FULL)."""
+    server = MariaDB()
+    try:
+        yield server.start()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def mariadb_factory() -> Iterator[Callable[..., MariaDB]]:
+    """Start extra MariaDB servers with overriding options; they are removed after the test.
+
+    factory({"binlog-format": "STATEMENT"}) or factory(skip_log_bin=True): both add to or
+    override the good defaults. Function-scoped so misconfigured servers do not pile up.
+    """
+    servers: list[MariaDB] = []
+
+    def start(options: dict[str, OptionValue] | None = None, **kw_options: OptionValue) -> MariaDB:
+        server = MariaDB({**(options or {}), **kw_options})
+        servers.append(server)
+        return server.start()
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.cleanup()
+
+
+@pytest.fixture
+def fresh_db(mariadb: MariaDB) -> Iterator[str]:
+    """Create a uniquely named database on the session server and return its name."""
+    name = mariadb.create_database("test")
+    yield name
+    try:
+        mariadb.drop_database(name, timeout=10)
+    except pymysql.err.MySQLError:
+        pass  # the test may have left the server down or frozen; the datadir goes at session end
+
+
+@pytest.fixture(scope="session")
+def replication_user(mariadb: MariaDB) -> DbUser:
+    """A least-privilege replication account on the session server, with a password."""
+    return mariadb.create_replication_user("cdc_repl", REPLICATION_PASSWORD)
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    """The session's moto server: S3 and Kinesis over HTTP at moto_server.endpoint_url."""
+    server = MotoServer()
+    try:
+        yield server.start()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def aws_env(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point boto3 (here and in subprocesses) at moto with dummy credentials, for one test."""
+    # A developer's real profile must not be picked up instead of the dummy credentials.
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in moto_server.env.items():
+        monkeypatch.setenv(name, value)
+    return moto_server.env

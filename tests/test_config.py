@@ -1,0 +1,101 @@
+"""Settings resolve flag > CDC_* environment > cdc.toml > MySQL option file > default, and say where a value came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cdc.config import MySQLSettings, load_settings
+from cdc.errors import ConfigError, ExitCode
+
+
+@pytest.fixture
+def layers(tmp_path: Path) -> dict[str, object]:
+    """An option file, a cdc.toml, an environment and flags that all set mysql.port (and more)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".my.cnf").write_text("[client]\nport = 1001\nuser = from_cnf\npassword = \"cnf secret\"\nhost = cnf.example\n")
+    (tmp_path / "cdc.toml").write_text('state_dir = "toml-state"\n[mysql]\nport = 1002\nuser = "from_toml"\n')
+    return {"cwd": tmp_path, "env": {"HOME": str(home), "CDC_MYSQL_PORT": "1003"}, "flags": {"mysql.port": 1004}}
+
+
+def resolve(layers: dict[str, object], *, env: dict[str, str] | None = None, flags: dict[str, object] | None = None):
+    return load_settings(flags if flags is not None else layers["flags"], env=env if env is not None else layers["env"],
+                         cwd=layers["cwd"])  # type: ignore[arg-type]
+
+
+def test_precedence_flag_env_toml_option_file_default(layers: dict[str, object], tmp_path: Path) -> None:
+    env: dict[str, str] = layers["env"]  # type: ignore[assignment]
+    settings = resolve(layers)
+    assert (settings.mysql.port, settings.source_of("mysql.port")) == (1004, "flag --port")
+    settings = resolve(layers, flags={})
+    assert (settings.mysql.port, settings.source_of("mysql.port")) == (1003, "environment CDC_MYSQL_PORT")
+    settings = resolve(layers, flags={}, env={"HOME": env["HOME"]})
+    assert (settings.mysql.port, settings.source_of("mysql.port")) == (1002, f"config file {tmp_path / 'cdc.toml'}")
+    assert (settings.mysql.user, settings.state_dir) == ("from_toml", "toml-state")
+    # What only the option file sets comes from it, password included.
+    assert (settings.mysql.host, settings.mysql.password) == ("cnf.example", "cnf secret")
+    assert settings.source_of("mysql.host") == "option file"
+    (tmp_path / "cdc.toml").unlink()
+    settings = resolve(layers, flags={}, env={"HOME": env["HOME"]})
+    assert (settings.mysql.port, settings.mysql.user, settings.source_of("mysql.port")) == (1001, "from_cnf", "option file")
+    (Path(env["HOME"]) / ".my.cnf").unlink()
+    settings = resolve(layers, flags={}, env={"HOME": env["HOME"]})
+    assert (settings.mysql.port, settings.mysql.user, settings.source_of("mysql.port")) == (3306, "root", "default")
+
+
+def test_password_environment_order(tmp_path: Path) -> None:
+    base = {"HOME": str(tmp_path)}
+    assert load_settings(env=base | {"MYSQL_PWD": "a"}, cwd=tmp_path).mysql.password == "a"
+    both = base | {"MYSQL_PWD": "a", "CDC_MYSQL_PASSWORD": "pw-from-cdc-env"}
+    settings = load_settings(env=both, cwd=tmp_path)
+    assert settings.mysql.password == "pw-from-cdc-env"
+    assert "pw-from-cdc-env" not in repr(settings)
+
+
+@pytest.mark.parametrize(("env", "toml", "flags", "message"), [
+    ({"CDC_MYSQL_PORT": "abc"}, "", {}, "mysql.port = 'abc' (from environment CDC_MYSQL_PORT) is not a valid int"),
+    ({}, '[mysql]\nport = "abc"\n', {}, "mysql.port = 'abc' (from config file {toml}) is not a valid int"),
+    ({}, "", {"mysql.port": 70000}, "mysql.port = 70000 (from flag --port) is not a TCP port"),
+    ({"CDC_MYSQL_SSL_MODE": "maybe"}, "", {}, "mysql.ssl_mode = 'maybe' (from environment CDC_MYSQL_SSL_MODE) is not one of"),
+    ({}, "[mysql]\nhots = 1\n", {}, "config file {toml}: unknown setting 'mysql.hots'"),
+])
+def test_errors_name_the_field_and_its_source(
+    tmp_path: Path, env: dict[str, str], toml: str, flags: dict[str, object], message: str
+) -> None:
+    if toml:
+        (tmp_path / "cdc.toml").write_text(toml)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(flags, env={"HOME": str(tmp_path), **env}, cwd=tmp_path)
+    assert str(caught.value).startswith(message.format(toml=tmp_path / "cdc.toml"))
+    assert caught.value.exit_code == ExitCode.CONFIG
+
+
+@pytest.mark.parametrize("toml", ['[mysql]\npassword = "hunter2-secret"\n',
+                                  '[aws]\naws_secret_access_key = "hunter2-secret"\n'])
+def test_secret_in_cdc_toml_is_refused(tmp_path: Path, toml: str) -> None:
+    (tmp_path / "cdc.toml").write_text(toml)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    assert "holds a secret" in caught.value.message
+    assert "hunter2-secret" not in str(caught.value)
+    assert caught.value.hint is not None and "CDC_MYSQL_PASSWORD" in caught.value.hint
+
+
+def test_config_error_exits_3_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from commands.main import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["check-binlog"], env={"HOME": str(tmp_path), "CDC_MYSQL_PORT": "abc"})
+    assert result.exit_code == ExitCode.CONFIG
+    assert "mysql.port = 'abc' (from environment CDC_MYSQL_PORT)" in " ".join(result.stderr.split())
+
+
+def test_reader_server_id_is_stable_non_zero_and_configurable() -> None:
+    derived = MySQLSettings(host="db1", port=3306, user="cdc").reader_server_id()
+    assert derived == MySQLSettings(host="db1", port=3306, user="cdc").reader_server_id()
+    assert derived != MySQLSettings(host="db2", port=3306, user="cdc").reader_server_id()
+    assert 1_000_000_000 <= derived < 2**32
+    assert MySQLSettings(server_id=42).reader_server_id() == 42
