@@ -1,0 +1,96 @@
+"""Recognise the DDL statements downstream stages must act on: ALTER, RENAME, TRUNCATE, DROP, CREATE TABLE.
+
+The binlog carries DDL as query text. We only need the kind and the table names it touches, not
+a full parse: the new column list arrives with the next table map (binlog_row_metadata=FULL).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)"
+_NAME = rf"({_IDENT}(?:\s*\.\s*{_IDENT})?)"
+_COMMENT = re.compile(r"/\*(?!!).*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
+_VERSIONED = re.compile(r"/\*!\d*\s*(.*?)\*/", re.DOTALL)
+_IF = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
+
+_ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_IF}{_NAME}(.*)$", re.I | re.S)
+_RENAME_IN_ALTER = re.compile(rf"(?:^|,)\s*RENAME\s+(?:TO\s+|AS\s+)?(?!COLUMN\b|INDEX\b|KEY\b){_NAME}\s*$", re.I | re.S)
+_RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.*)$", re.I | re.S)
+_RENAME_PAIR = re.compile(rf"\s*{_NAME}\s+TO\s+{_NAME}\s*", re.I | re.S)
+_TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_NAME}\s*$", re.I | re.S)
+_DROP = re.compile(rf"^DROP\s+(?:TEMPORARY\s+)?TABLES?\s+{_IF}(.*?)(?:\s+(?:RESTRICT|CASCADE))?\s*$", re.I | re.S)
+_CREATE = re.compile(rf"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+{_IF}{_NAME}", re.I | re.S)
+
+
+@dataclass(frozen=True)
+class TableDdl:
+    """One table touched by a DDL statement."""
+
+    kind: str  # alter | rename | truncate | drop | create
+    db: str
+    table: str
+    new_db: str | None = None
+    new_table: str | None = None
+
+
+def _unquote(ident: str) -> str:
+    ident = ident.strip()
+    if ident.startswith("`") and ident.endswith("`"):
+        return ident[1:-1].replace("``", "`")
+    return ident
+
+
+def _split_name(name: str, default_db: str) -> tuple[str, str]:
+    parts = re.findall(_IDENT, name)
+    if len(parts) == 2:
+        return _unquote(parts[0]), _unquote(parts[1])
+    return default_db, _unquote(parts[0])
+
+
+def _clean(sql: str) -> str:
+    text = _VERSIONED.sub(r"\1", sql)
+    return _COMMENT.sub(" ", text).strip().rstrip(";").strip()
+
+
+def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
+    """The tables a statement changes, in statement order; [] for anything that is not table DDL."""
+    text = _clean(sql)
+    if match := _ALTER.match(text):
+        db, table = _split_name(match[1], default_db)
+        if rename := _RENAME_IN_ALTER.search(match[2]):
+            new_db, new_table = _split_name(rename[1], db)
+            return [TableDdl("rename", db, table, new_db, new_table)]
+        return [TableDdl("alter", db, table)]
+    if match := _RENAME.match(text):
+        found = []
+        for pair in _split_top_level(match[1]):
+            if m := _RENAME_PAIR.fullmatch(pair):
+                db, table = _split_name(m[1], default_db)
+                new_db, new_table = _split_name(m[2], default_db)
+                found.append(TableDdl("rename", db, table, new_db, new_table))
+        return found
+    if match := _TRUNCATE.match(text):
+        return [TableDdl("truncate", *_split_name(match[1], default_db))]
+    if match := _DROP.match(text):
+        return [TableDdl("drop", *_split_name(name, default_db)) for name in _split_top_level(match[1])]
+    if match := _CREATE.match(text):
+        return [TableDdl("create", *_split_name(match[1], default_db))]
+    return []
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside backquotes."""
+    parts, current, quoted = [], [], False
+    for ch in text:
+        if ch == "`":
+            quoted = not quoted
+        if ch == "," and not quoted:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current).strip())
+    return parts

@@ -1,0 +1,148 @@
+"""Where tail starts: its checkpoint, else the snapshot's hand-over, else an explicit flag. It never guesses."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from cdc.changelog import SEGMENT_PREFIX, list_segments
+from cdc.errors import PositionError, UsageError
+from cdc.source.binlog import Position, current_position
+from cdc.source.connect import query
+from cdc.state import StateDir
+
+CHECKPOINT_VERSION = 1
+STAGE = "tail"
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """What the user asked for on the command line (at most one)."""
+
+    position: str | None = None  # FILE:POS
+    gtid: str | None = None  # MariaDB domain-server-seq[,...]: start after these transactions
+    from_now: bool = False
+
+
+@dataclass(frozen=True)
+class Start:
+    position: Position
+    gtid: str | None
+    last_segment: str | None
+    origin: str  # "checkpoint" | "snapshot" | "--start-position" | ...
+
+
+def read_checkpoint(state: StateDir) -> dict[str, Any] | None:
+    document = state.read_checkpoint(STAGE, CHECKPOINT_VERSION)
+    if document is None:
+        return None
+    path = state.checkpoint_path(STAGE)
+    try:
+        Position(str(document["file"]), int(document["pos"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PositionError(f"checkpoint {path} is corrupt (missing {exc})", hint=f"restore or remove {path}") from None
+    return document
+
+
+def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connection, server_uuid: str,
+                  *, rebase: bool) -> Start:
+    """The position to read from, refusing a foreign checkpoint and refusing to guess."""
+    chosen = [name for name, given in (("--start-position", request.position), ("--start-gtid", request.gtid),
+                                       ("--from-now", request.from_now)) if given]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)} contradict each other", hint="give one start option")
+    checkpoint = read_checkpoint(state)
+    if checkpoint is not None:
+        path = state.checkpoint_path(STAGE)
+        if chosen:
+            raise UsageError(f"{chosen[0]} given, but tail already has a checkpoint {path}",
+                             hint=f"omit {chosen[0]} to resume, or move {path} and the change log away to start over")
+        if checkpoint.get("server_uuid") not in (None, server_uuid) and not rebase:
+            raise PositionError(
+                f"checkpoint {path} was written against server {checkpoint.get('server_uuid')}, "
+                f"but this connection reached server {server_uuid}",
+                hint="point --host/--state-dir at the right server, or pass --rebase after a failover that kept "
+                "the binlog coordinates",
+            )
+        return Start(Position(checkpoint["file"], int(checkpoint["pos"])), checkpoint.get("gtid"),
+                     checkpoint.get("last_segment"), "checkpoint")
+    if request.position:
+        return Start(Position.parse(request.position), None, None, "--start-position")
+    if request.gtid:
+        return Start(position_after_gtid(conn, request.gtid), request.gtid, None, "--start-gtid")
+    if request.from_now:
+        return Start(current_position(conn), None, None, "--from-now")
+    snapshot = state.read_checkpoint("snapshot", 1)
+    if snapshot is not None:
+        return _from_snapshot(state, snapshot)
+    raise PositionError(
+        f"tail has no checkpoint in {state.root} and no snapshot hand-over; it never guesses a start position",
+        hint="run `cdc snapshot` first, or pass --start-position FILE:POS, --start-gtid SET or --from-now",
+    )
+
+
+def _from_snapshot(state: StateDir, snapshot: dict[str, Any]) -> Start:
+    path = state.checkpoint_path("snapshot")
+    if snapshot.get("status") != "done":
+        raise PositionError(f"snapshot {path} has status {snapshot.get('status')!r}, not 'done'",
+                            hint="finish `cdc snapshot` (rerun it) before starting tail")
+    try:
+        handover = snapshot["handover"]
+        return Start(Position(str(handover["file"]), int(handover["pos"])), handover.get("gtid"), None, "snapshot")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PositionError(f"snapshot {path} has no usable hand-over ({exc})", hint="rerun `cdc snapshot`") from None
+
+
+_GTID = re.compile(r"^\d+-\d+-\d+$")
+
+
+def position_after_gtid(conn: pymysql.Connection, gtid_set: str) -> Position:
+    """MariaDB: the transaction boundary right after the last GTID of `gtid_set` (scans SHOW BINLOG EVENTS)."""
+    wanted = {g.strip() for g in gtid_set.split(",") if g.strip()}
+    if not wanted or not all(_GTID.match(g) for g in wanted):
+        raise UsageError(f"--start-gtid {gtid_set!r} is not a MariaDB GTID list", hint="e.g. --start-gtid 0-1-57")
+    found: Position | None = None
+    for log in query(conn, "SHOW BINARY LOGS"):
+        name = str(log["Log_name"])
+        current: str | None = None
+        for event in query(conn, f"SHOW BINLOG EVENTS IN '{name}'"):  # name comes from the server itself
+            info = str(event.get("Info") or "")
+            if event["Event_type"] == "Gtid":
+                current = info.split("GTID ", 1)[-1].strip() if "GTID" in info else None
+            elif current in wanted and event["Event_type"] in ("Xid", "Query") and not info.startswith("BEGIN"):
+                found = Position(name, int(event["End_log_pos"]))
+                current = None
+    if found is None:
+        raise PositionError(f"GTID {gtid_set} is not in the server's binlogs",
+                            hint="check the GTID (SELECT @@gtid_binlog_pos), or start from --start-position")
+    return found
+
+
+def uncheckpointed_segments(changelog: Path, last_segment: str | None) -> list[Path]:
+    """Tail segments sealed after the checkpoint's last one (a crash between seal and checkpoint)."""
+    found = []
+    for path in list_segments(changelog, after=last_segment):
+        kind = path.name[len(SEGMENT_PREFIX):].split("-")[2][:1]
+        if kind == "b":  # snapshot segments (kind s) belong to snapshot, not to this recovery
+            found.append(path)
+    return found
+
+
+def last_position_in(path: Path) -> str:
+    """The position of the last line of a sealed segment."""
+    import orjson
+
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        block = min(size, 1 << 20)
+        while True:
+            handle.seek(size - block)
+            lines = handle.read(block).rstrip(b"\n").split(b"\n")
+            if len(lines) > 1 or block == size:
+                return str(orjson.loads(lines[-1])["position"])
+            block = min(size, block * 2)

@@ -1,0 +1,151 @@
+"""`cdc tail`: binlog -> sealed change-log segments + the tail checkpoint (docs/formats.md).
+
+Data first, checkpoint last: a transaction's lines reach a segment at its COMMIT; a segment holds whole
+transactions and is sealed (fsync, rename) before tail.json moves past them. After a kill -9 we restart
+from tail.json; if a segment was sealed but tail.json not yet written, its lines are skipped on the
+re-read (they sort at or before its last line), so the concatenated change log is the same as an
+uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from cdc.capture.events import Capture, Progress
+from cdc.capture.filters import Filters
+from cdc.capture.start import STAGE, StartRequest, resolve_start
+from cdc.config import Settings
+from cdc.errors import CdcError, TransientError
+from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
+from cdc.source.connect import connection
+from cdc.source.server import describe_server
+from cdc.state import StateDir
+
+
+@dataclass(frozen=True)
+class TailOptions:
+    start: StartRequest = StartRequest()
+    follow: bool = False
+    rebase: bool = False
+    filters: Filters = Filters()
+    flush_interval: float = 1.0  # seconds: a committed change reaches a sealed segment within about this
+    segment_bytes: int = 64 * 2**20
+    spill_bytes: int = 32 * 2**20
+    heartbeat: float = 1.0
+    read_timeout: float = 10.0
+    reconnect_timeout: float = 60.0  # give up after this long without a working connection
+
+
+@dataclass
+class TailSummary:
+    start: str
+    end: str
+    origin: str
+    target: str | None
+    transactions: int = 0
+    rows: int = 0
+    segments: int = 0
+    reconnects: int = 0
+    seconds: float = 0.0
+    stopped: str = "caught up"
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def run_tail(
+    settings: Settings,
+    options: TailOptions,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    stdout: BinaryIO | None = None,
+) -> TailSummary:
+    """Capture changes from the start position into sealed segments until caught up (or stopped, with --follow)."""
+    state = StateDir(settings.state_dir).ensure()
+    with state.lock(STAGE):
+        with connection(settings.mysql) as conn:
+            info = describe_server(conn)
+            start = resolve_start(state, options.start, conn, info.server_uuid, rebase=options.rebase)
+            state.bind_server(info.identity(), rebase=options.rebase)
+            target = None if options.follow else current_position(conn)
+        capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
+                          flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
+                          spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress)
+        summary = TailSummary(str(start.position), str(start.position), start.origin, target and str(target))
+        began = time.monotonic()
+        try:
+            _loop(capture, settings, options, target, summary, should_stop, on_note or (lambda _m: None))
+        finally:
+            capture.close()
+        summary.end, summary.seconds = str(capture.position), time.monotonic() - began
+        summary.transactions, summary.rows, summary.segments = capture.transactions, capture.rows, capture.segments
+        return summary
+
+
+def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Position | None,
+          summary: TailSummary, should_stop: Callable[[], bool], note: Callable[[str], None]) -> None:
+    reader_options = ReaderOptions(heartbeat=min(options.heartbeat, options.read_timeout / 4),
+                                   read_timeout=options.read_timeout)
+    failing_since: float | None = None
+    while True:
+        if _finished(capture, target, should_stop, summary):
+            capture.flush(force=True)
+            return
+        reader = BinlogReader(settings.mysql, capture.position, reader_options)
+        idle_since: float | None = None
+        try:
+            for event in reader.events():
+                failing_since = None
+                if should_stop():  # mid-transaction too: the open transaction is simply re-read next run
+                    capture.abort_transaction()
+                    summary.stopped = "stopped by signal"
+                    break
+                capture.handle(event)
+                if capture.at_boundary and _finished(capture, target, should_stop, summary):
+                    break
+                idle_since = _check_idle(event.kind, idle_since, capture, target, options.read_timeout)
+            capture.flush(force=True)
+            return
+        except TransientError as exc:
+            # Drop the open transaction (it is re-read from its start), keep what was committed.
+            capture.abort_transaction()
+            capture.flush(force=True)
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if now - failing_since > options.reconnect_timeout:
+                raise TransientError(f"{exc.message}; gave up after {options.reconnect_timeout:.0f}s of retries "
+                                     f"(checkpoint at {capture.position})", hint=exc.hint) from None
+            summary.reconnects += 1
+            note(f"{exc.message}; reconnecting at {capture.position} (last commit)")
+            time.sleep(min(1.0, options.read_timeout / 4))
+        except CdcError:
+            capture.abort_transaction()
+            capture.flush(force=True)
+            raise
+        finally:
+            reader.close()
+
+
+def _finished(capture: Capture, target: Position | None, should_stop: Callable[[], bool], summary: TailSummary) -> bool:
+    if should_stop():
+        summary.stopped = "stopped by signal"
+        return True
+    return target is not None and capture.position.key() >= target.key()
+
+
+def _check_idle(kind: str, idle_since: float | None, capture: Capture, target: Position | None,
+                limit: float) -> float | None:
+    """--until-now must never wait forever: only heartbeats while behind the target means it cannot be reached."""
+    if kind != "heartbeat" or target is None:
+        return None
+    now = time.monotonic()
+    if idle_since is not None and now - idle_since > max(limit, 5.0):
+        raise CdcError(f"the server sends nothing more, but tail is at {capture.position}, before the target "
+                       f"{target} taken at start", hint="report this as a bug with both positions; rerun tail to resume")
+    return idle_since or now

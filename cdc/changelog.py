@@ -1,0 +1,147 @@
+"""The change log: sealed, append-only segments of newline-delimited JSON (docs/formats.md).
+
+Writers (snapshot, tail) fill a temporary file and seal it atomically; readers (ship,
+spark-merge) only ever see sealed segments, listed in lexical = source order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cdc.errors import PositionError
+from cdc.state import fsync_dir
+
+LINE_VERSION = 1
+SEGMENT_PREFIX = "seg-"
+SEGMENT_SUFFIX = ".jsonl"
+_FILE_SEQ = re.compile(r"\.(\d+)$")
+
+
+def file_seq(binlog_file: str) -> int:
+    """The numeric extension of a binlog file name: `mariadb-bin.000003` -> 3."""
+    match = _FILE_SEQ.search(binlog_file)
+    if not match:
+        raise PositionError(f"binlog file name {binlog_file!r} has no numeric extension")
+    return int(match[1])
+
+
+def position_string(binlog_file: str, pos: int, row: int, *, snapshot: bool = False) -> str:
+    """Sortable, unique coordinates of one row change (docs/formats.md)."""
+    kind = "s" if snapshot else "b"
+    return f"{file_seq(binlog_file):010d}:{pos:012d}:{kind}{row:012d}"
+
+
+def encode_line(change: dict[str, Any]) -> bytes:
+    """One change as a line: keys sorted, compact, so a re-read yields identical bytes."""
+    return orjson.dumps(change, option=orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def decode_line(line: bytes | str) -> dict[str, Any]:
+    return orjson.loads(line)
+
+
+def segment_name(first_position: str) -> str:
+    return f"{SEGMENT_PREFIX}{first_position.replace(':', '-')}{SEGMENT_SUFFIX}"
+
+
+class SegmentWriter:
+    """Accumulates whole transactions in a temp file and seals them as one segment."""
+
+    def __init__(self, directory: Path, owner: str) -> None:
+        self.directory = directory
+        self.owner = owner
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._handle: Any = None
+        self._temp: Path | None = None
+        self._first_position: str | None = None
+        self.lines = 0
+        self.bytes = 0
+
+    def discard_stale(self) -> int:
+        """Remove temp files a crashed run of this owner left; they were never sealed, so never read."""
+        removed = 0
+        for path in self.directory.glob(f".{SEGMENT_PREFIX}{self.owner}-*.tmp"):
+            path.unlink(missing_ok=True)
+            removed += 1
+        return removed
+
+    def write(self, position: str, line: bytes) -> None:
+        if self._handle is None:
+            self._temp = self.directory / f".{SEGMENT_PREFIX}{self.owner}-{os.getpid()}.tmp"
+            self._handle = open(self._temp, "wb")
+            self._first_position = position
+        self._handle.write(line)
+        self.lines += 1
+        self.bytes += len(line)
+
+    @property
+    def is_empty(self) -> bool:
+        return self._handle is None
+
+    def seal(self) -> Path | None:
+        """Make the open segment durable under its final name; None if nothing was written."""
+        if self._handle is None or self._temp is None or self._first_position is None:
+            return None
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        final = self.directory / segment_name(self._first_position)
+        os.replace(self._temp, final)
+        fsync_dir(self.directory)
+        self._handle = None
+        self._temp = None
+        self._first_position = None
+        self.lines = 0
+        self.bytes = 0
+        return final
+
+    def abandon(self) -> None:
+        """Drop the unsealed segment (used when a transaction must be re-read from its start)."""
+        if self._handle is not None:
+            self._handle.close()
+        if self._temp is not None:
+            self._temp.unlink(missing_ok=True)
+        self._handle = None
+        self._temp = None
+        self._first_position = None
+        self.lines = 0
+        self.bytes = 0
+
+
+def list_segments(directory: Path, after: str | None = None) -> list[Path]:
+    """Sealed segments in source order, optionally only those whose name sorts after `after`."""
+    if not directory.exists():
+        return []
+    names = sorted(
+        p.name for p in directory.iterdir() if p.name.startswith(SEGMENT_PREFIX) and p.name.endswith(SEGMENT_SUFFIX)
+    )
+    return [directory / name for name in names if after is None or name > after]
+
+
+def read_segment(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield the changes of one sealed segment."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise PositionError(
+                    f"change-log segment {path} line {number} is not valid JSON ({exc})",
+                    hint="the segment is damaged: restore it, or rerun tail from a checkpoint before it",
+                ) from exc
+
+
+def read_raw_lines(path: Path) -> Iterator[bytes]:
+    """Yield the raw lines of a sealed segment (what ship sends, byte for byte)."""
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                yield line.rstrip(b"\n")

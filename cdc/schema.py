@@ -1,0 +1,262 @@
+"""Per-table schema history (docs/formats.md): the columns of each table as of each position.
+
+Events are decoded with the schema in force at their position, never with today's
+information_schema: after an ALTER, older events still have the old column list.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from cdc.errors import PositionError
+from cdc.source.connect import query
+from cdc.state import read_json, write_json_atomic
+
+HISTORY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # COLUMN_TYPE as information_schema spells it, e.g. "decimal(18,4)", "int(10) unsigned"
+    data_type: str  # base name in lower case, e.g. "decimal"
+    unsigned: bool = False
+    nullable: bool = True
+    precision: int | None = None
+    scale: int | None = None
+    charset: str | None = None
+    fsp: int | None = None
+    enum_values: tuple[str, ...] | None = None
+    set_values: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Column:
+        values = dict(d)
+        for key in ("enum_values", "set_values"):
+            if values.get(key) is not None:
+                values[key] = tuple(values[key])
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    db: str
+    table: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+    position: str = ""
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(name)
+
+    def same_shape(self, other: TableSchema) -> bool:
+        return self.columns == other.columns and self.primary_key == other.primary_key
+
+    def version_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "columns": [asdict(c) for c in self.columns],
+            "primary_key": list(self.primary_key),
+        }
+
+
+@dataclass
+class SchemaHistory:
+    """Read and append the schema history files of one state directory."""
+
+    directory: Path
+    _cache: dict[tuple[str, str], list[TableSchema]] = field(default_factory=dict)
+
+    def path(self, db: str, table: str) -> Path:
+        return self.directory / f"{_safe(db)}.{_safe(table)}.json"
+
+    def versions(self, db: str, table: str) -> list[TableSchema]:
+        key = (db, table)
+        if key not in self._cache:
+            self._cache[key] = self._load(db, table)
+        return self._cache[key]
+
+    def _load(self, db: str, table: str) -> list[TableSchema]:
+        path = self.path(db, table)
+        document = read_json(path)
+        if document is None:
+            return []
+        if document.get("version", 0) > HISTORY_VERSION:
+            raise PositionError(f"schema history {path} has a newer version than this cdc understands")
+        try:
+            return [
+                TableSchema(
+                    db=db,
+                    table=table,
+                    columns=tuple(Column.from_dict(c) for c in v["columns"]),
+                    primary_key=tuple(v["primary_key"]),
+                    position=v["position"],
+                )
+                for v in document["history"]
+            ]
+        except (KeyError, TypeError) as exc:
+            raise PositionError(f"schema history {path} is corrupt ({exc})") from exc
+
+    def at(self, db: str, table: str, position: str) -> TableSchema | None:
+        """The schema in force at `position` (the last version whose position <= it)."""
+        found = None
+        for version in self.versions(db, table):
+            if version.position <= position:
+                found = version
+            else:
+                break
+        return found
+
+    def latest(self, db: str, table: str) -> TableSchema | None:
+        versions = self.versions(db, table)
+        return versions[-1] if versions else None
+
+    def record(self, schema: TableSchema) -> bool:
+        """Append a version if the shape changed; idempotent for a replayed position. True if written."""
+        versions = list(self.versions(schema.db, schema.table))
+        # A replay after a crash may record the same version again: drop anything at or after it.
+        versions = [v for v in versions if v.position < schema.position]
+        if versions and versions[-1].same_shape(schema):
+            if len(versions) == len(self.versions(schema.db, schema.table)):
+                return False
+        else:
+            versions.append(schema)
+        self._write(schema.db, schema.table, versions)
+        return True
+
+    def _write(self, db: str, table: str, versions: list[TableSchema]) -> None:
+        document = {
+            "version": HISTORY_VERSION,
+            "db": db,
+            "table": table,
+            "history": [v.version_dict() for v in versions],
+        }
+        write_json_atomic(self.path(db, table), document)
+        self._cache[(db, table)] = versions
+
+    def tables(self) -> list[tuple[str, str]]:
+        found = []
+        for path in sorted(self.directory.glob("*.json")):
+            document = read_json(path) or {}
+            if "db" in document and "table" in document:
+                found.append((document["db"], document["table"]))
+        return found
+
+
+def _safe(name: str) -> str:
+    """File-name-safe, reversible-enough form of an identifier (hostile names stay distinct)."""
+    return re.sub(r"[^A-Za-z0-9_$-]", lambda m: f"%{ord(m[0]):04x}", name)
+
+
+_PAREN_LIST = re.compile(r"^(?:enum|set)\((.*)\)$", re.IGNORECASE | re.DOTALL)
+
+
+def parse_labels(column_type: str) -> tuple[str, ...]:
+    """Labels of enum('a','b''c') / set(...) as information_schema spells them."""
+    match = _PAREN_LIST.match(column_type)
+    if not match:
+        return ()
+    body = match[1]
+    labels, current, i, inside = [], [], 0, False
+    while i < len(body):
+        ch = body[i]
+        if not inside:
+            if ch == "'":
+                inside = True
+                current = []
+        elif ch == "'" and i + 1 < len(body) and body[i + 1] == "'":
+            current.append("'")
+            i += 1
+        elif ch == "\\" and i + 1 < len(body):
+            current.append(body[i + 1])
+            i += 1
+        elif ch == "'":
+            inside = False
+            labels.append("".join(current))
+        else:
+            current.append(ch)
+        i += 1
+    return tuple(labels)
+
+
+def read_table_schema(conn: pymysql.Connection, db: str, table: str, position: str = "") -> TableSchema | None:
+    """The current schema of one table from information_schema, or None if it does not exist."""
+    rows = query(
+        conn,
+        "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, "
+        "CHARACTER_SET_NAME, DATETIME_PRECISION, COLUMN_KEY FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (db, table),
+    )
+    if not rows:
+        return None
+    json_columns = _mariadb_json_columns(conn, db, table)
+    columns = tuple(_column_from_row(r, json_columns) for r in rows)
+    pk_rows = query(
+        conn,
+        "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+        "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+        (db, table),
+    )
+    return TableSchema(db, table, columns, tuple(str(r["COLUMN_NAME"]) for r in pk_rows), position)
+
+
+def _mariadb_json_columns(conn: pymysql.Connection, db: str, table: str) -> set[str]:
+    """MariaDB stores JSON as LONGTEXT with a json_valid() check: find those columns."""
+    try:
+        rows = query(
+            conn,
+            "SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s",
+            (db, table),
+        )
+    except pymysql.err.MySQLError:  # MySQL 8's CHECK_CONSTRAINTS has no TABLE_NAME; it has a real JSON type
+        return set()
+    found = set()
+    for r in rows:
+        match = re.fullmatch(r"json_valid\(`((?:[^`]|``)+)`\)", _text(r["CHECK_CLAUSE"]).strip(), re.IGNORECASE)
+        if match:
+            found.add(match[1].replace("``", "`"))
+    return found
+
+
+def _column_from_row(r: dict[str, Any], json_columns: set[str]) -> Column:
+    column_type = _text(r["COLUMN_TYPE"])
+    data_type = _text(r["DATA_TYPE"]).lower()
+    if _text(r["COLUMN_NAME"]) in json_columns and data_type == "longtext":
+        data_type = column_type = "json"
+    labels = parse_labels(column_type)
+    return Column(
+        name=_text(r["COLUMN_NAME"]),
+        type=column_type,
+        data_type=data_type,
+        unsigned="unsigned" in column_type.lower(),
+        nullable=_text(r["IS_NULLABLE"]) == "YES",
+        precision=_int(r["NUMERIC_PRECISION"]) if data_type == "decimal" else None,
+        scale=_int(r["NUMERIC_SCALE"]) if data_type == "decimal" else None,
+        charset=_text(r["CHARACTER_SET_NAME"]) if r["CHARACTER_SET_NAME"] else None,
+        fsp=_int(r["DATETIME_PRECISION"]) if data_type in ("datetime", "timestamp", "time") else None,
+        enum_values=labels if data_type == "enum" else None,
+        set_values=labels if data_type == "set" else None,
+    )
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -1,0 +1,100 @@
+"""`cdc tail`: binlog -> local change log (sealed segments) + checkpoint."""
+
+# No `from __future__ import annotations`: @mysql_options re-wraps the signature and typer must see real types.
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cdc.capture import Filters, Progress, StartRequest, TailOptions, TailSummary, run_tail
+from cdc.errors import ExitCode
+from cdc.sinks.common import stop_on_signals
+from commands import ui
+from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+
+_START, _FILTERS = "Start", "Filters"
+ListOpt = Optional[list[str]]
+
+
+def _names(values: ListOpt) -> tuple[str, ...]:
+    return tuple(part.strip() for item in values or () for part in item.split(",") if part.strip())
+
+
+@mysql_options
+def tail(
+    start_position: Annotated[Optional[str], typer.Option("--start-position", help="FILE:POS at a transaction boundary (first run only).", rich_help_panel=_START)] = None,
+    start_gtid: Annotated[Optional[str], typer.Option("--start-gtid", help="Start after these MariaDB GTIDs (first run only).", rich_help_panel=_START)] = None,
+    from_now: Annotated[bool, typer.Option("--from-now", help="Start at the server's current position (first run only).", rich_help_panel=_START)] = False,
+    rebase: Annotated[bool, typer.Option("--rebase", help="Adopt a different server for this state directory.", rich_help_panel=_START)] = False,
+    follow: Annotated[bool, typer.Option("--follow/--until-now", help="Stream until Ctrl-C/SIGTERM, or catch up to the position current at start and exit.")] = False,
+    databases: Annotated[ListOpt, typer.Option("--databases", help="Databases to capture (globs; repeatable or comma-separated).", rich_help_panel=_FILTERS)] = None,
+    tables: Annotated[ListOpt, typer.Option("--tables", help="DB.TABLE globs to capture.", rich_help_panel=_FILTERS)] = None,
+    exclude_tables: Annotated[ListOpt, typer.Option("--exclude-tables", help="DB.TABLE globs to skip.", rich_help_panel=_FILTERS)] = None,
+    exclude_columns: Annotated[ListOpt, typer.Option("--exclude-columns", help="DB.TABLE.COLUMN never written.", rich_help_panel=_FILTERS)] = None,
+    hash_columns: Annotated[ListOpt, typer.Option("--hash-columns", help="DB.TABLE.COLUMN written as sha256 hex.", rich_help_panel=_FILTERS)] = None,
+    flush_interval: Annotated[float, typer.Option("--flush-interval", help="Seal a segment at most this many seconds after a commit.")] = 1.0,
+    segment_mib: Annotated[int, typer.Option("--segment-size", help="Seal a segment past this many MiB.")] = 64,
+    read_timeout: Annotated[float, typer.Option("--read-timeout", help="Seconds of silence (no event, no heartbeat) before reconnecting.")] = 10.0,
+    reconnect_timeout: Annotated[float, typer.Option("--reconnect-timeout", help="Give up after this many seconds without a working connection.")] = 60.0,
+    to_stdout: Annotated[bool, typer.Option("--stdout", help="Also write the committed change lines to stdout.")] = False,
+    config: ConfigOpt = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+    *,
+    mysql_flags: dict[str, Any],
+) -> None:
+    """Capture row changes from the binlog into the change log, then checkpoint."""
+    settings = settings_from(config, state_dir, mysql_flags, **{"mysql.databases": _names(databases),
+                             "mysql.tables": _names(tables), "mysql.exclude_tables": _names(exclude_tables)})
+    filters = Filters(settings.mysql.databases, settings.mysql.tables, settings.mysql.exclude_tables,
+                      _names(exclude_columns), _names(hash_columns))
+    options = TailOptions(StartRequest(start_position, start_gtid, from_now), follow, rebase, filters, flush_interval,
+                          segment_mib * 2**20, heartbeat=min(1.0, read_timeout / 4), read_timeout=read_timeout,
+                          reconnect_timeout=reconnect_timeout)
+    with stop_on_signals() as stop, _progress(as_json, to_stdout) as on_progress:
+        summary = run_tail(settings, options, should_stop=stop.is_set, on_progress=on_progress, on_note=ui.note,
+                           stdout=sys.stdout.buffer if to_stdout else None)
+    _render(summary, as_json, to_stdout)
+    raise typer.Exit(int(ExitCode.OK))
+
+
+@contextmanager
+def _progress(as_json: bool, to_stdout: bool) -> Iterator[Optional[Callable[[Progress], None]]]:
+    """A live status line at a TTY; periodic JSON status lines with --json; nothing otherwise."""
+    last = [0.0]
+
+    def throttled(render: Callable[[Progress], None]) -> Callable[[Progress], None]:
+        def update(p: Progress) -> None:
+            if time.monotonic() - last[0] >= 1.0:
+                last[0] = time.monotonic()
+                render(p)
+        return update
+
+    if as_json:
+        emit = ui.err.print if to_stdout else None
+        yield throttled(lambda p: emit(_status(p)) if emit else ui.print_json_line({"status": p.__dict__}))
+        return
+    if not ui.err.is_terminal:
+        yield None
+        return
+    with ui.err.status("tail starting") as live:
+        yield throttled(lambda p: live.update(ui.escape(_status(p))))
+
+
+def _status(p: Progress) -> str:
+    lag = "?" if p.lag_seconds is None else f"{p.lag_seconds:,.0f}s"
+    return (f"at {p.position}  {p.events_per_second:,.0f} events/s  {p.rows:,} rows  {p.transactions:,} txns  "
+            f"{p.segments} segments  lag {lag}")
+
+
+def _render(summary: TailSummary, as_json: bool, to_stdout: bool) -> None:
+    if as_json and not to_stdout:
+        ui.print_json(summary.to_dict())
+        return
+    ui.note(f"tail {summary.stopped}: {summary.start} -> {summary.end} ({summary.origin}); {summary.transactions:,} "
+            f"transactions, {summary.rows:,} rows in {summary.segments} segment(s), {summary.reconnects} reconnect(s), "
+            f"{summary.seconds:,.1f}s")

@@ -1,0 +1,221 @@
+"""cdc snapshot against the session's throwaway MariaDB: exact values, hostile names, keys, locks, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cdc.capture.snapshot import SnapshotRequest, read_checkpoint, run_snapshot
+from cdc.changelog import decode_line, encode_line, list_segments, position_string
+from cdc.errors import PositionError, PreconditionError, UsageError
+from cdc.schema import SchemaHistory
+from cdc.state import StateDir, read_json, write_json_atomic
+from tests.capture import workload
+from tests.capture.test_snapshot_support import app, changelog_lines, make_settings, mysql_args, state  # noqa: F401
+from tests.rig import MariaDB
+
+HOSTILE_TABLE = "we`ird 'tab\"le' select ü"
+HOSTILE_COLUMNS = ("k`1 key", "order", "naïve \"c\"")
+
+
+def _hostile_table(mariadb: MariaDB, db: str, rows: int) -> None:
+    k1, k2, c = (f"`{n.replace('`', '``')}`" for n in HOSTILE_COLUMNS)
+    table = f"`{db}`.`{HOSTILE_TABLE.replace('`', '``')}`"
+    mariadb.execute(f"CREATE TABLE {table} ({k1} INT NOT NULL, {k2} VARCHAR(20) NOT NULL, {c} TEXT, "
+                    f"PRIMARY KEY ({k1}, {k2}))")
+    values = [(i // 3, f"o'{i % 3}`", workload.HOSTILE_TEXT[i % len(workload.HOSTILE_TEXT)]) for i in range(rows)]
+    with mariadb.connect() as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s)", values)
+
+
+def test_all_types_equal_the_oracle(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    with mariadb.connect() as conn:
+        workload.create_all_types_table(conn, fresh_db)
+        workload.run_workload(conn, fresh_db, seed=11, transactions=60)
+        expected = workload.expected_rows(conn, fresh_db, workload.TABLE)
+    settings = make_settings(mariadb, state, tables=(f"{fresh_db}.{workload.TABLE}",))
+
+    summary = run_snapshot(settings, SnapshotRequest(chunk_size=7))
+
+    lines = changelog_lines(state)
+    assert workload.replay(lines, fresh_db, workload.TABLE) == expected
+    for segment in list_segments(state / "changelog"):  # the hot loop's hand-built lines are canonical
+        for raw in segment.read_bytes().splitlines(keepends=True):
+            assert encode_line(decode_line(raw)) == raw
+    assert len(lines) == len(expected) == summary.rows
+    assert summary.chunks == -(-len(expected) // 7)
+    h = summary.checkpoint.handover
+    assert [line["position"] for line in lines] == [position_string(h.file, h.pos, n, snapshot=True)
+                                                    for n in range(len(lines))]
+    first = lines[0]
+    assert first["op"] == "r" and first["before"] is None and first["v"] == 1
+    assert first["key"] == {"id": first["after"]["id"]}
+    assert first["src"] == {"file": h.file, "gtid": h.gtid, "pos": h.pos, "row": 0,
+                            "server_id": int(mariadb.variable("server_id")), "xid": None}
+    assert first["ts"] == summary.checkpoint.started_at and first["ts"].endswith("Z")
+    checkpoint = read_json(state / "snapshot.json")
+    assert checkpoint is not None and checkpoint["status"] == "done" and checkpoint["version"] == 1
+    assert checkpoint["handover"] == {"file": h.file, "pos": h.pos, "gtid": h.gtid}
+    assert (h.file, h.pos) == mariadb.binlog_position()  # nothing was written since
+    schema = SchemaHistory(state / "schema").latest(fresh_db, workload.TABLE)
+    assert schema is not None and schema.position == position_string(h.file, h.pos, 0, snapshot=True)
+    assert schema.primary_key == ("id",) and len(schema.columns) == len(workload.COLUMNS) + 1
+
+
+@pytest.mark.parametrize("lock", ["global", "tables", "auto"])
+def test_hostile_names_composite_key_and_lock_modes(mariadb: MariaDB, fresh_db: str, state: Path, lock: str) -> None:
+    _hostile_table(mariadb, fresh_db, rows=40)
+    settings = make_settings(mariadb, state, databases=(fresh_db,))
+
+    summary = run_snapshot(settings, SnapshotRequest(chunk_size=6, lock=lock))
+
+    lines = changelog_lines(state)
+    k1, k2, c = HOSTILE_COLUMNS
+    got = [(line["key"][k1], line["key"][k2], line["after"][c]) for line in lines]
+    expected = [(i // 3, f"o'{i % 3}`", workload.HOSTILE_TEXT[i % len(workload.HOSTILE_TEXT)]) for i in range(40)]
+    assert got == expected  # key order, all rows, exact text
+    assert {line["table"] for line in lines} == {HOSTILE_TABLE}
+    assert summary.checkpoint.lock == ("mariadb" if lock == "auto" else lock)
+    assert summary.checkpoint.lock_seconds > 0 if lock != "auto" else summary.checkpoint.lock_seconds == 0
+    assert summary.chunks == 7
+
+
+def test_resume_adopts_a_sealed_segment_whose_checkpoint_never_advanced(
+    mariadb: MariaDB, fresh_db: str, state: Path
+) -> None:
+    _hostile_table(mariadb, fresh_db, rows=10)
+    settings = make_settings(mariadb, state, databases=(fresh_db,))
+    run_snapshot(settings, SnapshotRequest(chunk_size=4))
+    before = {p.name: p.stat().st_mtime_ns for p in list_segments(state / "changelog")}
+    full = changelog_lines(state)
+    # Rewind snapshot.json to just after the first chunk, as if killed between seal and checkpoint
+    # of the second chunk: the second segment exists, the checkpoint does not know it.
+    document = read_json(state / "snapshot.json")
+    assert document is not None
+    entry = document["tables"][f"{fresh_db}.{HOSTILE_TABLE}"]
+    entry.update(done=False, rows=4, chunks=1, last_key=[full[3]["key"][k] for k in HOSTILE_COLUMNS[:2]])
+    document.update(status="running", row_counter=4)
+    write_json_atomic(state / "snapshot.json", document)
+
+    summary = run_snapshot(settings, SnapshotRequest(chunk_size=4))
+
+    assert summary.resumed and summary.rows == 10 and summary.chunks == 3
+    assert changelog_lines(state) == full
+    assert {p.name: p.stat().st_mtime_ns for p in list_segments(state / "changelog")} == before
+
+
+def test_resume_rereads_remaining_chunks_in_a_new_snapshot(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    _hostile_table(mariadb, fresh_db, rows=12)
+    settings = make_settings(mariadb, state, databases=(fresh_db,))
+    run_snapshot(settings, SnapshotRequest(chunk_size=5))
+    full = changelog_lines(state)
+    for path in list_segments(state / "changelog")[1:]:
+        path.unlink()  # as if killed after the first chunk's checkpoint
+    document = read_json(state / "snapshot.json")
+    assert document is not None
+    entry = document["tables"][f"{fresh_db}.{HOSTILE_TABLE}"]
+    entry.update(done=False, rows=5, chunks=1, last_key=[full[4]["key"][k] for k in HOSTILE_COLUMNS[:2]])
+    document.update(status="running", row_counter=5)
+    write_json_atomic(state / "snapshot.json", document)
+
+    summary = run_snapshot(settings, SnapshotRequest(chunk_size=5))
+
+    assert changelog_lines(state) == full  # same rows, same deterministic positions
+    assert summary.checkpoint.resumes == 1
+    assert read_checkpoint(StateDir(state)).status == "done"  # type: ignore[union-attr]
+
+
+def test_second_run_after_done_changes_nothing(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    _hostile_table(mariadb, fresh_db, rows=3)
+    settings = make_settings(mariadb, state, databases=(fresh_db,))
+    first = run_snapshot(settings, SnapshotRequest())
+    again = run_snapshot(settings, SnapshotRequest())
+    assert again.status == "already-done" and again.checkpoint == first.checkpoint
+    assert len(list_segments(state / "changelog")) == 1
+
+
+def test_resume_refuses_a_different_selection(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    _hostile_table(mariadb, fresh_db, rows=3)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.other (id INT PRIMARY KEY)")
+    run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest())
+    document = read_json(state / "snapshot.json")
+    assert document is not None
+    write_json_atomic(state / "snapshot.json", {**document, "status": "running"})
+    with pytest.raises(UsageError, match="in progress"):
+        run_snapshot(make_settings(mariadb, state, tables=(f"{fresh_db}.other",)), SnapshotRequest())
+
+
+def test_resume_refuses_a_changed_schema(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, v INT)")
+    settings = make_settings(mariadb, state, databases=(fresh_db,))
+    run_snapshot(settings, SnapshotRequest())
+    document = read_json(state / "snapshot.json")
+    assert document is not None
+    write_json_atomic(state / "snapshot.json", {**document, "status": "running"})
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.t ADD COLUMN w INT")
+    with pytest.raises(PositionError, match="changed its columns"):
+        run_snapshot(settings, SnapshotRequest())
+
+
+def test_no_primary_key_refused_then_allowed(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.nopk (a INT, b VARCHAR(5))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.nopk VALUES (1, 'x'), (1, 'x'), (2, NULL)")
+    args = ["snapshot", *mysql_args(mariadb), "--state-dir", str(state), "--tables", f"{fresh_db}.nopk"]
+
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 4, refused.output
+    assert "has no primary key" in refused.output and "--allow-no-pk" in refused.output
+    assert not (state / "snapshot.json").exists()
+
+    allowed = CliRunner().invoke(app, [*args, "--allow-no-pk", "--json"])
+    assert allowed.exit_code == 0, allowed.output
+    summary = json.loads(allowed.stdout)
+    assert summary["rows"] == 3 and summary["chunks"] == 1 and summary["status"] == "done"
+    lines = changelog_lines(state)
+    assert sorted((line["key"]["a"], line["key"]["b"]) for line in lines) == [(1, "x"), (1, "x"), (2, None)]
+    assert all(line["key"] == line["after"] for line in lines)
+
+
+def test_unknown_table_is_a_clear_error(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    result = CliRunner().invoke(app, ["snapshot", *mysql_args(mariadb), "--state-dir", str(state),
+                                      "--tables", f"{fresh_db}.nope"])
+    assert result.exit_code == 4, result.output
+    assert f"table '{fresh_db}.nope'" in result.output and "does not exist" in result.output
+
+
+def test_nothing_selected_is_a_usage_error(mariadb: MariaDB, state: Path) -> None:
+    with pytest.raises(UsageError, match="no tables selected"):
+        run_snapshot(make_settings(mariadb, state), SnapshotRequest())
+
+
+def test_json_summary_through_the_cli(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    _hostile_table(mariadb, fresh_db, rows=5)
+    result = CliRunner().invoke(app, ["snapshot", *mysql_args(mariadb), "--state-dir", str(state),
+                                      "--databases", fresh_db, "--chunk-size", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    summary: dict[str, Any] = json.loads(result.stdout)
+    file, pos = mariadb.binlog_position()
+    assert summary["handover"]["file"] == file and summary["handover"]["pos"] == pos
+    assert summary["tables"] == {f"{fresh_db}.{HOSTILE_TABLE}": {"rows": 5, "chunks": 3}}
+    assert (summary["rows"], summary["chunks"], summary["lock"], summary["resumed"]) == (5, 3, "mariadb", False)
+    assert summary["runway"]["retention_seconds"] is None and summary["runway"]["short"] is False
+
+
+def test_strict_refuses_a_short_runway(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    # 1 second of retention cannot cover any copy: measured rate and table size make it "short".
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    mariadb.execute("INSERT INTO t SELECT seq FROM seq_1_to_50000", database=fresh_db)
+    mariadb.execute(f"ANALYZE TABLE `{fresh_db}`.t")
+    old = mariadb.variable("binlog_expire_logs_seconds")
+    try:
+        mariadb.execute("SET GLOBAL binlog_expire_logs_seconds = 1")  # no rotation happens here: nothing purged
+        with pytest.raises(PreconditionError, match="outlive the binlogs"):
+            run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)),
+                         SnapshotRequest(chunk_size=1, strict=True))
+    finally:
+        mariadb.execute(f"SET GLOBAL binlog_expire_logs_seconds = {int(old)}")
+    assert not (state / "snapshot.json").exists()
