@@ -1,0 +1,104 @@
+"""boto3 clients built one way for every sink, and AWS errors mapped to CdcErrors at the boundary.
+
+Credentials only ever come from boto3's default chain (profile, environment, SSO, instance
+role): cdc never takes a key on argv or in cdc.toml. Throttling and 5xx answers are retried
+by botocore's "standard" mode (exponential backoff with full jitter, capped at 20 s); what is
+still failing after that reaches us as a ClientError and is sorted into transient/permanent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdc.config import AWSSettings
+from cdc.errors import CdcError, ConfigError, ConnectError, TransientError
+
+# botocore's standard mode: attempts include the first call; backoff is base * 2**n with jitter.
+# https://boto3.amazonaws.com/v1/documentation/api/latest/guide/retries.html
+MAX_ATTEMPTS = 10
+
+_THROTTLING = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "ProvisionedThroughputExceededException", "LimitExceededException", "SlowDown",
+    "RequestLimitExceeded", "RequestTimeout", "RequestTimeoutException", "InternalFailure",
+    "InternalError", "ServiceUnavailable", "KMSThrottlingException", "ConditionalRequestConflict",
+})
+_ACCESS = frozenset({
+    "AccessDenied", "AccessDeniedException", "UnrecognizedClientException", "InvalidAccessKeyId",
+    "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId",
+    "KMSAccessDeniedException", "AllAccessDisabled",
+})
+
+
+def make_client(service: str, aws: AWSSettings) -> Any:
+    """A boto3 client for `service` honouring --profile/--region/--endpoint-url and the default chain."""
+    import boto3
+    import botocore.config
+    import botocore.exceptions
+
+    try:
+        session = boto3.Session(profile_name=aws.profile, region_name=aws.region)
+    except botocore.exceptions.ProfileNotFound as exc:
+        raise ConfigError(
+            f"AWS profile {aws.profile!r} is not configured ({exc})",
+            hint="check --profile / CDC_AWS_PROFILE against ~/.aws/config",
+        ) from None
+    if session.region_name is None:
+        raise ConfigError(
+            f"no AWS region for {service}",
+            hint="pass --region, set CDC_AWS_REGION or AWS_REGION, or give the profile a region",
+        )
+    config = botocore.config.Config(
+        retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
+        connect_timeout=10,
+        read_timeout=60,
+        user_agent_extra="cdc-ship",
+    )
+    # endpoint_url None lets boto3 honour AWS_ENDPOINT_URL(_S3/_KINESIS) from the environment.
+    return session.client(service, endpoint_url=aws.endpoint_url, config=config)
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ClientError ('' for anything else)."""
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+def http_status(exc: BaseException) -> int:
+    response = getattr(exc, "response", None) or {}
+    return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+def is_transient(code: str, status: int = 0) -> bool:
+    return code in _THROTTLING or status >= 500 or status == 429
+
+
+def map_error(exc: Exception, what: str, *, missing_hint: str) -> CdcError:
+    """Turn a botocore exception into a CdcError that names `what` failed and how to fix it."""
+    import botocore.exceptions
+
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):
+        return ConnectError(
+            f"{what}: no AWS credentials found",
+            hint="use the default chain: AWS_PROFILE/--profile, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+            "in the environment, SSO (aws sso login) or an instance role",
+        )
+    if isinstance(exc, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionError)):
+        return TransientError(f"{what}: cannot reach AWS ({exc})", hint="check the network, --region and --endpoint-url")
+    code, status = error_code(exc), http_status(exc)
+    message = (getattr(exc, "response", None) or {}).get("Error", {}).get("Message", "") or str(exc)
+    if is_transient(code, status):
+        return TransientError(
+            f"{what}: still failing after {MAX_ATTEMPTS} attempts: {code or status} {message}",
+            hint="the service is throttling or failing; rerun later (nothing was checkpointed past the failure), "
+            "or add capacity (shards, request rate)",
+        )
+    if code in _ACCESS or status == 403:
+        return ConnectError(
+            f"{what}: access denied ({code or status}: {message})",
+            hint="grant the caller the needed IAM actions (kinesis:PutRecords, kinesis:DescribeStreamSummary, "
+            "s3:PutObject, s3:GetObject, s3:ListBucket) or pick the right --profile",
+        )
+    if status == 404 or code in ("ResourceNotFoundException", "NoSuchBucket", "NotFound", "404"):
+        return CdcError(f"{what}: not found ({code or status}: {message})", hint=missing_hint)
+    return CdcError(f"{what}: {code or status}: {message}", hint=missing_hint)

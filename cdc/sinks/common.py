@@ -1,0 +1,196 @@
+"""The ship loop shared by every destination: sealed segments after the checkpoint -> sink -> checkpoint.
+
+Data first, checkpoint last: a segment's checkpoint is written only after the sink has every
+record of it acknowledged. A crash anywhere replays from the first unacknowledged segment,
+so a destination sees every record at least once; each record carries its `position`, which
+is unique per change, so a consumer that keeps the first record per position gets each
+change exactly once (see README, "Deduplicating downstream").
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cdc.changelog import list_segments, read_raw_lines
+from cdc.errors import PositionError
+from cdc.state import StateDir
+
+CHECKPOINT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a sink did with one segment."""
+
+    records: int
+    bytes: int
+    requests: int
+
+
+@dataclass
+class Progress:
+    """Running totals handed to the progress callback (after each request and each segment)."""
+
+    segment: str = ""
+    segments_done: int = 0
+    segments_total: int = 0
+    records: int = 0
+    bytes: int = 0
+    requests: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def seconds(self) -> float:
+        return max(time.monotonic() - self.started, 1e-9)
+
+
+ProgressCallback = Callable[[Progress], None]
+# Sinks report acknowledged records as they go: report(records, bytes, requests).
+Report = Callable[[int, int, int], None]
+
+
+class Sink(Protocol):
+    stage: str  # checkpoint and lock name, e.g. "ship-kinesis"
+    destination: str  # e.g. "kinesis:orders" or "s3://lake/cdc"; stored in the checkpoint
+
+    def check(self) -> None:
+        """Fail fast (permanent CdcError) if the destination does not exist or is not writable."""
+
+    def deliver(self, segment: Path, lines: list[bytes], report: Report) -> Delivery:
+        """Deliver every line of a sealed segment; return only when all are acknowledged."""
+
+
+@dataclass(frozen=True)
+class ShipSummary:
+    stage: str
+    destination: str
+    segments: int
+    records: int
+    bytes: int
+    requests: int
+    seconds: float
+    first_segment: str | None
+    last_segment: str | None
+    remaining: int  # sealed segments left unshipped (a signal stopped the run early)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "records_per_second": round(self.records_per_second, 1)}
+
+
+def read_ship_checkpoint(state: StateDir, sink: Sink) -> dict[str, Any]:
+    """The sink's checkpoint, refusing one written for another destination (it would skip segments)."""
+    document = state.read_checkpoint(sink.stage, CHECKPOINT_VERSION) or {}
+    known = document.get("destination")
+    if known is not None and known != sink.destination:
+        raise PositionError(
+            f"checkpoint {state.checkpoint_path(sink.stage)} belongs to {known}, not {sink.destination}; "
+            f"shipping from it would skip every segment up to {document.get('last_segment')}",
+            hint="use a separate --state-dir per destination, or remove the checkpoint to ship everything again",
+        )
+    return document
+
+
+def ship(
+    state: StateDir,
+    sink: Sink,
+    *,
+    follow: bool = False,
+    poll_interval: float = 1.0,
+    stop: threading.Event | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> ShipSummary:
+    """Ship sealed segments after the checkpoint; with `follow`, keep polling until `stop` is set."""
+    stop = stop or threading.Event()
+    progress = Progress()
+    notify = on_progress or (lambda _: None)
+    with state.lock(sink.stage):
+        checkpoint = read_ship_checkpoint(state, sink)
+        sink.check()
+        last: str | None = checkpoint.get("last_segment")
+        first: str | None = None
+        while not stop.is_set():
+            pending = list_segments(state.changelog, after=last)
+            if not pending:
+                if not follow:
+                    break
+                stop.wait(poll_interval)
+                continue
+            progress.segments_total += len(pending)
+            for segment in pending:
+                if stop.is_set():
+                    break
+                _ship_segment(state, sink, segment, checkpoint, progress, notify)
+                first, last = first or segment.name, segment.name
+    return ShipSummary(
+        stage=sink.stage, destination=sink.destination, segments=progress.segments_done,
+        records=progress.records, bytes=progress.bytes, requests=progress.requests,
+        seconds=progress.seconds, first_segment=first, last_segment=last,
+        remaining=len(list_segments(state.changelog, after=last)),
+    )
+
+
+def _ship_segment(
+    state: StateDir, sink: Sink, segment: Path, checkpoint: dict[str, Any], progress: Progress,
+    notify: ProgressCallback,
+) -> None:
+    progress.segment = segment.name
+
+    def report(records: int, size: int, requests: int) -> None:
+        progress.records += records
+        progress.bytes += size
+        progress.requests += requests
+        notify(progress)
+
+    delivery = sink.deliver(segment, list(read_raw_lines(segment)), report)
+    checkpoint.update(
+        version=CHECKPOINT_VERSION,
+        destination=sink.destination,
+        last_segment=segment.name,
+        segments=int(checkpoint.get("segments", 0)) + 1,
+        records=int(checkpoint.get("records", 0)) + delivery.records,
+    )
+    state.write_checkpoint(sink.stage, checkpoint)  # last: only after every record is acknowledged
+    progress.segments_done += 1
+    notify(progress)
+
+
+def backoff(attempt: int, base: float, cap: float) -> float:
+    """Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And Jitter")."""
+    return random.uniform(0, min(cap, base * 2 ** min(attempt, 30)))
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """Yield an Event set by SIGTERM or the first Ctrl-C, so shipping stops between segments.
+
+    A second Ctrl-C raises KeyboardInterrupt at once: safe too, as the checkpoint only moves
+    after a whole segment is acknowledged.
+    """
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT and stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signals can only be handled in the main thread (e.g. under a test runner thread)
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
