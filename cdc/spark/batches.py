@@ -1,0 +1,92 @@
+"""Snowflake-ready batches (docs/formats.md): per merge run one sealed directory.
+
+    <state>/batches/b000000000007/<db>.<table>/part-00000.parquet
+    <state>/batches/b000000000007/manifest.json        written last: its presence seals the batch
+
+Spark names its files with random UUIDs; they are renamed to part-NNNNN in name order so a rerun
+of the same batch id writes the same names (Snowpipe/COPY never load a file twice by name).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cdc.schema import TableSchema
+from cdc.sinks.s3 import encode_component
+from cdc.state import fsync_dir, read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+
+
+def batch_id(run: int) -> str:
+    return f"b{run:012d}"
+
+
+def run_number(batch: str | None) -> int:
+    return int(batch[1:]) if batch else 0
+
+
+def batch_frame(result: DataFrame, final: TableSchema) -> DataFrame:
+    """Rows of the batch: the table's columns (a DELETE carries only the key) plus the stream metadata."""
+    from pyspark.sql import functions as F
+
+    is_delete = F.col("_action") == "DELETE"
+    pk = set(final.primary_key)
+    values = [
+        (F.col(f"c{i}") if c.name in pk else F.when(is_delete, F.lit(None)).otherwise(F.col(f"c{i}"))).alias(c.name)
+        for i, c in enumerate(final.columns)
+    ]
+    return result.filter(F.col("_action").isNotNull()).select(
+        *values,
+        F.col("_action").alias("METADATA$ACTION"),
+        F.col("_isupdate").alias("METADATA$ISUPDATE"),
+        F.col("_cdc_position").alias("_CDC_POSITION"),
+        F.col("_cdc_commit_ts").alias("_CDC_COMMIT_TS"),
+        F.col("_cdc_op").alias("_CDC_OP"),
+    )
+
+
+def lake_frame(result: DataFrame, final: TableSchema) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return result.filter(F.col("_keep")).select(
+        *[F.col(f"c{i}").alias(c.name) for i, c in enumerate(final.columns)], "_cdc_op", "_cdc_position", "_cdc_commit_ts")
+
+
+def table_folder(db: str, table: str) -> str:
+    return f"{encode_component(db)}.{encode_component(table)}"
+
+
+def staging_dir(batches: Path, batch: str) -> Path:
+    return batches / f".{batch}.tmp"
+
+
+def publish_files(staged: Path, final_dir: Path) -> list[str]:
+    """Move Spark's part files to deterministic names; return them relative to the batch directory."""
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    final_dir.mkdir(parents=True)
+    names = []
+    for index, path in enumerate(sorted(staged.glob("part-*.parquet"))):
+        name = f"part-{index:05d}.parquet"
+        path.replace(final_dir / name)
+        names.append(f"{final_dir.name}/{name}")
+    fsync_dir(final_dir)
+    return names
+
+
+def write_manifest(batch_dir: Path, batch: str, segments: tuple[str, str], tables: dict[str, Any]) -> dict[str, Any]:
+    document = {"version": MANIFEST_VERSION, "batch_id": batch, "segments": list(segments), "tables": tables}
+    write_json_atomic(batch_dir / MANIFEST, document)
+    return document
+
+
+def read_manifest(batch_dir: Path) -> dict[str, Any] | None:
+    return read_json(batch_dir / MANIFEST)
+

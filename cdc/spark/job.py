@@ -1,0 +1,282 @@
+"""The merge job: change lines after merge.json -> lake versions + one Snowflake-ready batch.
+
+Library entry point `merge(...)`; also a Spark application:
+
+    spark-submit --master yarn --py-files cdc.zip cdc/spark/job.py --state-dir /data/.cdc \
+        --source s3a://bucket/cdc --target s3a://...   (target: a path Spark and this driver can both write)
+    python -m cdc.spark.job --state-dir .cdc
+
+Order of a run N (crash-safe, each step idempotent):
+  1. per table: write lake version vN and the batch's Parquet files (deterministic names);
+  2. write the run journal (<target>/_runs/bN.json: the pointers to switch), then manifest.json (seals the batch);
+  3. switch each lake table's pointer to vN; 4. write merge.json (data first, checkpoint last).
+A rerun after a crash before 2 redoes everything onto the same base versions; after 2 it only
+finishes steps 3-4, so the batch a downstream reader may already have loaded is never rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdc.config import AWSSettings, SparkSettings
+from cdc.errors import CdcError, DataError
+from cdc.schema import SchemaHistory
+from cdc.spark import batches, lake
+from cdc.spark.sources import Segment, list_input
+from cdc.state import StateDir, read_json, write_json_atomic
+
+STAGE = "spark-merge"
+CHECKPOINT = "merge"
+CHECKPOINT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TableResult:
+    table: str  # "db.table"
+    changes: int  # change lines read (duplicates included)
+    lake_rows: int
+    batch_rows: int
+    inserts: int
+    deletes: int
+    schema_position: str
+
+
+@dataclass
+class MergeSummary:
+    batch_id: str | None
+    segments: list[str] = field(default_factory=list)
+    tables: list[TableResult] = field(default_factory=list)
+    seconds: float = 0.0
+    lake: str = ""
+    batch_dir: str | None = None
+    resumed: bool = False  # the batch was sealed by a run that crashed before its checkpoint
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "changes": sum(t.changes for t in self.tables)}
+
+
+Progress = Callable[[TableResult], None]
+
+
+def merge(
+    state: StateDir,
+    *,
+    source: str | None = None,
+    target: Path | str | None = None,
+    settings: SparkSettings | None = None,
+    aws: AWSSettings | None = None,
+    spark: Any = None,
+    max_segments: int | None = None,
+    on_progress: Progress | None = None,
+) -> MergeSummary:
+    """Merge the sealed segments after merge.json into the lake and one batch; None batch if nothing new."""
+    started = time.monotonic()
+    state.ensure()
+    target_dir = Path(target) if target else state.root / "lake"
+    with state.lock(STAGE):
+        checkpoint = state.read_checkpoint(CHECKPOINT, CHECKPOINT_VERSION) or {}
+        run = batches.run_number(checkpoint.get("last_batch")) + 1
+        segments = list_input(state, source, checkpoint.get("last_segment"), aws)[:max_segments]
+        summary = MergeSummary(batch_id=None, lake=str(target_dir))
+        if not segments:
+            return summary
+        batch = batches.batch_id(run)
+        batch_dir = state.root / "batches" / batch
+        journal_path = target_dir / "_runs" / f"{batch}.json"
+        manifest = batches.read_manifest(batch_dir)
+        summary.resumed = manifest is not None
+        if manifest is None:
+            own = spark is None
+            if own:
+                from cdc.spark.session import build_session
+
+                spark = build_session(settings or SparkSettings())
+            try:
+                journal = _run(spark, state, segments, run, target_dir, checkpoint.get("last_position"), on_progress)
+            finally:
+                if own:
+                    spark.stop()
+            write_json_atomic(journal_path, journal)
+            tables = {t["result"]["table"]: t["manifest"] for t in journal["tables"] if t["manifest"]}
+            manifest = batches.write_manifest(batch_dir, batch, (segments[0].name, segments[-1].name), tables)
+        journal = read_json(journal_path)
+        if journal is None:
+            raise DataError(f"batch {batch_dir} is sealed but its run journal {journal_path} is missing",
+                            hint="the lake --target differs from the run that wrote the batch; pass the same --target")
+        for entry in journal["tables"]:
+            lake.switch(target_dir / entry["dir"], entry["pointer"])
+        # last_position (beyond the documented fields): lines re-read at or before it (a tail replay
+        # after a crash) were merged by an earlier run and are dropped, never re-applied.
+        last_position = max(filter(None, [journal.get("max_position"), checkpoint.get("last_position")]), default=None)
+        state.write_checkpoint(CHECKPOINT, {"version": CHECKPOINT_VERSION, "last_segment": manifest["segments"][1],
+                                            "last_batch": batch, "last_position": last_position})
+        shutil.rmtree(batches.staging_dir(batch_dir.parent, batch), ignore_errors=True)
+        summary.batch_id, summary.batch_dir = batch, str(batch_dir)
+        summary.segments = list(manifest["segments"])
+        summary.tables = [TableResult(**entry["result"]) for entry in journal["tables"]]
+        summary.seconds = time.monotonic() - started
+        return summary
+
+
+def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
+         on_progress: Progress | None) -> dict[str, Any]:
+    """Steps 1 of a run: every table's lake version and batch files; returns the run journal."""
+    from pyspark import StorageLevel
+
+    from cdc.spark.session import tune_for_input
+    from cdc.spark.types import LINE_SCHEMA
+
+    files = [f for s in segments for f in s.files]
+    compressed = any(f.endswith((".gz", ".zst")) for f in files)
+    tune_for_input(spark, sum(s.bytes for s in segments) * (6 if compressed else 1))
+    # FAILFAST: a damaged line must stop the merge, not turn into a row of NULLs.
+    raw = spark.read.schema(LINE_SCHEMA).option("mode", "FAILFAST").json(files)
+    if merged_upto:
+        from pyspark.sql import functions as F
+
+        raw = raw.filter(F.col("position") > merged_upto)
+    raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        history = SchemaHistory(state.schema)
+        batch = batches.batch_id(run)
+        staging = batches.staging_dir(state.root / "batches", batch)
+        shutil.rmtree(staging, ignore_errors=True)
+        entries = []
+        infos = _table_inputs(raw)
+        for info in infos:
+            entry = _merge_table(spark, raw, history, info, run, target, state.root / "batches" / batch, staging)
+            entries.append(entry)
+            if on_progress:
+                on_progress(TableResult(**entry["result"]))
+        return {"version": 1, "batch_id": batch, "tables": entries,
+                "max_position": max((i.last_position for i in infos), default=merged_upto)}
+    finally:
+        raw.unpersist()
+
+
+def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,
+                 batch_dir: Path, staging: Path) -> dict[str, Any]:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from cdc.spark import compact
+
+    final = history.at(info.db, info.table, info.last_position)
+    if final is None:
+        raise DataError(f"{info.db}.{info.table}: no schema history at {info.last_position} "
+                        f"({history.path(info.db, info.table)})",
+                        hint="snapshot/tail record the schema before the changes; rerun them for this table")
+    directory = lake.table_dir(target, info.db, info.table)
+    base_name = lake.base_version(directory, run)
+    base = compact.read_base(spark, str(directory / base_name), final) if base_name else None
+    if info.rows:
+        events = compact.table_events(raw, history.versions(info.db, info.table), final, info.as_input())
+    else:
+        events = spark.createDataFrame([], compact.events_schema(final))
+    result = compact.merge_onto(compact.compact(events, final, info.as_input()), base, final, info.as_input())
+    result = result.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        counts = result.agg(
+            F.sum(F.col("_keep").cast("long")).alias("lake"),
+            F.count(F.when(F.col("_action") == "INSERT", 1)).alias("inserts"),
+            F.count(F.when(F.col("_action") == "DELETE", 1)).alias("deletes")).first()
+        version = lake.version_name(run)
+        batches.lake_frame(result, final).write.mode("overwrite").parquet(str(directory / version))
+        name, folder = f"{info.db}.{info.table}", batches.table_folder(info.db, info.table)
+        manifest_entry = None
+        if counts["inserts"] + counts["deletes"]:
+            batches.batch_frame(result, final).write.mode("overwrite").parquet(str(staging / folder))
+            manifest_entry = {
+                "files": batches.publish_files(staging / folder, batch_dir / folder),
+                "rows": counts["inserts"] + counts["deletes"], "inserts": counts["inserts"],
+                "deletes": counts["deletes"], "schema_position": final.position, "columns": final.column_names,
+            }
+    finally:
+        result.unpersist()
+    pointer = {"current": version, "previous": base_name, "batch_id": batches.batch_id(run),
+               "schema_position": final.position, "primary_key": list(final.primary_key),
+               "columns": [asdict(c) for c in final.columns], "rows": int(counts["lake"] or 0)}
+    result_doc = asdict(TableResult(name, info.rows, int(counts["lake"] or 0), counts["inserts"] + counts["deletes"],
+                                    counts["inserts"], counts["deletes"], final.position))
+    return {"dir": directory.name, "pointer": pointer, "manifest": manifest_entry, "result": result_doc}
+
+
+@dataclass(frozen=True)
+class _Stats:
+    db: str
+    table: str
+    rows: int
+    min_position: str | None
+    max_position: str | None
+    last_position: str
+    truncate_position: str | None
+    truncate_ts: str | None
+
+    def as_input(self) -> Any:
+        from cdc.spark.compact import TableInput
+
+        return TableInput(self.db, self.table, self.rows, self.min_position or "", self.max_position or "",
+                          self.truncate_position, self.truncate_ts)
+
+
+def _table_inputs(raw: Any) -> list[_Stats]:
+    """One aggregate over the input: per table its row count, position range and last truncate."""
+    from pyspark.sql import functions as F
+
+    is_row = F.col("op").isin("c", "u", "d", "r")
+    cut = (F.col("op") == "ddl") & F.col("kind").isin("truncate", "drop")
+    rows = raw.groupBy("db", "table").agg(
+        F.count(F.when(is_row, 1)).alias("rows"),
+        F.min(F.when(is_row, F.col("position"))).alias("min_position"),
+        F.max(F.when(is_row, F.col("position"))).alias("max_position"),
+        F.max("position").alias("last_position"),
+        F.max(F.when(cut, F.struct("position", "ts"))).alias("cut"),
+        F.count(F.when((F.col("op") == "ddl") & (F.col("kind") == "rename"), 1)).alias("renames"),
+    ).orderBy("db", "table").collect()
+    found = []
+    for r in rows:
+        if r["db"] is None or r["table"] is None:
+            raise DataError("a change line has no db/table", hint="the change log does not follow docs/formats.md")
+        if r["renames"]:
+            raise DataError(f"{r['db']}.{r['table']} was renamed in this run; spark-merge does not follow renames yet",
+                            hint="merge up to the RENAME, then re-snapshot the renamed table")
+        cut_pos = r["cut"]["position"] if r["cut"] else None
+        cut_ts = r["cut"]["ts"] if r["cut"] else None
+        found.append(_Stats(r["db"], r["table"], r["rows"], r["min_position"], r["max_position"], r["last_position"],
+                            cut_pos, cut_ts))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`spark-submit cdc/spark/job.py` / `python -m cdc.spark.job`: run one merge, print a JSON summary."""
+    import json
+
+    parser = argparse.ArgumentParser(prog="cdc.spark.job", description="Run one cdc spark-merge.")
+    parser.add_argument("--state-dir", default=".cdc")
+    parser.add_argument("--source", default=None)
+    parser.add_argument("--target", default=None)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--conf", action="append", default=[])
+    parser.add_argument("--max-segments", type=int, default=None)
+    args = parser.parse_args(argv)
+    settings = SparkSettings(master=args.master, driver_memory=args.driver_memory, conf=tuple(args.conf))
+    try:
+        summary = merge(StateDir(args.state_dir), source=args.source, target=args.target, settings=settings,
+                        max_segments=args.max_segments)
+    except CdcError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Where spark-merge reads change lines: the local change log, shipped objects, or S3.
+
+    changelog (default)      <state>/changelog/seg-*.jsonl (sealed segments)
+    /local/dir               a copy of `cdc ship --to s3` output: table=<db>.<table>/dt=.../<segment>.jsonl.gz
+                             plus _manifests/<segment>.json (a segment counts once its manifest exists)
+    s3://bucket/prefix       new objects are downloaded with boto3 into <state>/merge-cache/ first
+                             (one machine: no hadoop-aws jars needed), then read as a local directory
+    s3a://bucket/prefix      manifests listed with boto3, objects read by Spark directly (cluster with hadoop-aws)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cdc.changelog import list_segments
+from cdc.config import AWSSettings
+from cdc.errors import DataError, PositionError
+from cdc.state import StateDir, write_bytes_atomic
+
+MANIFESTS = "_manifests"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sealed segment of input: its change-log name (`seg-....jsonl`) and the files holding its lines."""
+
+    name: str
+    files: tuple[str, ...]
+    bytes: int
+
+
+def list_input(state: StateDir, source: str | None, after: str | None, aws: AWSSettings | None = None) -> list[Segment]:
+    """Sealed segments whose name sorts after `after`, in source order."""
+    if source in (None, "", "changelog"):
+        return [Segment(p.name, (str(p),), p.stat().st_size) for p in list_segments(state.changelog, after)]
+    if source.startswith(("s3://", "s3a://")):
+        return _list_s3(state, source, after, aws or AWSSettings())
+    directory = Path(source)
+    if not directory.is_dir():
+        raise DataError(f"--source {source} is not a directory", hint="pass changelog, a local directory or s3://bucket/prefix")
+    return _list_shipped(directory, after)
+
+
+def _segment_name(manifest_name: str) -> str:
+    return manifest_name.removesuffix(".json") + ".jsonl"
+
+
+def _relative(key: str) -> str:
+    """`prefix/table=x/dt=d/seg.jsonl.gz` -> `table=x/dt=d/seg.jsonl.gz` (the layout is fixed: 3 levels)."""
+    return "/".join(key.split("/")[-3:])
+
+
+def _list_shipped(directory: Path, after: str | None) -> list[Segment]:
+    found = []
+    for manifest in sorted((directory / MANIFESTS).glob("seg-*.json")):
+        name = _segment_name(manifest.name)
+        if after is not None and name <= after:
+            continue
+        files = []
+        for obj in _manifest(manifest.read_bytes(), str(manifest))["objects"]:
+            path = directory / _relative(obj["key"])
+            if not path.exists():
+                raise DataError(f"{path} is listed in {manifest} but missing",
+                                hint="copy the shipped objects completely (aws s3 sync), then rerun")
+            files.append(path)
+        found.append(Segment(name, tuple(str(p) for p in files), sum(p.stat().st_size for p in files)))
+    return found
+
+
+def _manifest(body: bytes, where: str) -> dict[str, Any]:
+    try:
+        document = orjson.loads(body)
+        document["objects"]  # noqa: B018 - shape check
+        return document
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise PositionError(f"ship manifest {where} is corrupt ({exc})", hint="re-ship the segment") from exc
+
+
+def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> list[Segment]:
+    from cdc.sinks.aws import make_client, map_error
+
+    scheme, _, rest = url.partition("://")
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    head = f"{prefix}/" if prefix else ""
+    client = make_client("s3", aws)
+    cache = state.root / "merge-cache" / bucket / prefix
+    segments = []
+    try:
+        for key in _keys(client, bucket, f"{head}{MANIFESTS}/"):
+            name = _segment_name(key.rsplit("/", 1)[-1])
+            if not name.startswith("seg-") or (after is not None and name <= after):
+                continue
+            manifest = _manifest(client.get_object(Bucket=bucket, Key=key)["Body"].read(), f"s3://{bucket}/{key}")
+            objects = manifest["objects"]
+            if scheme == "s3a":
+                files = tuple(f"s3a://{bucket}/{o['key']}" for o in objects)
+                segments.append(Segment(name, files, sum(int(o.get("uncompressed_bytes", 0)) for o in objects)))
+                continue
+            paths = [_download(client, bucket, o["key"], cache / _relative(o["key"])) for o in objects]
+            segments.append(Segment(name, tuple(str(p) for p in paths), sum(p.stat().st_size for p in paths)))
+    except Exception as exc:
+        if isinstance(exc, (DataError, PositionError)):
+            raise
+        raise map_error(exc, f"reading s3://{bucket}/{head}", missing_hint="check --source, --region, --endpoint-url") from None
+    return segments
+
+
+def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
+    keys = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys.extend(item["Key"] for item in page.get("Contents", []))
+    return sorted(keys)
+
+
+def _download(client: Any, bucket: str, key: str, path: Path) -> Path:
+    # Objects are immutable (ship writes each key once), so a cached copy never goes stale.
+    if not path.exists():
+        write_bytes_atomic(path, client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    return path
