@@ -1,0 +1,1 @@
+"""Snowflake: type map, names, DDL rendering, connections, bootstrap and apply."""

@@ -1,0 +1,308 @@
+"""`snowflake-apply`: load each new spark-merge batch into Snowflake and MERGE it, exactly once.
+
+Per batch: PUT its Parquet files to the internal stage, COPY each table's files into a staging
+table with a per-run unique name (FILE_FORMAT = PARQUET, MATCH_BY_COLUMN_NAME), then in one
+transaction: one MERGE per table (+ SCD2 history) and the batch id into the bookkeeping table.
+The bookkeeping table is the truth of "applied"; the checkpoint only says how far a run got.
+
+Values never become SQL text: they travel in the Parquet files, and the few values we send
+(batch id, run id) are bind parameters. Where the engine cannot run MERGE inside a transaction
+(fakesnow, probed at start), every statement is idempotent instead: the MERGE and the history
+steps are guarded by _CDC_POSITION and the bookkeeping insert by NOT EXISTS, so a run killed
+between them and rerun replays the batch harmlessly.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cdc import sql
+from cdc.errors import DataError, PreconditionError
+from cdc.schema import SchemaHistory
+from cdc.snowflake import ddl, names
+from cdc.snowflake.bootstrap import existing_columns
+from cdc.state import StateDir, read_json
+
+STAGE = "snowflake-apply"
+CHECKPOINT_VERSION = 1
+_Q = sql.quote_ident
+METADATA = (names.ACTION, names.IS_UPDATE, names.CDC_POSITION, names.CDC_COMMIT_TS, names.CDC_OP)
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: str
+    path: Path
+    manifest: dict[str, Any]
+
+
+@dataclass
+class Counts:
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+    def add(self, other: Counts) -> None:
+        self.inserted += other.inserted
+        self.updated += other.updated
+        self.deleted += other.deleted
+
+
+@dataclass
+class Summary:
+    applied: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already in the bookkeeping table
+    tables: dict[str, Counts] = field(default_factory=dict)
+    transactional: bool = True
+    last_batch: str | None = None
+    cleanup_skipped: bool = False  # staged files could not be removed (harmless, see _cleanup)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batches": len(self.applied), "applied": self.applied, "skipped": self.skipped,
+                "last_batch": self.last_batch, "transactional": self.transactional,
+                "tables": {k: vars(v) for k, v in sorted(self.tables.items())}}
+
+
+def list_batches(state: StateDir) -> list[Batch]:
+    """Sealed batches (manifest.json written last) in batch-id = time order."""
+    root = state.root / "batches"
+    if not root.exists():
+        return []
+    found = []
+    for path in sorted(root.iterdir()):
+        manifest = read_json(path / "manifest.json") if path.is_dir() and path.name.startswith("b") else None
+        if manifest is not None:
+            if manifest.get("version", 0) > 1:
+                raise PreconditionError(f"batch manifest {path / 'manifest.json'} has a newer version than this cdc")
+            found.append(Batch(path.name, path, manifest))
+    return found
+
+
+class Applier:
+    """Apply batches over one Snowflake connection (current database and schema = the targets')."""
+
+    def __init__(self, conn: Any, state: StateDir, *, on_batch: Callable[[str, dict[str, Counts]], None] | None = None):
+        self.cursor = conn.cursor()
+        self.state = state
+        self.history = SchemaHistory(state.schema)
+        self.run_id = uuid.uuid4().hex[:12].upper()
+        self.on_batch = on_batch
+        self.summary = Summary()
+        self._staged = 0
+
+    def execute(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        self.cursor.execute(statement, params)
+        return list(self.cursor.fetchall()) if self.cursor.description else []
+
+    def start(self) -> set[str]:
+        """Check the bookkeeping table, probe transactions, drop staging left by killed runs."""
+        schema = self.execute("SELECT CURRENT_SCHEMA()")[0][0]
+        self.existing = existing_columns(self.cursor, schema)
+        if names.BOOKKEEPING_TABLE not in self.existing:
+            raise PreconditionError(f"Snowflake schema {schema} has no {names.BOOKKEEPING_TABLE} table",
+                                    hint="run cdc snowflake-bootstrap first (same database and schema)")
+        for table in self.existing:
+            if table.startswith(names.STAGING_PREFIX):
+                self.execute(f"DROP TABLE IF EXISTS {_Q(table)}")
+        self.summary.transactional = self._probe_transactions()
+        rows = self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}')
+        return {str(r[0]) for r in rows}
+
+    def _probe_transactions(self) -> bool:
+        """Can MERGE run inside BEGIN ... COMMIT here? (Snowflake: yes; fakesnow: no.)"""
+        table = _Q(names.BOOKKEEPING_TABLE)
+        try:
+            self.execute("BEGIN")
+            self.execute(f'MERGE INTO {table} AS "T" USING (SELECT \'probe\' AS "BATCH_ID") AS "S" '
+                         'ON "T"."BATCH_ID" = "S"."BATCH_ID" WHEN MATCHED AND FALSE THEN DELETE')
+            return True
+        except Exception:  # noqa: BLE001 - any refusal means "no"; the fallback is still exact
+            return False
+        finally:
+            self.execute("ROLLBACK")
+
+    def apply(self, batch: Batch) -> dict[str, Counts]:
+        """Load and merge one batch, record it; returns the MERGE counts per table."""
+        staged = [self._stage(batch, key, spec) for key, spec in sorted(batch.manifest.get("tables", {}).items())]
+        counts: dict[str, Counts] = {}
+        if self.summary.transactional:
+            self.execute("BEGIN")
+        try:
+            for key, target, staging in staged:
+                counts[key] = self._merge(target, staging)
+            rows = sum(int(spec.get("rows", 0)) for spec in batch.manifest.get("tables", {}).values())
+            bk = _Q(names.BOOKKEEPING_TABLE)
+            self.execute(f'INSERT INTO {bk} ("BATCH_ID", "APPLIED_AT", "RUN_ID", "ROWS") '
+                         f'SELECT ?, CURRENT_TIMESTAMP(), ?, ? WHERE NOT EXISTS '
+                         f'(SELECT 1 FROM {bk} WHERE "BATCH_ID" = ?)', (batch.batch_id, self.run_id, rows,
+                                                                       batch.batch_id))
+            if self.summary.transactional:
+                self.execute("COMMIT")
+        except BaseException:
+            if self.summary.transactional:
+                self.execute("ROLLBACK")
+            raise
+        for _, _, staging in staged:
+            self.execute(f"DROP TABLE IF EXISTS {staging}")
+        self._cleanup(f"REMOVE @{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/")
+        return counts
+
+    def _cleanup(self, statement: str) -> None:
+        """Housekeeping that may fail without harm (fakesnow has no REMOVE; a rerun PUTs with OVERWRITE)."""
+        from snowflake.connector.errors import ProgrammingError
+
+        try:
+            self.execute(statement)
+        except ProgrammingError:
+            self.summary.cleanup_skipped = True
+
+    def _stage(self, batch: Batch, key: str, spec: dict[str, Any]) -> tuple[str, ddl.Target, str]:
+        files = _files(batch, key, spec)
+        arrow = pq.read_schema(files[0])
+        target = self._target(batch, key, spec, arrow)
+        self._staged += 1
+        staging = _Q(f"{names.STAGING_PREFIX}{self.run_id}_{self._staged}")
+        location = f"@{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/{self._staged}/"
+        columns = ", ".join(f"{_Q(_staging_name(f.name))} {arrow_type(f.type, key)}" for f in arrow)
+        self.execute(f"CREATE TRANSIENT TABLE {staging} ({columns})")
+        for path in files:
+            self.execute(f"PUT {sql.quote_literal('file://' + str(path.resolve()))} {location} "
+                         "AUTO_COMPRESS = FALSE OVERWRITE = TRUE")
+        result = self.execute(f"COPY INTO {staging} FROM {location} FILE_FORMAT = (TYPE = PARQUET) "
+                              "MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE FORCE = TRUE")
+        loaded = sum(int(r[3] or 0) for r in result if len(r) > 3)
+        if "rows" in spec and loaded != int(spec["rows"]):
+            raise DataError(f"batch {batch.batch_id} table {key}: COPY loaded {loaded} rows, manifest says "
+                            f"{spec['rows']}", hint="the batch files are damaged: rerun spark-merge for this batch")
+        return key, target, staging
+
+    def _target(self, batch: Batch, key: str, spec: dict[str, Any], arrow: pa.Schema) -> ddl.Target:
+        db, _, table = key.partition(".")
+        schema = self.history.at(db, table, spec.get("schema_position") or "~") or self.history.latest(db, table)
+        if schema is None:
+            raise PreconditionError(f"batch {batch.batch_id}: no schema history for {key} in {self.history.directory}",
+                                    hint="apply on the state directory spark-merge wrote the batch from")
+        target = ddl.build_target(schema, names.snowflake_name(table))
+        have = self.existing.get(target.name)
+        in_file = {f.name for f in arrow} - set(METADATA)
+        missing = [c.name for c in target.columns if c.mysql in in_file and (have is None or c.name not in have)]
+        if have is None or missing:
+            raise PreconditionError(
+                f"batch {batch.batch_id}: Snowflake table {target.name} " + (
+                    "does not exist" if have is None else f"lacks column(s) {', '.join(missing)}"),
+                hint="run cdc snowflake-bootstrap (it creates tables and adds new columns), then rerun")
+        columns = tuple(c for c in target.columns if c.mysql in in_file)
+        return ddl.Target(target.db, target.table, target.name, columns, target.key)
+
+    def _merge(self, target: ddl.Target, staging: str) -> Counts:
+        have = self.existing.get(target.name, {})
+        source = ddl.render("batch_source.sql.j2", staging=staging, columns=[
+            {"name": _Q(c.name), "staged": _Q(_staging_name(c.mysql)),
+             "variant": have.get(c.name, c.type).upper() in ("VARIANT", "OBJECT")} for c in target.columns])
+        if target.history in self.existing:
+            for statement in ddl.history_statements(target, source):
+                self.execute(statement)
+        self.cursor.execute(ddl.merge(target, source, soft_delete=names.CDC_DELETED in have))
+        return _merge_counts(self.cursor)
+
+
+def _staging_name(parquet_name: str) -> str:
+    # Staging columns carry the target's spelling; COPY matches Parquet names case-insensitively.
+    return parquet_name if parquet_name in METADATA else names.snowflake_name(parquet_name)
+
+
+def _merge_counts(cursor: Any) -> Counts:
+    row = cursor.fetchone() or ()
+    found = Counts()
+    for column, value in zip(cursor.description or (), row):
+        label = column[0].lower()
+        for kind in ("inserted", "updated", "deleted"):
+            if kind in label:
+                setattr(found, kind, int(value or 0))
+    return found
+
+
+def _files(batch: Batch, key: str, spec: dict[str, Any]) -> list[Path]:
+    files = []
+    for name in spec.get("files") or []:
+        candidates = [batch.path / name, batch.path / key / name]
+        path = next((p for p in candidates if p.exists()), None)
+        if path is None:
+            raise DataError(f"batch {batch.batch_id}: file {name} of {key} is missing",
+                            hint="the batch directory is incomplete: rerun spark-merge")
+        files.append(path)
+    if not files:
+        files = sorted((batch.path / key).glob("part-*.parquet"))
+    if not files:
+        raise DataError(f"batch {batch.batch_id}: no Parquet files for {key}")
+    return files
+
+
+def arrow_type(kind: pa.DataType, where: str) -> str:
+    """Staging column type for a Parquet column as spark-merge writes it."""
+    if pa.types.is_boolean(kind):
+        return "BOOLEAN"
+    if pa.types.is_integer(kind):
+        return "NUMBER(20,0)" if pa.types.is_uint64(kind) else "NUMBER(19,0)"
+    if pa.types.is_decimal(kind):
+        return f"NUMBER({kind.precision},{kind.scale})"
+    if pa.types.is_floating(kind):
+        return "FLOAT"
+    if pa.types.is_date(kind):
+        return "DATE"
+    if pa.types.is_timestamp(kind):
+        return "TIMESTAMP_TZ(6)" if kind.tz else "TIMESTAMP_NTZ(6)"
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return "BINARY"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return "ARRAY"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "VARCHAR"
+    raise DataError(f"batch table {where}: Parquet type {kind} has no Snowflake staging type")
+
+
+def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: float = 2.0,
+        stop: threading.Event | None = None, on_batch: Callable[[str, dict[str, Counts]], None] | None = None
+        ) -> Summary:
+    """Apply every sealed batch not yet in the bookkeeping table; with follow, keep polling until stop."""
+    stop = stop or threading.Event()
+    with state.lock(STAGE):
+        applier = Applier(conn, state, on_batch=on_batch)
+        applied = applier.start()
+        summary = applier.summary
+        while True:
+            for batch in list_batches(state):
+                if stop.is_set():
+                    return summary
+                if batch.batch_id in applied:
+                    if batch.batch_id not in summary.skipped and batch.batch_id not in summary.applied:
+                        summary.skipped.append(batch.batch_id)
+                    continue
+                counts = applier.apply(batch)
+                applied.add(batch.batch_id)
+                summary.applied.append(batch.batch_id)
+                for key, value in counts.items():
+                    summary.tables.setdefault(key, Counts()).add(value)
+                _checkpoint(state, batch.batch_id)
+                if on_batch:
+                    on_batch(batch.batch_id, counts)
+            summary.last_batch = max(summary.applied + summary.skipped, default=None)
+            if not follow or stop.wait(poll_interval):
+                return summary
+
+
+def _checkpoint(state: StateDir, batch_id: str) -> None:
+    previous = state.read_checkpoint(STAGE, CHECKPOINT_VERSION) or {}
+    if previous.get("last_batch") and previous["last_batch"] > batch_id:
+        return
+    state.write_checkpoint(STAGE, {"version": CHECKPOINT_VERSION, "last_batch": batch_id,
+                                   "applied_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

@@ -1,0 +1,101 @@
+"""Open Snowflake connections from connections.toml or SNOWFLAKE_* variables (never from argv).
+
+Resolution, later wins:
+1. `[<name>]` of connections.toml, the file the Snowflake CLI uses: `$SNOWFLAKE_HOME/connections.toml`
+   when SNOWFLAKE_HOME is set, else ~/.snowflake/connections.toml, else
+   ~/.config/snowflake/connections.toml. The name is --connection / CDC_SNOWFLAKE_CONNECTION /
+   cdc.toml [snowflake] connection, else SNOWFLAKE_DEFAULT_CONNECTION_NAME, else none.
+2. SNOWFLAKE_ACCOUNT, _USER, _PASSWORD, _HOST, _PORT, _PROTOCOL, _DATABASE, _SCHEMA, _WAREHOUSE,
+   _ROLE, _AUTHENTICATOR, _PRIVATE_KEY_FILE, _PRIVATE_KEY_FILE_PWD.
+3. cdc settings (--database/--schema/--warehouse/--role, CDC_SNOWFLAKE_*, cdc.toml).
+Key-pair authentication: `private_key_file` (PEM, optionally encrypted with private_key_file_pwd).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cdc.config import SnowflakeSettings
+from cdc.errors import ConfigError, ConnectError
+
+ENV_KEYS = ("account", "user", "password", "host", "port", "protocol", "database", "schema", "warehouse", "role",
+            "authenticator", "private_key_file", "private_key_file_pwd")
+_PASSED = frozenset(ENV_KEYS) | {"private_key_file_pwd", "token", "login_timeout", "network_timeout"}
+_SECRETS = ("password", "private_key_file_pwd", "token")
+
+
+def connections_file(env: Mapping[str, str]) -> Path:
+    if env.get("SNOWFLAKE_HOME"):
+        return Path(env["SNOWFLAKE_HOME"]).expanduser() / "connections.toml"
+    home = Path(env.get("HOME", "~")).expanduser()
+    legacy = home / ".snowflake" / "connections.toml"
+    return legacy if legacy.exists() else home / ".config" / "snowflake" / "connections.toml"
+
+
+def _from_file(name: str, env: Mapping[str, str]) -> dict[str, Any]:
+    path = connections_file(env)
+    if not path.exists():
+        raise ConfigError(f"connection {name!r} asked for, but {path} does not exist",
+                          hint="create it (snow connection add) or set SNOWFLAKE_HOME to its directory")
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    section = document.get(name)
+    if not isinstance(section, dict):
+        known = ", ".join(sorted(k for k, v in document.items() if isinstance(v, dict))) or "none"
+        raise ConfigError(f"{path} has no connection [{name}] (known: {known})", hint="check --connection")
+    return {key: value for key, value in section.items() if key in _PASSED}
+
+
+def connection_params(settings: SnowflakeSettings, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Keyword arguments for snowflake.connector.connect, resolved as documented above."""
+    env = os.environ if env is None else env
+    name = settings.connection or env.get("SNOWFLAKE_DEFAULT_CONNECTION_NAME")
+    params: dict[str, Any] = _from_file(name, env) if name else {}
+    for key in ENV_KEYS:
+        if env.get(f"SNOWFLAKE_{key.upper()}"):
+            params[key] = env[f"SNOWFLAKE_{key.upper()}"]
+    for key in ("database", "schema", "warehouse", "role"):
+        if getattr(settings, key):
+            params[key] = getattr(settings, key)
+    if "port" in params:
+        params["port"] = int(params["port"])
+    if not params.get("account"):
+        raise ConfigError("no Snowflake account configured",
+                          hint="pass --connection NAME (connections.toml) or set SNOWFLAKE_ACCOUNT and SNOWFLAKE_USER")
+    if params.get("private_key_file"):
+        params.pop("password", None)
+        params.setdefault("authenticator", "SNOWFLAKE_JWT")
+    return params
+
+
+def describe(params: Mapping[str, Any]) -> str:
+    """Where we connect, for messages: never a secret."""
+    where = params.get("host") or f"{params.get('account')}.snowflakecomputing.com"
+    return f"Snowflake {where} as {params.get('user')!r}"
+
+
+def connect(settings: SnowflakeSettings, env: Mapping[str, str] | None = None) -> Any:
+    """Open a connection with server-side bind parameters (qmark): values never become SQL text."""
+    import snowflake.connector
+
+    params = connection_params(settings, env)
+    try:
+        return snowflake.connector.connect(**params, paramstyle="qmark", autocommit=True,
+                                           session_parameters={"CLIENT_OUT_OF_BAND_TELEMETRY_ENABLED": False})
+    except snowflake.connector.errors.Error as exc:
+        raise ConnectError(f"cannot connect to {describe(params)}: {_safe_message(exc, params)}",
+                           hint="check the account, user and credentials (connections.toml or SNOWFLAKE_*)") from None
+
+
+def _safe_message(exc: BaseException, params: Mapping[str, Any]) -> str:
+    text = str(getattr(exc, "msg", None) or exc)
+    for key in _SECRETS:
+        if params.get(key):
+            text = text.replace(str(params[key]), "***")
+    return text

@@ -1,0 +1,134 @@
+"""bootstrap + apply against fakesnow (server mode, the real connector): exact target contents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.config import SnowflakeSettings
+from cdc.errors import PreconditionError
+from cdc.snowflake import apply, bootstrap
+from cdc.snowflake.connect import connect
+from cdc.state import StateDir
+from tests.snowflake.batches import HOSTILE, position, record_schema, row, value, write_batch
+from tests.snowflake.conftest import rows
+
+COLS = '"ID", "NAME", "AMOUNT", "BIG", "SEEN", "RAW", "TAGS", "DOC"'
+
+
+def _bootstrap(conn: Any, state: Path, **options: Any) -> bootstrap.Plan:
+    schema = record_schema(state, "shop", "items")
+    opts = bootstrap.Options(**options)
+    return bootstrap.run(conn, bootstrap.targets_for([schema], opts), opts)
+
+
+def _expected(i: int, n: int, op: str) -> tuple[Any, ...]:
+    v = value(i)
+    doc = v["doc"].replace(" ", "")  # VARIANT comes back in compact JSON text
+    tags = "[" + ",".join(f'"{t}"' for t in v["tags"]) + "]"
+    return (i, v["name"], v["amount"], int(v["big"]), v["seen"], bytearray(v["raw"]), tags, doc, position(n), op)
+
+
+def _scenario(state: Path) -> None:
+    """Batch 1 inserts 1..8 (every hostile string); batch 2 deletes 1, updates 2, moves key 3 to 30."""
+    write_batch(state, 1, {"shop.items": [row(i, i, "c", **value(i)) for i in range(1, 9)]})
+    write_batch(state, 2, {"shop.items": [row(1, 20, "d"), row(2, 21, "u", **value(12)),
+                                          row(3, 22, "d"), row(30, 22, "u", **value(30))]})
+
+
+def test_bootstrap_creates_and_second_run_changes_nothing(sf: Any, tmp_path: Path) -> None:
+    first = _bootstrap(sf, tmp_path)
+    assert first.created == ["ITEMS"] and first.added == []
+    columns = rows(sf, "SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = 'ITEMS' "
+                   "ORDER BY ORDINAL_POSITION")
+    assert [c[0] for c in columns] == ["ID", "NAME", "AMOUNT", "BIG", "SEEN", "RAW", "TAGS", "DOC",
+                                       "_CDC_POSITION", "_CDC_COMMIT_TS", "_CDC_OP"]
+    second = _bootstrap(sf, tmp_path)
+    assert (second.created, second.added, second.type_drift) == ([], [], [])
+
+
+def test_apply_leaves_exact_rows_and_hostile_values_byte_exact(sf: Any, tmp_path: Path) -> None:
+    _bootstrap(sf, tmp_path)
+    _scenario(tmp_path)
+    summary = apply.run(sf, StateDir(tmp_path))
+    assert summary.applied == ["b000000000001", "b000000000002"]
+    assert summary.transactional is False  # fakesnow cannot MERGE inside BEGIN..COMMIT: replay mode
+    got = rows(sf, f'SELECT {COLS}, "_CDC_POSITION", "_CDC_OP" FROM "ITEMS" ORDER BY "ID"')
+    expected = [_expected(i, i, "c") for i in range(4, 9)]
+    expected.insert(0, _expected(12, 21, "u")[:0] + (2,) + _expected(12, 21, "u")[1:])
+    expected.append((30,) + _expected(30, 22, "u")[1:])
+    assert got == expected
+    assert {r[1] for r in got} >= set(HOSTILE[4:8])  # NUL, injection text, "", quotes
+    assert rows(sf, 'SELECT "BATCH_ID" FROM "_CDC_APPLIED_BATCHES" ORDER BY 1') == [("b000000000001",),
+                                                                                 ("b000000000002",)]
+    assert StateDir(tmp_path).read_checkpoint("snowflake-apply", 1)["last_batch"] == "b000000000002"
+    again = apply.run(sf, StateDir(tmp_path))
+    assert (again.applied, again.skipped) == ([], ["b000000000001", "b000000000002"])
+    assert rows(sf, f'SELECT {COLS}, "_CDC_POSITION", "_CDC_OP" FROM "ITEMS" ORDER BY "ID"') == expected
+
+
+def test_replayed_merge_is_harmless(sf: Any, tmp_path: Path) -> None:
+    """A run killed after the MERGE but before the bookkeeping insert replays the batch: no change."""
+    _bootstrap(sf, tmp_path)
+    _scenario(tmp_path)
+    apply.run(sf, StateDir(tmp_path))
+    before = rows(sf, f'SELECT {COLS}, "_CDC_POSITION" FROM "ITEMS" ORDER BY "ID"')
+    # As if killed between the last batch's MERGE and its bookkeeping insert (no transaction here).
+    sf.cursor().execute("DELETE FROM \"_CDC_APPLIED_BATCHES\" WHERE \"BATCH_ID\" = 'b000000000002'")
+    summary = apply.run(sf, StateDir(tmp_path))
+    assert (summary.applied, summary.skipped) == (["b000000000002"], ["b000000000001"])
+    assert vars(summary.tables["shop.items"]) == {"inserted": 0, "updated": 0, "deleted": 0}
+    assert rows(sf, f'SELECT {COLS}, "_CDC_POSITION" FROM "ITEMS" ORDER BY "ID"') == before
+
+
+def test_soft_delete_flags_rows(sf: Any, tmp_path: Path) -> None:
+    _bootstrap(sf, tmp_path, soft_delete=True)
+    _scenario(tmp_path)
+    write_batch(tmp_path, 3, {"shop.items": [row(1, 40, "c", **value(41))]})  # re-insert after delete
+    apply.run(sf, StateDir(tmp_path))
+    got = rows(sf, 'SELECT "ID", "NAME", "_CDC_DELETED", "_CDC_OP", "_CDC_POSITION" FROM "ITEMS" ORDER BY "ID"')
+    assert [(r[0], r[2], r[3]) for r in got] == [
+        (1, False, "c"), (2, False, "u"), (3, True, "d"), (4, False, "c"), (5, False, "c"), (6, False, "c"),
+        (7, False, "c"), (8, False, "c"), (30, False, "u")]
+    assert got[0][1] == value(41)["name"] and got[2][4] == position(22)
+    deleted_at = rows(sf, 'SELECT "_CDC_DELETED_AT" IS NOT NULL FROM "ITEMS" WHERE "ID" = 3')
+    assert deleted_at == [(True,)]
+
+
+def test_history_versions_are_complete_and_non_overlapping(sf: Any, tmp_path: Path) -> None:
+    _bootstrap(sf, tmp_path, history=True)
+    _scenario(tmp_path)
+    write_batch(tmp_path, 3, {"shop.items": [row(2, 50, "u", **value(52)), row(1, 51, "c", **value(1))]})
+    apply.run(sf, StateDir(tmp_path))
+    # NULL TIMESTAMP_TZ comes back as 1970-01-01 through fakesnow's server: ask with IS NULL in SQL.
+    history = rows(sf, 'SELECT "ID", "_CDC_POSITION", "_CDC_VALID_FROM", "_CDC_VALID_TO", "_CDC_VALID_TO" IS NULL, '
+                   '"_CDC_IS_CURRENT" FROM "ITEMS_HISTORY" ORDER BY "ID", "_CDC_POSITION"')
+    versions: dict[int, list[tuple[Any, ...]]] = {}
+    for r in history:
+        versions.setdefault(r[0], []).append(r)
+    assert {k: [v[1] for v in vs] for k, vs in versions.items()} == {
+        1: [position(1), position(51)], 2: [position(2), position(21), position(50)], 3: [position(3)],
+        4: [position(4)], 5: [position(5)], 6: [position(6)], 7: [position(7)], 8: [position(8)],
+        30: [position(22)]}
+    for key, vs in versions.items():
+        for older, newer in zip(vs, vs[1:]):
+            assert older[3] == newer[2] or (key == 1 and older[3] < newer[2]), (key, older, newer)
+            assert older[5] is False
+        last = vs[-1]
+        assert last[5] is (key != 3) and last[4] is (key != 3)  # key 3 moved to 30: closed, not current
+
+
+def test_apply_refuses_missing_column(sf: Any, tmp_path: Path) -> None:
+    _bootstrap(sf, tmp_path)
+    sf.cursor().execute('ALTER TABLE "ITEMS" DROP COLUMN "DOC"')
+    _scenario(tmp_path)
+    with pytest.raises(PreconditionError, match="lacks column\\(s\\) DOC"):
+        apply.run(sf, StateDir(tmp_path))
+
+
+def test_apply_needs_bootstrap(sf: Any, tmp_path: Path) -> None:
+    _scenario(tmp_path)
+    with pytest.raises(PreconditionError, match="has no _CDC_APPLIED_BATCHES table"):
+        apply.run(connect(SnowflakeSettings()), StateDir(tmp_path))
