@@ -1,0 +1,169 @@
+"""`cdc status`: every stage's checkpoint, what waits between stages, lag behind the server, retention runway.
+
+Lag in seconds is the age of the oldest change the pipeline has not read yet: 0 when tail's
+checkpoint is at the server's current end, else now - the commit time of the first transaction
+after the checkpoint (read from the binlog, see cdc.pipeline.probe). Offline (or when the binlog
+cannot be read) it falls back to now - `ts` of the last sealed change line, an upper bound that
+also grows while the server is idle. Lag in bytes/files comes from SHOW BINARY LOGS.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdc.config import Settings
+from cdc.errors import CdcError, ExitCode
+from cdc.pipeline.local import DOWNSTREAM, LocalState, SourcePosition, change_time, last_line, read_local
+from cdc.pipeline.probe import RunwayView, ServerView, bytes_behind, event_time, measure_runway, read_server_view
+from cdc.state import StateDir
+
+DEFAULT_MIN_RUNWAY_HOURS = 6.0
+
+
+@dataclass(frozen=True)
+class StageView:
+    stage: str
+    ran: bool
+    at: str | None  # how far it got, in its own terms (binlog position, segment, batch)
+    pending_segments: int | None = None  # sealed segments it has not consumed
+    pending_bytes: int | None = None
+    pending_batches: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Lag:
+    seconds: float | None
+    seconds_source: str
+    bytes: int | None = None
+    files: int | None = None
+    last_change_at: str | None = None  # `ts` of the last sealed change line
+
+
+@dataclass
+class StatusReport:
+    state_dir: str
+    generated_at: float
+    stages: list[StageView]
+    lag: Lag
+    position: SourcePosition | None
+    server: ServerView | None = None
+    runway: RunwayView | None = None
+    min_runway_seconds: float = DEFAULT_MIN_RUNWAY_HOURS * 3600
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def runway_low(self) -> bool:
+        return self.runway is not None and self.runway.seconds is not None and self.runway.seconds < self.min_runway_seconds
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.RUNWAY if self.runway_low else ExitCode.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state_dir": self.state_dir, "generated_at": _iso(self.generated_at),
+            "position": None if self.position is None else asdict(self.position),
+            "stages": [asdict(s) for s in self.stages], "lag": asdict(self.lag),
+            "server": None if self.server is None else _server_dict(self.server),
+            "runway": None if self.runway is None else {
+                **asdict(self.runway), "file_closed_at": _iso(self.runway.file_closed_at), "low": self.runway_low},
+            "min_runway_seconds": self.min_runway_seconds, "notes": list(self.notes),
+        }
+
+
+def _server_dict(view: ServerView) -> dict[str, Any]:
+    return {"server": view.describe, "flavour": view.flavour, "file": view.file, "pos": view.pos, "gtid": view.gtid,
+            "binlog_files": len(view.binlogs), "retention_seconds": view.retention_seconds,
+            "retention_source": view.retention_source}
+
+
+def _iso(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def collect_status(settings: Settings, *, offline: bool = False, min_runway_hours: float = DEFAULT_MIN_RUNWAY_HOURS,
+                   now: float | None = None) -> StatusReport:
+    """Read the state directory (and, unless offline, the server) into one report."""
+    now = time.time() if now is None else now
+    local = read_local(StateDir(settings.state_dir))
+    position = local.source_position()
+    report = StatusReport(settings.state_dir, now, stage_views(local), offline_lag(local, now), position,
+                          min_runway_seconds=min_runway_hours * 3600)
+    if not Path(settings.state_dir).is_dir():
+        report.notes.append(f"state directory {settings.state_dir} does not exist: no stage has run here")
+    if offline:
+        return report
+    report.server = read_server_view(settings.mysql)
+    if position is None:
+        report.notes.append("no tail or snapshot checkpoint: nothing needs the server's binlogs yet")
+        return report
+    report.lag = server_lag(settings, report.server, position, report.lag, now, report.notes)
+    report.runway = measure_runway(settings.mysql, report.server, position.file, now)
+    if report.runway.unknown:
+        report.notes.append(f"runway unknown: {report.runway.unknown}")
+    return report
+
+
+def stage_views(local: LocalState) -> list[StageView]:
+    views = []
+    for stage in ("snapshot", "tail", *DOWNSTREAM):
+        doc = local.checkpoints.get(stage)
+        if doc is None:
+            views.append(StageView(stage, False, None, detail="not run (no checkpoint)"))
+        elif stage == "snapshot":
+            h = doc["handover"]
+            views.append(StageView(stage, True, f"{h['file']}:{h['pos']}", detail=f"{doc['status']}; hand-over position"))
+        elif stage == "tail":
+            gtid = f" gtid {doc['gtid']}" if doc.get("gtid") else ""
+            views.append(StageView(stage, True, f"{doc['file']}:{doc['pos']}", detail=f"sealed {doc.get('last_segment')}{gtid}"))
+        else:
+            views.append(_downstream_view(local, stage, doc))
+    return views
+
+
+def _downstream_view(local: LocalState, stage: str, doc: dict[str, Any]) -> StageView:
+    pending = local.pending_segments(stage)
+    size = sum(p.stat().st_size for p in pending)
+    if stage == "snowflake-apply":
+        batches = local.pending_batches()
+        return StageView(stage, True, doc.get("last_batch"), len(pending), size, len(batches),
+                         detail=f"{len(batches)} merged batch(es) not applied")
+    at = local.last_segment(stage)
+    detail = f"destination {doc['destination']}" if doc.get("destination") else ""
+    if stage == "spark-merge":
+        detail = f"last batch {doc.get('last_batch')}"
+    return StageView(stage, True, at, len(pending), size, detail=detail)
+
+
+def offline_lag(local: LocalState, now: float) -> Lag:
+    """Without the server: the age of the last sealed change (0 lines sealed: unknown)."""
+    if not local.segments:
+        return Lag(None, "no sealed change-log segment")
+    last = change_time(last_line(local.segments[-1]))
+    if last is None:
+        return Lag(None, "the last change line has no ts")
+    return Lag(max(now - last, 0.0), "age of the last sealed change (upper bound)", last_change_at=_iso(last))
+
+
+def server_lag(settings: Settings, view: ServerView, position: SourcePosition, fallback: Lag, now: float,
+               notes: list[str]) -> Lag:
+    """Lag of the pipeline's binlog reading against the server's current end."""
+    size, files = bytes_behind(view, position.file, position.pos)
+    if (position.file, position.pos) == (view.file, view.pos) or size == 0:
+        return Lag(0.0, "caught up with the server", 0, 0, fallback.last_change_at)
+    try:
+        first_unread = event_time(settings.mysql, position.file, position.pos)
+    except CdcError as exc:
+        notes.append(f"lag in seconds estimated offline: {exc.message}")
+        return Lag(fallback.seconds, fallback.seconds_source, size, files, fallback.last_change_at)
+    if first_unread is None:
+        return Lag(0.0, "caught up with the server", size, files, fallback.last_change_at)
+    return Lag(max(now - first_unread, 0.0), "age of the oldest unread transaction on the server", size, files,
+               fallback.last_change_at)

@@ -1,0 +1,234 @@
+"""`cdc wait`: block until a stage has caught up (lag below a bound, a binlog position, a GTID set), or time out.
+
+"Reached" for a position P means the stage has consumed every change committed before P:
+tail's checkpoint is at or past P, and (for a stage after tail) no sealed segment it has not
+consumed yet starts before P. Segments hold whole transactions and tail seals them before it
+advances its checkpoint (data first, checkpoint last), so nothing before P can still be on its way.
+A GTID set is reached likewise: tail's checkpoint GTID state contains it, and no unconsumed
+segment holds a change inside it (snapshot lines count as inside: they precede the hand-over).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cdc.changelog import file_seq, read_segment
+from cdc.config import Settings
+from cdc.errors import CdcError, TimeoutExpired, TransientError, UsageError
+from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, read_local, segment_key
+from cdc.pipeline.probe import read_server_view
+from cdc.pipeline.status import offline_lag, server_lag
+from cdc.state import StateDir
+
+WAIT_STAGES = ("tail", "ship-s3", "ship-kinesis", "spark-merge", "snowflake-apply")
+# Default stage: the furthest along the pipeline that has a checkpoint (S3 before Kinesis: spark-merge reads S3).
+_FURTHEST_FIRST = ("snowflake-apply", "spark-merge", "ship-s3", "ship-kinesis", "tail")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
+
+
+def parse_duration(text: str, option: str = "duration") -> float:
+    """`500ms`, `5s`, `10m`, `2h` or plain seconds -> seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise UsageError(f"{option} {text!r} is not a duration", hint="write e.g. 500ms, 5s, 10m or 2h")
+    return float(match[1]) * _UNITS[match[2]]
+
+
+def parse_position(text: str) -> SourcePosition:
+    file, _, pos = text.rpartition(":")
+    try:
+        file_seq(file)
+        return SourcePosition(file, int(pos))
+    except (CdcError, ValueError):
+        raise UsageError(f"--position {text!r} is not FILE:POS", hint="e.g. mariadb-bin.000003:1234 "
+                         "(SHOW MASTER STATUS / SHOW BINARY LOG STATUS on the source)") from None
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What to wait for: exactly one of lag_below (seconds), position, gtid."""
+
+    lag_below: float | None = None
+    position: SourcePosition | None = None
+    gtid: str | None = None
+
+    def __post_init__(self) -> None:
+        if sum(x is not None for x in (self.lag_below, self.position, self.gtid)) != 1:
+            raise UsageError("wait for exactly one thing", hint="pass one of --lag-below, --position, --gtid")
+        if self.gtid is not None:
+            parse_gtids(self.gtid)  # fail on a malformed set now, not after the timeout
+
+    def describe(self) -> str:
+        if self.lag_below is not None:
+            return f"lag below {self.lag_below:g}s"
+        return f"position {self.position}" if self.position is not None else f"GTID set {self.gtid}"
+
+
+@dataclass(frozen=True)
+class Observation:
+    stage: str
+    reached: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    gate: str
+    stage: str
+    seconds: float
+    polls: int
+    detail: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"reached": True, "gate": self.gate, "stage": self.stage, "seconds": round(self.seconds, 3),
+                "polls": self.polls, "detail": self.detail}
+
+
+def default_stage(local: LocalState) -> str:
+    for stage in _FURTHEST_FIRST:
+        if local.has(stage):
+            return stage
+    raise UsageError(f"no stage has a checkpoint in {local.root} yet, so there is no default --stage",
+                     hint="pass --stage (e.g. --stage tail) to wait for a stage that has not started yet")
+
+
+def wait_for(settings: Settings, gate: Gate, *, stage: str | None = None, timeout: float | None = None,
+             interval: float = 1.0, sleep: Callable[[float], None] = time.sleep,
+             clock: Callable[[], float] = time.monotonic,
+             on_poll: Callable[[Observation], None] | None = None) -> WaitResult:
+    """Poll until `gate` is reached by `stage`; TimeoutExpired (exit 9) after `timeout` seconds."""
+    if stage is not None and stage not in WAIT_STAGES:
+        raise UsageError(f"--stage {stage!r} is not one of {', '.join(WAIT_STAGES)}")
+    started, polls = clock(), 0
+    state = StateDir(settings.state_dir)
+    while True:
+        polls += 1
+        observation = observe(settings, gate, read_local(state), stage)
+        if on_poll is not None:
+            on_poll(observation)
+        elapsed = clock() - started
+        if observation.reached:
+            return WaitResult(gate.describe(), observation.stage, elapsed, polls, observation.detail)
+        if timeout is not None and elapsed >= timeout:
+            raise TimeoutExpired(
+                f"{observation.stage} did not reach {gate.describe()} within {timeout:g}s: {observation.detail}",
+                hint="check that the stage runs (`cdc status`), or wait longer with --timeout")
+        sleep(interval if timeout is None else max(min(interval, timeout - elapsed), 0.0))
+
+
+def observe(settings: Settings, gate: Gate, local: LocalState, stage: str | None) -> Observation:
+    """One poll; a server that is briefly unreachable is a 'not yet', not a failure."""
+    chosen = stage or default_stage(local)
+    try:
+        if gate.lag_below is not None:
+            return _observe_lag(settings, gate.lag_below, local, chosen)
+        if gate.position is not None:
+            return _observe_position(gate.position, local, chosen)
+        return _observe_gtid(str(gate.gtid), local, chosen)
+    except TransientError as exc:
+        return Observation(chosen, False, exc.message)
+
+
+def _observe_position(target: SourcePosition, local: LocalState, stage: str) -> Observation:
+    tail = local.checkpoints.get("tail")
+    if tail is None:
+        return Observation(stage, False, "tail has no checkpoint yet")
+    at = SourcePosition(tail["file"], tail["pos"])
+    if at.key() < target.key():
+        return Observation(stage, False, f"tail is at {at}")
+    if stage == "tail":
+        return Observation(stage, True, f"tail is at {at}")
+    before = [p for p in local.pending_segments(stage) if _starts_before(p.name, target)]
+    if before:
+        return Observation(stage, False, f"{len(before)} segment(s) before {target} not consumed yet (next {before[0].name})")
+    return Observation(stage, True, f"every segment before {target} consumed; at {local.last_segment(stage)}")
+
+
+def _starts_before(segment: str, target: SourcePosition) -> bool:
+    seq, pos, kind = segment_key(segment)
+    # Snapshot lines carry the hand-over position itself and hold the state before it.
+    return (seq, pos) < target.key() or ((seq, pos) == target.key() and kind == "s")
+
+
+def _observe_gtid(want: str, local: LocalState, stage: str) -> Observation:
+    tail = local.checkpoints.get("tail")
+    have = (tail or {}).get("gtid")
+    if not have or not gtid_contains(have, want):
+        return Observation(stage, False, f"tail's GTID state is {have or 'unknown'}")
+    if stage == "tail":
+        return Observation(stage, True, f"tail's GTID state {have} contains {want}")
+    wanted = parse_gtids(want)
+    for segment in local.pending_segments(stage):
+        for change in read_segment(segment):
+            gtid = (change.get("src") or {}).get("gtid")
+            if change.get("op") == "r" or (gtid and _gtid_in(gtid, wanted)):
+                return Observation(stage, False, f"{segment.name} holds changes inside {want}, not consumed yet")
+    return Observation(stage, True, f"every change inside {want} consumed; at {local.last_segment(stage)}")
+
+
+def _observe_lag(settings: Settings, bound: float, local: LocalState, stage: str) -> Observation:
+    position = local.source_position()
+    if position is None:
+        return Observation(stage, False, "no tail or snapshot checkpoint yet")
+    now = time.time()
+    lag = server_lag(settings, read_server_view(settings.mysql), position, offline_lag(local, now), now, [])
+    seconds = lag.seconds
+    if stage != "tail" and seconds is not None:
+        pending = local.pending_segments(stage)
+        oldest = change_time(first_line(pending[0])) if pending else None
+        seconds = max(seconds, now - oldest) if oldest is not None else seconds
+    if seconds is None:
+        return Observation(stage, False, "lag unknown")
+    return Observation(stage, seconds < bound, f"lag {seconds:.1f}s")
+
+
+# GTIDs ------------------------------------------------------------------------------------------
+# MariaDB: "0-1-57,1-2-9" (domain-server-seq, the last per domain; seq grows within a domain).
+# MySQL: "uuid:1-57:60,uuid2:1-3" (sets of intervals per source uuid).
+Gtids = dict[str, list[tuple[int, int]]]
+
+
+def parse_gtids(text: str) -> Gtids:
+    """Parse a GTID set of either flavour into {domain or uuid: [(first, last), ...]}."""
+    found: Gtids = {}
+    for part in (p.strip() for p in text.replace("\n", "").split(",")):
+        if not part:
+            continue
+        maria = _MARIADB_GTID.match(part)
+        if maria:
+            found.setdefault(f"domain:{maria[1]}", []).append((1, int(maria[3])))
+            continue
+        uuid, _, ranges = part.partition(":")
+        try:
+            for piece in ranges.split(":"):
+                first, _, last = piece.partition("-")
+                found.setdefault(uuid.lower(), []).append((int(first), int(last or first)))
+        except ValueError:
+            raise UsageError(f"GTID set {text!r} is neither MariaDB (0-1-57) nor MySQL (uuid:1-57)") from None
+    return found
+
+
+def gtid_contains(have: str, want: str) -> bool:
+    held = parse_gtids(have)
+    return all(any(a <= first and last <= b for a, b in _merged(held.get(key, []))) for key, intervals in
+               parse_gtids(want).items() for first, last in intervals)
+
+
+def _gtid_in(gtid: str, wanted: Gtids) -> bool:
+    return all(any(a <= first and last <= b for a, b in wanted.get(key, [])) for key, intervals in
+               parse_gtids(gtid).items() for first, last in intervals)
+
+
+def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for first, last in sorted(intervals):
+        if out and first <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        else:
+            out.append((first, last))
+    return out

@@ -1,0 +1,64 @@
+"""`cdc wait`: a gate for runbooks: block until a stage has caught up, or exit 9 after --timeout."""
+
+# No `from __future__ import annotations`: @mysql_options re-wraps the signature and typer must see real types.
+
+from typing import Annotated, Optional
+
+import typer
+
+from cdc.errors import ExitCode
+from cdc.pipeline.wait import WAIT_STAGES, Gate, Observation, parse_duration, parse_position, wait_for
+from commands import ui
+from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+
+_GATE = "Gate (exactly one)"
+
+
+@mysql_options
+def wait(
+    lag_below: Annotated[Optional[str], typer.Option(
+        "--lag-below", help="Wait until the stage lags the server by less than this (5s, 500ms, 2m).",
+        rich_help_panel=_GATE)] = None,
+    position: Annotated[Optional[str], typer.Option(
+        "--position", help="FILE:POS: wait until the stage has consumed everything before it.",
+        rich_help_panel=_GATE)] = None,
+    gtid: Annotated[Optional[str], typer.Option(
+        "--gtid", help="GTID set (MariaDB 0-1-57 or MySQL uuid:1-57): wait until the stage has consumed it.",
+        rich_help_panel=_GATE)] = None,
+    stage: Annotated[Optional[str], typer.Option(
+        "--stage", help=f"{' | '.join(WAIT_STAGES)} (default: the furthest stage with a checkpoint).")] = None,
+    timeout: Annotated[Optional[str], typer.Option("--timeout", help="Give up (exit 9) after this long, e.g. 10m.")]
+    = None,
+    interval: Annotated[str, typer.Option("--interval", help="Time between polls.")] = "1s",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress notes on stderr.")] = False,
+    config: ConfigOpt = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+    *,
+    mysql_flags: dict[str, object],
+) -> None:
+    """Wait until a stage reaches a lag bound, a binlog position or a GTID set; exit 9 on --timeout."""
+    gate = Gate(lag_below=None if lag_below is None else parse_duration(lag_below, "--lag-below"),
+                position=None if position is None else parse_position(position), gtid=gtid)
+    limit = None if timeout is None else parse_duration(timeout, "--timeout")
+    every = parse_duration(interval, "--interval")
+    settings = settings_from(config, state_dir, mysql_flags)
+    result = wait_for(settings, gate, stage=stage, timeout=limit, interval=every,
+                      on_poll=None if quiet or as_json else _Notes().show)
+    if as_json:
+        ui.print_json(result.to_dict())
+    else:
+        ui.note(f"{result.stage} reached {result.gate} after {result.seconds:.1f}s: {result.detail}")
+    raise typer.Exit(int(ExitCode.OK))
+
+
+class _Notes:
+    """Print a poll's detail on stderr only when it changes (a wait can last hours)."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def show(self, observation: Observation) -> None:
+        if observation.detail != self.last and not observation.reached:
+            ui.note(f"waiting for {observation.stage}: {observation.detail}")
+        self.last = observation.detail
