@@ -1,0 +1,116 @@
+"""Where a Snowflake connection comes from: connections.toml, SNOWFLAKE_* variables, cdc settings; key-pair auth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.config import SnowflakeSettings
+from cdc.errors import ConfigError, ConnectError
+from cdc.snowflake.connect import connect, connection_params, describe
+from tests.snowflake.conftest import rows
+
+TOML = """\
+[prod]
+account = "acme-prod"
+user = "loader"
+password = "file-secret"
+warehouse = "FILE_WH"
+database = "FILE_DB"
+unknown_key = "ignored"
+
+[keypair]
+account = "acme-kp"
+user = "svc"
+private_key_file = "{key}"
+"""
+
+
+def _home(tmp_path: Path, key: str = "/keys/rsa_key.p8") -> dict[str, str]:
+    (tmp_path / "connections.toml").write_text(TOML.format(key=key), encoding="utf-8")
+    return {"SNOWFLAKE_HOME": str(tmp_path)}
+
+
+def test_named_connection_from_connections_toml(tmp_path: Path) -> None:
+    params = connection_params(SnowflakeSettings(connection="prod"), _home(tmp_path))
+    assert params == {"account": "acme-prod", "user": "loader", "password": "file-secret", "warehouse": "FILE_WH",
+                      "database": "FILE_DB"}
+
+
+def test_default_connection_name_and_precedence(tmp_path: Path) -> None:
+    """SNOWFLAKE_* variables override the file; cdc's own settings (flags, cdc.toml) override both."""
+    env = _home(tmp_path) | {"SNOWFLAKE_DEFAULT_CONNECTION_NAME": "prod", "SNOWFLAKE_WAREHOUSE": "ENV_WH",
+                             "SNOWFLAKE_DATABASE": "ENV_DB", "SNOWFLAKE_PASSWORD": "env-secret",
+                             "SNOWFLAKE_PORT": "8443"}
+    params = connection_params(SnowflakeSettings(database="FLAG_DB", role="LOADER_ROLE"), env)
+    assert params == {"account": "acme-prod", "user": "loader", "password": "env-secret", "warehouse": "ENV_WH",
+                      "database": "FLAG_DB", "role": "LOADER_ROLE", "port": 8443}
+
+
+def test_environment_only(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "SNOWFLAKE_ACCOUNT": "acme", "SNOWFLAKE_USER": "u", "SNOWFLAKE_PASSWORD": "p"}
+    assert connection_params(SnowflakeSettings(), env) == {"account": "acme", "user": "u", "password": "p"}
+
+
+def test_key_pair_authentication(tmp_path: Path) -> None:
+    env = _home(tmp_path) | {"SNOWFLAKE_PASSWORD": "must-not-be-sent", "SNOWFLAKE_PRIVATE_KEY_FILE_PWD": "kp"}
+    params = connection_params(SnowflakeSettings(connection="keypair"), env)
+    assert params == {"account": "acme-kp", "user": "svc", "private_key_file": "/keys/rsa_key.p8",
+                      "private_key_file_pwd": "kp", "authenticator": "SNOWFLAKE_JWT"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "env", "needle"),
+    [
+        (SnowflakeSettings(connection="nope"), {}, "has no connection [nope] (known: keypair, prod)"),
+        (SnowflakeSettings(), {}, "no Snowflake account configured"),
+    ],
+)
+def test_missing_connection_is_a_config_error(tmp_path: Path, settings: SnowflakeSettings, env: dict[str, str],
+                                              needle: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        connection_params(settings, _home(tmp_path) | env)
+    assert needle in str(caught.value) and caught.value.exit_code == 3
+
+
+def test_missing_connections_file_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="connections.toml does not exist"):
+        connection_params(SnowflakeSettings(connection="prod"), {"SNOWFLAKE_HOME": str(tmp_path / "none")})
+
+
+def test_describe_never_shows_a_secret(tmp_path: Path) -> None:
+    params = connection_params(SnowflakeSettings(connection="prod"), _home(tmp_path))
+    assert "file-secret" not in describe(params) and "acme-prod" in describe(params)
+
+
+def test_failed_connection_hides_the_password(snowflake_home: Path, tmp_path: Path) -> None:
+    """A refused login names where, never the password (the connector's message may echo parameters)."""
+    env = {"SNOWFLAKE_HOME": str(snowflake_home), "SNOWFLAKE_DEFAULT_CONNECTION_NAME": "fake",
+           "SNOWFLAKE_HOST": "127.0.0.1", "SNOWFLAKE_PORT": "9", "SNOWFLAKE_PASSWORD": "s3cr3t-value"}
+    with pytest.raises(ConnectError) as caught:
+        connect(SnowflakeSettings(), env)
+    assert "s3cr3t-value" not in str(caught.value) and "127.0.0.1" in str(caught.value)
+
+
+def test_key_pair_connects_through_the_real_connector(snowflake_home: Path, fakesnow_server: dict[str, Any],
+                                                      tmp_path: Path) -> None:
+    """The connector loads the (encrypted) PEM key and signs a JWT; fakesnow accepts any login."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.BestAvailableEncryption(b"kp-pass"))
+    (tmp_path / "rsa_key.p8").write_bytes(pem)
+    toml = (f'[kp]\naccount = "fakesnow"\nuser = "svc"\nprivate_key_file = "{tmp_path / "rsa_key.p8"}"\n'
+            f'host = "{fakesnow_server["host"]}"\nport = {fakesnow_server["port"]}\nprotocol = "http"\n'
+            "network_timeout = 5\n")
+    (tmp_path / "connections.toml").write_text(toml, encoding="utf-8")
+    env = {"SNOWFLAKE_HOME": str(tmp_path), "SNOWFLAKE_PRIVATE_KEY_FILE_PWD": "kp-pass"}
+    conn = connect(SnowflakeSettings(connection="kp"), env)
+    try:
+        assert rows(conn, "SELECT 1 + 1") == [(2,)]
+    finally:
+        conn.close()
