@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from cdc.errors import PositionError
-from cdc.state import fsync_dir
+from cdc.state import disk_full_as_error, fsync_dir
 
 LINE_VERSION = 1
 SEGMENT_PREFIX = "seg-"
@@ -74,9 +74,11 @@ class SegmentWriter:
     def write(self, position: str, line: bytes) -> None:
         if self._handle is None:
             self._temp = self.directory / f".{SEGMENT_PREFIX}{self.owner}-{os.getpid()}.tmp"
-            self._handle = open(self._temp, "wb")
+            with disk_full_as_error(self._temp):
+                self._handle = open(self._temp, "wb")
             self._first_position = position
-        self._handle.write(line)
+        with disk_full_as_error(self._temp):
+            self._handle.write(line)
         self.lines += 1
         self.bytes += len(line)
 
@@ -88,12 +90,13 @@ class SegmentWriter:
         """Make the open segment durable under its final name; None if nothing was written."""
         if self._handle is None or self._temp is None or self._first_position is None:
             return None
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self._handle.close()
         final = self.directory / segment_name(self._first_position)
-        os.replace(self._temp, final)
-        fsync_dir(self.directory)
+        with disk_full_as_error(self._temp):
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+            os.replace(self._temp, final)
+            fsync_dir(self.directory)
         self._handle = None
         self._temp = None
         self._first_position = None
@@ -104,7 +107,10 @@ class SegmentWriter:
     def abandon(self) -> None:
         """Drop the unsealed segment (used when a transaction must be re-read from its start)."""
         if self._handle is not None:
-            self._handle.close()
+            try:
+                self._handle.close()
+            except OSError:  # flushing a file we are throwing away failed (e.g. disk full): nothing lost
+                pass
         if self._temp is not None:
             self._temp.unlink(missing_ok=True)
         self._handle = None

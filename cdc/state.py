@@ -59,18 +59,33 @@ def _unlink_quietly(path: Path) -> None:
         pass
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def disk_full_as_error(path: Path) -> Iterator[None]:
+    """Turn "no space left" while writing `path` into an error that names it and says how to go on.
+
+    Every writer here writes data before it advances a checkpoint, so a full disk leaves the last
+    checkpoint where it was: freeing space and rerunning resumes without loss.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise CdcError(
+            f"no space left on device writing {path}; the checkpoint was not advanced",
+            hint=f"free space on the filesystem of {path.parent} (df -h), then rerun the same command",
+        ) from exc
+
+
 def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     """Write a JSON document atomically, pretty enough for `cat` and stable for diffs."""
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    try:
+    with disk_full_as_error(path):
         write_bytes_atomic(path, text.encode("utf-8"))
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise CdcError(
-                f"no space left to write {path}; nothing was advanced",
-                hint="free space on the state directory's filesystem, then rerun the same command",
-            ) from exc
-        raise
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

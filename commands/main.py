@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 
 from cdc import __version__
 from cdc.errors import CdcError, ExitCode
+from cdc.state import is_disk_full
 from commands import ui
 
 # (command name, module in commands/, function) in the order `cdc --help` lists them:
@@ -46,6 +47,14 @@ class CdcGroup(TyperGroup):
         except KeyboardInterrupt:
             ui.error("interrupted")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            # Last resort for writers that do not name their file (Spark, pyarrow): stages write data before
+            # they advance a checkpoint, so nothing was lost.
+            ui.error(f"no space left on device{f' writing {exc.filename}' if exc.filename else ''}; the checkpoint "
+                     "was not advanced\n  fix: free space (df -h), then rerun the same command")
+            raise typer.Exit(int(ExitCode.FAILURE)) from None
 
 
 app = typer.Typer(
