@@ -25,8 +25,10 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("spark-merge", "spark_merge", "spark_merge"),
     ("snowflake-bootstrap", "snowflake_bootstrap", "snowflake_bootstrap"),
     ("snowflake-apply", "snowflake_apply", "snowflake_apply"),
+    ("run", "run", "run"),
     ("kinesis-read", "kinesis_read", "kinesis_read"),
     ("status", "status", "status"),
+    ("verify", "verify", "verify"),
     ("wait", "wait", "wait"),
     ("init", "init", "init"),
 ]

@@ -1,0 +1,211 @@
+"""`cdc run`: the stages chained, once up to "now" (`--until-now`) or continuously (`--follow`).
+
+The chain, always in pipeline order: snapshot (only before tail's first run, and resumed if it was
+interrupted), tail, ship-s3 (if `[aws] bucket` is set), ship-kinesis (if `[aws] stream` is set),
+spark-merge (of the local change log: the same lines that were shipped, without a round trip),
+snowflake-bootstrap and snowflake-apply (if a Snowflake connection is configured). Bootstrap is in the
+chain so that a table or column added in MySQL reaches Snowflake before the batch that needs it; it
+only creates what is missing (never replaces) and runs only when a batch waits to be applied.
+
+Each stage is the library call its standalone command makes (cdc.pipeline.run_stages), so it takes its
+own lock and keeps its own checkpoint: a crashed `cdc run` is simply run again, and a standalone stage
+running on the same state directory makes the run fail with exit 6 (and vice versa).
+
+`--follow` is a cycle loop, not a tail thread: each cycle is tail --until-now (to the server position
+current at the cycle's start), then every later stage up to what tail just sealed; the next cycle
+starts at once when this one captured rows, else after `poll_interval`. Why: a failure stops the chain
+at a clear point with no concurrent stage left half-way, SIGTERM is honoured between units of work by
+one flag every stage already understands, and each stage holds its lock only while it works. The
+price is latency, about one cycle: tail seals within a second, and the SparkSession is started once and
+kept for the whole run, so a cycle costs seconds, not a Spark start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc.capture import StartRequest
+from cdc.config import Settings
+from cdc.errors import CdcError, UsageError
+from cdc.pipeline import run_stages
+from cdc.pipeline.run_stages import Context, Outcome, StageProgress
+from cdc.state import StateDir
+
+STAGES = ("snapshot", "tail", "ship-s3", "ship-kinesis", "spark-merge", "snowflake-bootstrap", "snowflake-apply")
+ALIASES = {"ship": ("ship-s3", "ship-kinesis"), "snowflake": ("snowflake-bootstrap", "snowflake-apply")}
+_RUNNERS: dict[str, Callable[[Context], Outcome]] = {
+    "snapshot": run_stages.snapshot, "tail": run_stages.tail, "ship-s3": run_stages.ship("s3"),
+    "ship-kinesis": run_stages.ship("kinesis"), "spark-merge": run_stages.spark_merge,
+    "snowflake-bootstrap": run_stages.snowflake_bootstrap, "snowflake-apply": run_stages.snowflake_apply,
+}
+FAILED = "failed"
+CAUGHT_UP, SIGNALLED = "caught up", "stopped by signal"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    follow: bool = False
+    stages: tuple[str, ...] = ()  # empty: every configured stage
+    skip: tuple[str, ...] = ()
+    snapshot: bool = True  # False: never snapshot (tail then needs a checkpoint or `start`)
+    start: StartRequest = StartRequest()  # tail's first start, as `cdc tail --start-position/...`
+    poll_interval: float = 1.0  # --follow: pause after a cycle that captured nothing
+
+
+@dataclass(frozen=True)
+class StageResult:
+    stage: str
+    cycle: int
+    status: str  # done | nothing new | skipped | stopped | failed
+    reached: str | None
+    count: int
+    unit: str
+    seconds: float
+    lag_seconds: float | None = None
+    error: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "stage", "stage": self.stage, "cycle": self.cycle, "status": self.status,
+                "reached": self.reached, "count": self.count, "unit": self.unit, "seconds": round(self.seconds, 3),
+                "rate": round(self.rate, 1), "lag_seconds": self.lag_seconds, "error": self.error,
+                "detail": dict(self.detail)}
+
+
+@dataclass
+class RunSummary:
+    stages: list[str]
+    follow: bool
+    cycles: int = 0
+    stopped: str = CAUGHT_UP
+    seconds: float = 0.0
+    totals: dict[str, int] = field(default_factory=dict)  # rows / records / changes per stage, all cycles
+    last: dict[str, StageResult] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """--until-now: every stage consumed what was current at start (False if a signal cut it short)."""
+        return self.stopped == CAUGHT_UP
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "summary", "mode": "follow" if self.follow else "until-now", "stages": self.stages,
+                "cycles": self.cycles, "stopped": self.stopped, "complete": self.complete,
+                "seconds": round(self.seconds, 3), "totals": dict(self.totals),
+                "last": {name: result.to_dict() for name, result in self.last.items()}}
+
+
+class StageError(CdcError):
+    """A stage of `cdc run` failed: its own error, exit code and fix, with the stage named."""
+
+    def __init__(self, stage: str, cause: CdcError) -> None:
+        super().__init__(f"cdc run: stage {stage} failed: {cause.message}", hint=cause.hint)
+        self.stage = stage
+        self.exit_code = cause.exit_code
+
+
+def plan_stages(settings: Settings, options: RunOptions, env: Mapping[str, str] | None = None) -> list[str]:
+    """The stages to run, in pipeline order: the asked ones, else every configured one, minus skipped ones."""
+    asked, skipped = _expand(options.stages, "--stages"), _expand(options.skip, "--skip-stage")
+    if not options.snapshot and "snapshot" in asked:
+        raise UsageError("--no-snapshot contradicts --stages snapshot", hint="give one of them")
+    chosen = asked or _configured(settings, os.environ if env is None else env)
+    if not options.snapshot:
+        skipped.add("snapshot")
+    chain = [stage for stage in STAGES if stage in chosen and stage not in skipped]
+    if not chain:
+        raise UsageError("no stage left to run", hint=f"stages: {', '.join(STAGES)} (or ship, snowflake)")
+    return chain
+
+
+def _expand(names: tuple[str, ...], flag: str) -> set[str]:
+    found: set[str] = set()
+    for name in (part.strip() for item in names for part in item.split(",") if part.strip()):
+        if name not in STAGES and name not in ALIASES:
+            raise UsageError(f"{flag} {name!r} is not a stage",
+                             hint=f"stages: {', '.join(STAGES)}; aliases: ship, snowflake")
+        found.update(ALIASES.get(name, (name,)))
+    return found
+
+
+def _configured(settings: Settings, env: Mapping[str, str]) -> set[str]:
+    stages = {"snapshot", "tail", "spark-merge"}
+    if settings.aws.bucket:
+        stages.add("ship-s3")
+    if settings.aws.stream:
+        stages.add("ship-kinesis")
+    # A connection name (cdc.toml, CDC_SNOWFLAKE_CONNECTION, the Snowflake CLI's default) or an account.
+    if settings.snowflake.connection or env.get("SNOWFLAKE_DEFAULT_CONNECTION_NAME") or env.get("SNOWFLAKE_ACCOUNT"):
+        stages.update(("snowflake-bootstrap", "snowflake-apply"))
+    return stages
+
+
+def run_pipeline(
+    settings: Settings,
+    options: RunOptions,
+    *,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[StageProgress], None] | None = None,
+    on_stage: Callable[[StageResult], None] | None = None,
+    on_cycle: Callable[[RunSummary], None] | None = None,
+) -> RunSummary:
+    """Run the chain once (until-now) or in cycles until `stop` (follow); raise StageError at the first failure."""
+    stop = stop or threading.Event()
+    chain = plan_stages(settings, options)
+    ctx = Context(settings, StateDir(settings.state_dir).ensure(), stop, on_progress or (lambda _p: None),
+                  start=options.start)
+    summary = RunSummary(chain, options.follow)
+    began = time.monotonic()
+    try:
+        while True:
+            summary.cycles += 1
+            busy = _cycle(ctx, chain, summary, on_stage or (lambda _r: None))
+            summary.seconds = time.monotonic() - began
+            if on_cycle:
+                on_cycle(summary)
+            if not options.follow or stop.is_set() or (not busy and stop.wait(options.poll_interval)):
+                break
+    finally:
+        ctx.close()
+    summary.stopped = SIGNALLED if stop.is_set() else CAUGHT_UP
+    summary.seconds = time.monotonic() - began
+    return summary
+
+
+def _cycle(ctx: Context, chain: list[str], summary: RunSummary, on_stage: Callable[[StageResult], None]) -> bool:
+    """One pass over the chain; True if tail captured rows (follow: go again at once)."""
+    busy = False
+    for stage in chain:
+        if ctx.stop.is_set():  # between stages: the one before finished its unit of work
+            break
+        result = _run_stage(ctx, stage, summary.cycles, on_stage)
+        summary.last[stage] = result
+        summary.totals[stage] = summary.totals.get(stage, 0) + result.count
+        on_stage(result)
+        busy = busy or (stage == "tail" and result.count > 0)
+        if result.status == run_stages.STOPPED:
+            break
+    return busy
+
+
+def _run_stage(ctx: Context, stage: str, cycle: int, on_stage: Callable[[StageResult], None]) -> StageResult:
+    began = time.monotonic()
+    try:
+        outcome = _RUNNERS[stage](ctx)
+    except CdcError as exc:
+        on_stage(StageResult(stage, cycle, FAILED, None, 0, "", time.monotonic() - began, error=str(exc)))
+        raise StageError(stage, exc) from exc
+    except Exception as exc:  # a bug or an unmapped driver error: keep the traceback, name the stage
+        on_stage(StageResult(stage, cycle, FAILED, None, 0, "", time.monotonic() - began, error=repr(exc)))
+        exc.add_note(f"cdc run: in stage {stage}")
+        raise
+    return StageResult(stage, cycle, outcome.status, outcome.reached, outcome.count, outcome.unit,
+                       time.monotonic() - began, outcome.lag_seconds, detail=outcome.detail)

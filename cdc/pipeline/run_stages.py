@@ -1,0 +1,198 @@
+"""The stages `cdc run` chains, each one call of the library function its standalone command calls.
+
+Every function here takes the stage's lock through that library function (run_snapshot, run_tail,
+sinks.ship, spark.merge, snowflake.apply.run), so a `cdc run` and a standalone `cdc tail` on the
+same state directory exclude each other exactly as two `cdc tail`s do. None of them writes a
+checkpoint itself: the stages keep their own, which is why `cdc run` after a crash just continues.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc.capture import Filters, StartRequest, TailOptions, run_tail
+from cdc.capture.events import Progress as TailProgress
+from cdc.changelog import list_segments
+from cdc.config import Settings
+from cdc.state import StateDir
+
+NOTHING = "nothing new"
+DONE = "done"
+STOPPED = "stopped"
+SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class StageProgress:
+    """A live view update from inside a stage (throttling is the renderer's business)."""
+
+    stage: str
+    reached: str | None  # binlog position, segment, table or batch
+    count: int  # rows / records / changes so far in this stage run
+    rate: float | None = None  # per second
+    lag_seconds: float | None = None
+
+
+@dataclass
+class Outcome:
+    """What one stage run did, in its own terms."""
+
+    status: str  # done | nothing new | stopped | skipped
+    reached: str | None = None
+    count: int = 0
+    unit: str = "rows"
+    lag_seconds: float | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    settings: Settings
+    state: StateDir
+    stop: threading.Event
+    report: Callable[[StageProgress], None]
+    start: StartRequest = StartRequest()
+    spark: Any = None  # one SparkSession for every merge of this run (follow: start-up paid once)
+
+    def spark_session(self) -> Any:
+        if self.spark is None:
+            from cdc.spark.session import build_session
+
+            self.spark = build_session(self.settings.spark)
+        return self.spark
+
+    def close(self) -> None:
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+
+def snapshot(ctx: Context) -> Outcome:
+    """Only when tail has no checkpoint and the snapshot is not done; a running snapshot is resumed."""
+    from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+
+    if ctx.state.read_checkpoint("tail", 1) is not None:
+        return Outcome(SKIPPED, detail={"reason": "tail has a checkpoint"})
+    if _has_start(ctx.start):
+        return Outcome(SKIPPED, detail={"reason": "tail starts at an explicit position"})
+    done = (ctx.state.read_checkpoint("snapshot", 1) or {}).get("status") == "done"
+    if done:
+        return Outcome(SKIPPED, detail={"reason": "snapshot already done"})
+    summary = run_snapshot(ctx.settings, SnapshotRequest(), on_progress=lambda p: ctx.report(
+        StageProgress("snapshot", p.table, p.rows)))
+    h = summary.checkpoint.handover
+    return Outcome(DONE, f"{h.file}:{h.pos}", summary.rows, "rows", detail=summary.to_dict())
+
+
+def tail(ctx: Context) -> Outcome:
+    """tail --until-now: up to the server position current when it starts (never --follow: see run.py)."""
+    mysql = ctx.settings.mysql
+    has_checkpoint = ctx.state.read_checkpoint("tail", 1) is not None
+    options = TailOptions(start=StartRequest() if has_checkpoint else ctx.start, follow=False,
+                          filters=Filters(mysql.databases, mysql.tables, mysql.exclude_tables))
+    last: list[TailProgress] = []
+
+    def progress(p: TailProgress) -> None:
+        last[:] = [p]
+        ctx.report(StageProgress("tail", p.position, p.rows, p.events_per_second, p.lag_seconds))
+
+    summary = run_tail(ctx.settings, options, should_stop=ctx.stop.is_set, on_progress=progress)
+    caught_up = summary.stopped == "caught up"
+    status = DONE if caught_up and summary.rows else NOTHING if caught_up else STOPPED
+    lag = last[0].lag_seconds if last else (0.0 if caught_up else None)
+    return Outcome(status, summary.end, summary.rows, "rows", lag, summary.to_dict())
+
+
+def _has_start(start: StartRequest) -> bool:
+    return bool(start.position or start.gtid or start.from_now)
+
+
+def ship(to: str) -> Callable[[Context], Outcome]:
+    """ship --to s3 / kinesis --until-now, with the [aws] settings."""
+
+    def run(ctx: Context) -> Outcome:
+        from cdc import sinks
+
+        stage = f"ship-{to}"
+        sink = sinks.open_sink(ctx.settings.aws, sinks.ShipTarget(to=to))
+        summary = sinks.ship(ctx.state, sink, stop=ctx.stop, on_progress=lambda p: ctx.report(
+            StageProgress(stage, p.segment, p.records, p.records / p.seconds)))
+        status = STOPPED if summary.remaining else (DONE if summary.segments else NOTHING)
+        return Outcome(status, summary.last_segment, summary.records, "records", detail=summary.to_dict())
+
+    run.__name__ = f"ship_{to}"
+    return run
+
+
+def spark_merge(ctx: Context) -> Outcome:
+    """spark-merge of the local change log; Spark starts only when a sealed segment waits."""
+    from cdc.spark import merge
+
+    checkpoint = ctx.state.read_checkpoint("merge", 1) or {}
+    if not list_segments(ctx.state.changelog, after=checkpoint.get("last_segment")):
+        return Outcome(NOTHING, checkpoint.get("last_batch"), unit="changes")
+    changes = [0]
+
+    def progress(result: Any) -> None:
+        changes[0] += result.changes
+        ctx.report(StageProgress("spark-merge", result.table, changes[0]))
+
+    summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
+                    on_progress=progress)
+    total = sum(t.changes for t in summary.tables)
+    return Outcome(DONE if summary.batch_id else NOTHING, summary.batch_id, total, "changes",
+                   detail=summary.to_dict())
+
+
+def pending_batches(state: StateDir) -> list[str]:
+    """Sealed batches after snowflake-apply's checkpoint (written after the bookkeeping row, so none is lost)."""
+    from cdc.snowflake.apply import list_batches
+
+    last = (state.read_checkpoint("snowflake-apply", 1) or {}).get("last_batch") or ""
+    return [b.batch_id for b in list_batches(state) if b.batch_id > last]
+
+
+def snowflake_bootstrap(ctx: Context) -> Outcome:
+    """Create missing tables / add new columns from the schema history before applying (DDL in MySQL)."""
+    from cdc.schema import SchemaHistory
+    from cdc.snowflake import bootstrap
+    from cdc.snowflake.connect import connect
+
+    if not pending_batches(ctx.state):
+        return Outcome(NOTHING, unit="objects")
+    options = bootstrap.Options(warehouse=ctx.settings.snowflake.warehouse)
+    targets = bootstrap.targets_for(bootstrap.schemas_from_history(SchemaHistory(ctx.state.schema), []), options)
+    conn = connect(ctx.settings.snowflake)
+    try:
+        plan = bootstrap.run(conn, targets, options)
+    finally:
+        conn.close()
+    changed = len(plan.created) + len(plan.added)
+    detail = {"created": plan.created, "added_columns": plan.added, "type_drift": plan.type_drift}
+    return Outcome(DONE if changed else NOTHING, None, changed, "objects", detail=detail)
+
+
+def snowflake_apply(ctx: Context) -> Outcome:
+    """snowflake-apply --until-now of every sealed batch not yet recorded as applied."""
+    from cdc.snowflake import apply as sf_apply
+    from cdc.snowflake.connect import connect
+
+    if not pending_batches(ctx.state):
+        last = (ctx.state.read_checkpoint("snowflake-apply", 1) or {}).get("last_batch")
+        return Outcome(NOTHING, last, unit="changes")
+    applied = [0]
+
+    def on_batch(batch_id: str, counts: dict[str, Any]) -> None:
+        applied[0] += sum(c.inserted + c.updated + c.deleted for c in counts.values())
+        ctx.report(StageProgress("snowflake-apply", batch_id, applied[0]))
+
+    conn = connect(ctx.settings.snowflake)
+    try:
+        summary = sf_apply.run(conn, ctx.state, stop=ctx.stop, on_batch=on_batch)
+    finally:
+        conn.close()
+    status = STOPPED if pending_batches(ctx.state) and ctx.stop.is_set() else DONE if summary.applied else NOTHING
+    return Outcome(status, summary.last_batch, applied[0], "changes", detail=summary.to_dict())

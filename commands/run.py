@@ -1,0 +1,129 @@
+"""`cdc run`: snapshot (first run only), tail, ship, spark-merge, snowflake-apply, chained."""
+
+# No `from __future__ import annotations`: @mysql_options re-wraps the signature and typer must see real types.
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cdc.capture import StartRequest
+from cdc.errors import ExitCode
+from cdc.pipeline.run import STAGES, RunOptions, RunSummary, StageResult, run_pipeline
+from cdc.pipeline.run_stages import StageProgress
+from cdc.sinks import stop_on_signals
+from commands import ui
+from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+
+_CHAIN, _START = "Chain", "Start (tail's first run, instead of a snapshot)"
+StagesOpt = Annotated[Optional[list[str]], typer.Option(
+    "--stages", help=f"Only these stages (comma-separated or repeated): {', '.join(STAGES)}; ship, snowflake.",
+    rich_help_panel=_CHAIN)]
+SkipOpt = Annotated[Optional[list[str]], typer.Option("--skip-stage", help="Leave this stage out (repeatable).",
+                                                      rich_help_panel=_CHAIN)]
+
+
+@mysql_options
+def run(
+    follow: Annotated[bool, typer.Option("--follow/--until-now", help="Cycle until SIGTERM/Ctrl-C, or bring every "
+                                         "stage up to what is current at start and exit.")] = False,
+    stages: StagesOpt = None,
+    skip_stage: SkipOpt = None,
+    no_snapshot: Annotated[bool, typer.Option("--no-snapshot", help="Never snapshot; tail needs a checkpoint or a "
+                                              "start option.", rich_help_panel=_CHAIN)] = False,
+    start_position: Annotated[Optional[str], typer.Option("--start-position", help="FILE:POS at a transaction boundary.", rich_help_panel=_START)] = None,
+    start_gtid: Annotated[Optional[str], typer.Option("--start-gtid", help="Start after these MariaDB GTIDs.", rich_help_panel=_START)] = None,
+    from_now: Annotated[bool, typer.Option("--from-now", help="Start at the server's current position.", rich_help_panel=_START)] = False,
+    poll_interval: Annotated[float, typer.Option("--poll-interval", help="--follow: seconds to wait after a cycle "
+                                                 "that captured nothing.")] = 1.0,
+    config: ConfigOpt = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+    *,
+    mysql_flags: dict[str, Any],
+) -> None:
+    """Run the stages in order (snapshot, tail, ship, spark-merge, snowflake-apply) once or continuously."""
+    settings = settings_from(config, state_dir, mysql_flags)
+    options = RunOptions(follow, tuple(stages or ()), tuple(skip_stage or ()), not no_snapshot,
+                         StartRequest(start_position, start_gtid, from_now), poll_interval)
+    with stop_on_signals() as stop, _view(as_json) as view:
+        summary = run_pipeline(settings, options, stop=stop, on_progress=view.progress, on_stage=view.stage,
+                               on_cycle=view.cycle)
+    _render(summary, as_json)
+    if not summary.complete and not follow:
+        ui.note("stopped before the chain caught up; state is consistent, rerun `cdc run` to continue")
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    raise typer.Exit(int(ExitCode.OK))
+
+
+class _View:
+    """JSON lines (--json), a live table at a TTY, else one line per stage on stderr."""
+
+    def __init__(self, as_json: bool, live: Any = None) -> None:
+        self.as_json, self.live = as_json, live
+        self.rows: dict[str, list[str]] = {}
+        self.shown = 0.0
+
+    def progress(self, p: StageProgress) -> None:
+        if self.live is None:
+            return
+        rate = "-" if p.rate is None else f"{p.rate:,.0f}/s"
+        self.rows[p.stage] = ["running", p.reached or "-", f"{p.count:,}", rate, _lag(p.lag_seconds), "-"]
+        if time.monotonic() - self.shown >= 0.25:  # progress comes per event; redraw a few times a second
+            self._draw()
+
+    def stage(self, r: StageResult) -> None:
+        if self.as_json:
+            ui.print_json_line(r.to_dict())
+        elif self.live is None:
+            ui.note(_line(r))
+        else:
+            self.rows[r.stage] = [r.status, r.reached or r.error or "-", f"{r.count:,} {r.unit}", f"{r.rate:,.0f}/s",
+                                  _lag(r.lag_seconds), f"{r.seconds:,.1f}s"]
+            self._draw()
+
+    def cycle(self, summary: RunSummary) -> None:
+        if self.as_json and summary.follow:
+            ui.print_json_line({"event": "cycle", "cycle": summary.cycles, "seconds": round(summary.seconds, 3),
+                                "totals": dict(summary.totals)})
+
+    def _draw(self) -> None:
+        from rich.table import Table
+
+        grid = Table(title="cdc run", expand=False)
+        for column in ("stage", "status", "reached", "count", "rate", "lag", "time"):
+            grid.add_column(column, overflow="fold")
+        for stage, cells in self.rows.items():
+            grid.add_row(ui.escape(stage), *(ui.escape(c) for c in cells))
+        self.live.update(grid)
+        self.shown = time.monotonic()
+
+
+@contextmanager
+def _view(as_json: bool) -> Iterator[_View]:
+    if as_json or not ui.err.is_terminal:
+        yield _View(as_json)
+        return
+    from rich.live import Live
+
+    with Live(console=ui.err, refresh_per_second=4) as live:
+        yield _View(as_json, live)
+
+
+def _lag(seconds: Optional[float]) -> str:
+    return "-" if seconds is None else f"{seconds:,.0f}s"
+
+
+def _line(r: StageResult) -> str:
+    where = f" at {r.reached}" if r.reached else ""
+    return f"[cycle {r.cycle}] {r.stage}: {r.status}{where}; {r.count:,} {r.unit} in {r.seconds:,.1f}s".rstrip()
+
+
+def _render(summary: RunSummary, as_json: bool) -> None:
+    if as_json:
+        ui.print_json_line(summary.to_dict())
+        return
+    totals = ", ".join(f"{stage} {count:,}" for stage, count in summary.totals.items())
+    ui.note(f"cdc run {summary.stopped} after {summary.cycles} cycle(s), {summary.seconds:,.1f}s: {totals}")

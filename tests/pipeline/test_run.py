@@ -1,0 +1,165 @@
+"""`cdc run` end to end: real MariaDB, moto's S3, Spark local, fakesnow; `cdc` run as a user runs it.
+
+Spark start-up dominates the time, so each scenario makes as few `cdc run`s as it can.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.errors import ExitCode
+from cdc.state import StateDir
+from tests.pipeline.cli import run
+from tests.pipeline.run_rig import Background, assert_replicated, cdc_run, create_source, more_writes, source_rows, \
+    target_rows, write_config
+from tests.rig import MariaDB
+from tests.rig._process import wait_until
+from tests.sinks.conftest import bucket, s3  # noqa: F401  fixtures
+from tests.snowflake.conftest import fakesnow_server, sf, snowflake_env, snowflake_home  # noqa: F401  fixtures
+
+CHAIN = ["snapshot", "tail", "ship-s3", "spark-merge", "snowflake-bootstrap", "snowflake-apply"]
+
+
+@pytest.fixture
+def setup(tmp_path: Path, mariadb: MariaDB, fresh_db: str, aws_env: dict[str, str], bucket: str,  # noqa: F811
+          snowflake_env: dict[str, str]) -> dict[str, Any]:  # noqa: F811
+    create_source(mariadb, fresh_db)
+    state = tmp_path / "state"
+    config = write_config(tmp_path / "cdc.toml", mariadb, fresh_db, aws_env, bucket, state)
+    return {"config": config, "state": state, "db": fresh_db, "bucket": bucket}
+
+
+def stages(lines: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {line["stage"]: line for line in lines if line["event"] == "stage"}
+
+
+def s3_keys(s3: Any, bucket: str) -> list[str]:  # noqa: F811
+    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+def applied_batches(sf: Any) -> list[str]:  # noqa: F811
+    cursor = sf.cursor()
+    cursor.execute('SELECT "BATCH_ID" FROM "_CDC_APPLIED_BATCHES" ORDER BY 1')
+    return [row[0] for row in cursor.fetchall()]
+
+
+def test_until_now_replicates_then_catches_up_then_changes_nothing(
+        setup: dict[str, Any], mariadb: MariaDB, sf: Any, s3: Any) -> None:  # noqa: F811
+    code, lines, err = cdc_run(setup["config"], "--until-now")
+    assert code == 0, err
+    first = stages(lines)
+    assert list(first) == CHAIN and lines[-1]["event"] == "summary" and lines[-1]["complete"] is True
+    assert first["snapshot"]["status"] == "done" and first["snapshot"]["count"] == 24
+    assert first["spark-merge"]["status"] == "done" and first["snowflake-apply"]["status"] == "done"
+    assert_replicated(mariadb, setup["db"], sf)
+
+    more_writes(mariadb, setup["db"])
+    code, lines, err = cdc_run(setup["config"])  # --until-now is the default
+    assert code == 0, err
+    second = stages(lines)
+    assert second["snapshot"]["status"] == "skipped" and second["tail"]["count"] > 0
+    assert [second[s]["status"] for s in CHAIN[2:]] == ["done", "done", "nothing new", "done"]
+    assert_replicated(mariadb, setup["db"], sf)
+    assert source_rows(mariadb, setup["db"], "customers")[-1][0] == 100  # the PK change really happened
+
+    before = (s3_keys(s3, setup["bucket"]), applied_batches(sf), target_rows(sf, "customers"))
+    code, lines, err = cdc_run(setup["config"])
+    assert code == 0, err
+    third = stages(lines)
+    assert [third[s]["status"] for s in CHAIN] == ["skipped"] + ["nothing new"] * 5
+    assert (s3_keys(s3, setup["bucket"]), applied_batches(sf), target_rows(sf, "customers")) == before
+    assert applied_batches(sf) == ["b000000000001", "b000000000002"]
+
+
+def test_kill_9_during_spark_merge_then_rerun_is_exact(
+        setup: dict[str, Any], mariadb: MariaDB, sf: Any, s3: Any) -> None:  # noqa: F811
+    state = StateDir(setup["state"])
+    running = Background(setup["config"], "--until-now")
+    assert wait_until(lambda: running.has(stage="ship-s3", status="done"), timeout=120), running.lines
+    assert wait_until(lambda: bool(running.children()), timeout=60)  # the Spark JVM: merge is under way
+    time.sleep(1.0)
+    os.kill(running.process.pid, signal.SIGKILL)
+    assert running.finish()[0] == -signal.SIGKILL
+    assert state.read_checkpoint("merge", 1) is None, "the kill came too late to test anything"
+    assert not running.has(stage="spark-merge")
+    shipped = s3_keys(s3, setup["bucket"])
+
+    more_writes(mariadb, setup["db"])  # the rerun must also carry changes made after the crash
+    code, lines, err = cdc_run(setup["config"])
+    assert code == 0, err
+    assert stages(lines)["spark-merge"]["status"] == "done"
+    assert_replicated(mariadb, setup["db"], sf)
+    assert applied_batches(sf) == ["b000000000001"]  # one batch: the crashed run's was never sealed
+    keys = s3_keys(s3, setup["bucket"])
+    assert set(shipped) <= set(keys)  # re-shipping wrote the same keys, nothing beside them
+    manifests = [k for k in keys if "/_manifests/" in k]
+    assert len(manifests) == len(list((setup["state"] / "changelog").glob("seg-*.jsonl")))
+
+
+def test_failing_stage_stops_the_chain_with_its_exit_code(
+        setup: dict[str, Any], s3: Any) -> None:  # noqa: F811
+    s3.delete_bucket(Bucket=setup["bucket"])
+    state = StateDir(setup["state"])
+    result = run("run", "--config", str(setup["config"]), "--json")
+    assert result.exit_code == ExitCode.FAILURE
+    message = " ".join(result.stderr.split())
+    assert "cdc run: stage ship-s3 failed: S3 bucket" in message and "not found" in message
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(e["stage"], e["status"]) for e in events] == [("snapshot", "done"), ("tail", "nothing new"),
+                                                          ("ship-s3", "failed")]
+    assert (state.read_checkpoint("snapshot", 1) or {})["status"] == "done"
+    assert state.read_checkpoint("tail", 1) is not None
+    for later in ("ship-s3", "merge", "snowflake-apply"):
+        assert state.read_checkpoint(later, 1) is None
+    assert not (setup["state"] / "batches").exists()
+
+
+def test_a_stage_locked_by_a_standalone_run_fails_naming_it(setup: dict[str, Any]) -> None:
+    with StateDir(setup["state"]).ensure().lock("tail"):
+        result = run("run", "--config", str(setup["config"]), "--stages", "tail", "--from-now")
+    assert result.exit_code == ExitCode.LOCKED
+    assert "cdc run: stage tail failed: another `cdc tail` is running" in " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--stages", "tail,shipp"), "--stages 'shipp' is not a stage"),
+    (("--skip-stage", "nope"), "--skip-stage 'nope' is not a stage"),
+    (("--stages", "snapshot", "--no-snapshot"), "--no-snapshot contradicts --stages snapshot"),
+    (("--stages", "tail", "--skip-stage", "tail"), "no stage left to run"),
+])
+def test_bad_stage_choice_is_a_usage_error(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    result = run("run", "--state-dir", str(tmp_path / "state"), *args)
+    assert result.exit_code == ExitCode.USAGE
+    assert message in result.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_follow_picks_up_a_write_and_stops_on_sigterm(
+        setup: dict[str, Any], mariadb: MariaDB, sf: Any) -> None:  # noqa: F811
+    running = Background(setup["config"], "--follow", "--poll-interval", "0.5")
+    try:
+        assert wait_until(lambda: running.has(stage="snowflake-apply", status="done"), timeout=180), running.lines
+        assert_replicated(mariadb, setup["db"], sf)
+        more_writes(mariadb, setup["db"])
+        written = time.monotonic()
+        expected = source_rows(mariadb, setup["db"], "customers")
+        assert wait_until(lambda: target_rows(sf, "customers") == expected, timeout=120, interval=0.5)
+        latency = time.monotonic() - written
+        assert_replicated(mariadb, setup["db"], sf)
+        running.process.send_signal(signal.SIGTERM)
+        code, err = running.finish(timeout=120)
+    finally:
+        if running.process.poll() is None:
+            running.process.kill()
+    assert code == 0, err
+    assert latency < 60, f"a write took {latency:.1f}s to reach Snowflake"
+    summary = running.lines[-1]
+    assert summary["event"] == "summary" and summary["stopped"] == "stopped by signal" and summary["cycles"] >= 2
+    assert any(line["event"] == "cycle" for line in running.lines)
