@@ -155,14 +155,14 @@ class Capture:
         if decoder is None:
             return
         db, table, op, file, pos = event.db, event.table, event.op, event.file, event.pos
-        for index, row in enumerate(event.raw.rows):
+        try:
+            images = decoder.images(event.raw, op)
+        except DataError as exc:
+            raise DataError(f"{db}.{table} at {file}:{pos} {exc.message}", hint=exc.hint) from None
+        for index, (before, after) in enumerate(images):
             position = position_string(file, pos, index)
             if self._skip_until is not None and position <= self._skip_until:
                 continue
-            try:
-                before, after = _images(decoder, op, row)
-            except DataError as exc:
-                raise DataError(f"{db}.{table} at {file}:{pos} row {index}: {exc.message}", hint=exc.hint) from None
             body = {"after": after, "before": before, "db": db, "key": decoder.key(after or before), "op": op,
                     "position": position}
             src = {"file": file, "gtid": self._txn_gtid, "pos": pos, "row": index, "server_id": event.server_id}
@@ -267,10 +267,3 @@ def _position_key(position: str) -> tuple[int, int]:
     seq, pos, _ = position.split(":")
     return int(seq), int(pos)
 
-
-def _images(decoder: RowDecoder, op: str | None, row: dict[str, Any]) -> tuple[Any, Any]:
-    if op == "u":
-        return (decoder.encode(row["before_values"], row["before_none_sources"]),
-                decoder.encode(row["after_values"], row["after_none_sources"]))
-    image = decoder.encode(row["values"], row["none_sources"])
-    return (None, image) if op == "c" else (image, None)

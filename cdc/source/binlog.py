@@ -172,16 +172,30 @@ class _RowsGuard(_ExactReads):
             self.unmapped = True
             self._processed = True  # reach the caller, who stops with coordinates
 
+    def row_bytes(self) -> bytes | None:
+        """The row images as bytes if every image carries every column (binlog_row_image=FULL), else None."""
+        body = getattr(self, "_cdc_body", None)
+        if body is not None:
+            return body
+        if not self.complete or self._RowsEvent__rows is not None:
+            return None
+        count = self.number_of_columns
+        full = b"\xff" * (count // 8) + (bytes([(1 << (count % 8)) - 1]) if count % 8 else b"")
+        bitmaps = [self.columns_present_bitmap] + ([self.columns_present_bitmap2] if self.op == "u" else [])
+        if any(bytes(b) != full for b in bitmaps):
+            return None
+        self._cdc_body: bytes | None = bytes(self.packet.read(self.event_size - self.packet.read_bytes))
+        return self._cdc_body
+
     def _fetch_rows(self) -> None:
         table = self.table_map[self.table_id]
         reader = getattr(table, "_cdc_image_reader", None)
         if reader is None:
             reader = table._cdc_image_reader = ImageReader(table.columns)
-        bitmaps = [self.columns_present_bitmap] + ([self.columns_present_bitmap2] if self.op == "u" else [])
-        if not (self.complete and reader.complete and all(bytes(b) == reader.all_present for b in bitmaps)):
+        body = self.row_bytes() if reader.complete else None
+        if body is None:
             super()._fetch_rows()  # type: ignore[misc]  # partial images or a type only the library reads
             return
-        body = self.packet.read(self.event_size - self.packet.read_bytes)
         rows, pos, end, image = [], 0, len(body), reader.image
         if self.op == "u":
             while pos < end:
