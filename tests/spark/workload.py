@@ -16,6 +16,7 @@ from typing import Any
 
 from cdc.changelog import SegmentWriter, encode_line, position_string
 from cdc.schema import Column, SchemaHistory, TableSchema
+from cdc.values import BINARY_TYPES, SPATIAL_TYPES
 
 BINLOG = "mariadb-bin.000003"
 HOSTILE = ["O'Brien", 'say "hi"', "back\\slash\\", "emoji 🎉🐍", "nul\x00byte", "None", "", "line\nbreak",
@@ -96,7 +97,7 @@ def lake_value(col: Column, value: Any) -> Any:
     if value is None:
         return None
     k = col.data_type
-    if k == "bigint" and col.unsigned or k == "bit":
+    if k == "bigint" and col.unsigned or k == "bit" and int(col.type[4:-1] or 1) > 63:
         return Decimal(value)
     if k == "decimal":
         return Decimal(value) if col.precision <= 38 else value
@@ -111,7 +112,7 @@ def lake_value(col: Column, value: Any) -> Any:
             return dt.date.fromisoformat(value)
         parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         return parsed
-    if k in ("varbinary", "geometry"):
+    if k in BINARY_TYPES or k in SPATIAL_TYPES:
         return base64.b64decode(value)
     return value
 
