@@ -1,0 +1,160 @@
+"""The two sides `cdc verify` reads: MySQL at the pinned snapshot, and a target (lake or Snowflake).
+
+Every reader yields rows as column name -> canonical value (cdc.pipeline.checksum), in pages
+ordered by primary key and fetched by keyset pagination with bind parameters; identifiers are
+always quoted (backticks for MySQL, double quotes for Snowflake), never values pasted into SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from cdc import sql
+from cdc.capture.snapshot_tables import TablePlan, bindable_key, keyset_params, select_sql, stream_rows
+from cdc.pipeline.checksum import encode_target, normalise
+from cdc.schema import TableSchema
+from cdc.snowflake import ddl, names
+from cdc.spark.lake import read_pointer, table_dir
+
+Row = dict[str, Any]
+
+
+def source_pages(conn: pymysql.Connection, plan: TablePlan, page: int) -> Iterator[list[Row]]:
+    """The table inside the snapshot transaction, one key range (page) at a time, as snapshot encodes it."""
+    columns = plan.schema.columns
+    converted = plan.converted_columns()
+    last: list[Any] | None = None
+    while True:
+        rows, row = [], None
+        for values in stream_rows(conn, select_sql(plan, after_key=last is not None, limit=page),
+                                  None if last is None else keyset_params(last)):
+            row = dict(zip(plan.schema.column_names, values))
+            for name, encode in converted:
+                row[name] = encode(row[name])
+            rows.append({c.name: normalise(c, row[c.name]) for c in columns})
+        if rows:
+            yield rows
+        if row is None or len(rows) < page:
+            return
+        # Bind the key back from its change-log form, exactly as snapshot does (DECIMAL, ENUM, BINARY...).
+        last = bindable_key(plan, [row[k] for k in plan.key])
+
+
+class LakeReader:
+    """spark-merge's current-state Parquet tables, read with pyarrow (no Spark)."""
+
+    name = "lake"
+    stage = "spark-merge"
+
+    def __init__(self, directory: Path, page: int) -> None:
+        self.directory = Path(directory)
+        self.page = page
+
+    def describe(self) -> str:
+        return str(self.directory)
+
+    def version(self, schema: TableSchema) -> str | None:
+        pointer = read_pointer(table_dir(self.directory, schema.db, schema.table))
+        return None if pointer is None else f"{pointer['current']} (batch {pointer.get('batch_id')})"
+
+    def batch(self, schema: TableSchema) -> str | None:
+        pointer = read_pointer(table_dir(self.directory, schema.db, schema.table))
+        return None if pointer is None else pointer.get("batch_id")
+
+    def rows(self, schema: TableSchema) -> Iterator[Row] | None:
+        """The current version sorted by key; None when the table was never merged."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        directory = table_dir(self.directory, schema.db, schema.table)
+        pointer = read_pointer(directory)
+        if pointer is None:
+            return None
+        have = {c["name"] for c in pointer["columns"]}
+        present = [c.name for c in schema.columns if c.name in have]
+        files = sorted((directory / pointer["current"]).glob("*.parquet"))
+        parts = [pq.read_table(path, columns=present) for path in files]
+        if not parts:
+            return iter(())
+        table = pa.concat_tables(parts).sort_by([(k, "ascending") for k in schema.primary_key])
+        return self._iterate(schema, table)
+
+    def _iterate(self, schema: TableSchema, table: Any) -> Iterator[Row]:
+        for batch in table.to_batches(max_chunksize=self.page):
+            for row in batch.to_pylist():
+                yield {c.name: encode_target(c, row.get(c.name)) for c in schema.columns}
+
+    def close(self) -> None:
+        return None
+
+
+class SnowflakeReader:
+    """Target tables created by snowflake-bootstrap and filled by snowflake-apply."""
+
+    name = "snowflake"
+    stage = "snowflake-apply"
+
+    def __init__(self, conn: Any, page: int) -> None:
+        from cdc.snowflake.bootstrap import existing_columns
+
+        self.conn = conn
+        self.cursor = conn.cursor()
+        self.page = page
+        self.cursor.execute("SELECT CURRENT_DATABASE(), CURRENT_SCHEMA()")
+        self.database, self.schema = self.cursor.fetchone()
+        self.existing = existing_columns(self.cursor, self.schema)
+
+    def describe(self) -> str:
+        return f"{self.database}.{self.schema}"
+
+    def applied_batch(self) -> str | None:
+        """The last batch in the bookkeeping table: the truth of "applied" (the checkpoint may lag it)."""
+        if names.BOOKKEEPING_TABLE not in self.existing:
+            return None
+        self.cursor.execute(f'SELECT MAX("BATCH_ID") FROM {sql.quote_ident(names.BOOKKEEPING_TABLE)}')
+        found = self.cursor.fetchone()
+        return None if not found or found[0] is None else str(found[0])
+
+    def rows(self, schema: TableSchema) -> Iterator[Row] | None:
+        target = ddl.build_target(schema, names.snowflake_name(schema.table))
+        have = self.existing.get(target.name)
+        if have is None:
+            return None
+        return self._iterate(schema, target, have)
+
+    def _iterate(self, schema: TableSchema, target: ddl.Target, have: dict[str, str]) -> Iterator[Row]:
+        present = [c for c in target.columns if c.name in have]
+        q = sql.quote_ident
+        select = f"SELECT {', '.join(q(c.name) for c in present)} FROM {q(target.name)}"
+        live = f"NOT COALESCE({q(names.CDC_DELETED)}, FALSE)" if names.CDC_DELETED in have else "TRUE"
+        order = ", ".join(q(k) for k in target.key)
+        key_at = [[c.name for c in present].index(k) for k in target.key]
+        by_mysql = {c.mysql: i for i, c in enumerate(present)}
+        last: list[Any] | None = None
+        while True:
+            where = live if last is None else f"{live} AND ({_keyset(target.key)})"
+            self.cursor.execute(f"{select} WHERE {where} ORDER BY {order} LIMIT {int(self.page)}",
+                                None if last is None else keyset_params(last))
+            page = self.cursor.fetchall()
+            for values in page:
+                yield {c.name: (encode_target(c, values[by_mysql[c.name]]) if c.name in by_mysql else None)
+                       for c in schema.columns}
+            if len(page) < self.page:
+                return
+            last = [page[-1][i] for i in key_at]  # bound back as the connector returned them
+
+    def close(self) -> None:
+        self.cursor.close()
+
+
+def _keyset(key: tuple[str, ...]) -> str:
+    """`k1 > ? OR (k1 = ? AND k2 > ?)`: rows after the last key read (binds from keyset_params)."""
+    terms = []
+    for i, name in enumerate(key):
+        equal = [f"{sql.quote_ident(k)} = ?" for k in key[:i]]
+        terms.append("(" + " AND ".join([*equal, f"{sql.quote_ident(name)} > ?"]) + ")")
+    return " OR ".join(terms)

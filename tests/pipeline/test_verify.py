@@ -1,0 +1,102 @@
+"""`cdc verify` against a real MariaDB, a lake written by the real spark-merge, and fakesnow for Snowflake."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from tests.capture.conftest import binlog_start
+from tests.capture.workload import TABLE, create_all_types_table, run_workload
+from tests.pipeline.cli import run
+from tests.pipeline.verify_rig import (
+    HOSTILE_TABLE, create_hostile_table, replicate, server_args, statuses, tamper_lake, verify_json,
+)
+from tests.rig import MariaDB
+from tests.spark.conftest import spark  # noqa: F401  (the session's SparkSession fixture)
+
+
+def _source(mariadb: MariaDB, db: str, state: Path, spark: Any) -> None:  # noqa: F811
+    start = binlog_start(mariadb)
+    with mariadb.connect() as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=5, transactions=40)
+    create_hostile_table(mariadb, db)
+    replicate(mariadb, state, db, spark, start)
+
+
+def test_equal_lake_is_ok_and_tampering_lists_the_exact_keys(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                             spark: Any) -> None:  # noqa: F811
+    state = tmp_path / "state"
+    _source(mariadb, fresh_db, state, spark)
+    code, doc = verify_json(state, mariadb)
+    assert code == 0, doc
+    assert statuses(doc) == {(f"{fresh_db}.{TABLE}", "lake"): "OK", (f"{fresh_db}.{HOSTILE_TABLE}", "lake"): "OK"}
+    rows = {t["table"]: t for t in doc["tables"]}
+    assert rows[f"{fresh_db}.{HOSTILE_TABLE}"]["source_rows"] == rows[f"{fresh_db}.{HOSTILE_TABLE}"]["target_rows"] == 4
+    assert doc["targets"]["lake"]["reached"] is True and doc["ok"] is True
+
+    ids: list[int] = []
+
+    def edit(lake_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        lake_rows.sort(key=lambda r: r["id"])
+        ids.extend(r["id"] for r in lake_rows[:2])
+        lake_rows[0]["c_varchar"] = "tampered"  # a changed value
+        del lake_rows[1]  # a missing row
+        extra = copy.deepcopy(lake_rows[-1])
+        extra["id"] = 999_999
+        return [*lake_rows, extra]  # an extra row
+
+    tamper_lake(state / "lake", fresh_db, TABLE, edit)
+    code, doc = verify_json(state, mariadb, "--page", "7")
+    assert code == 7
+    found = {t["table"]: t for t in doc["tables"]}[f"{fresh_db}.{TABLE}"]
+    assert found["status"] == "DIFF" and found["more"] == 0
+    assert found["differing"] == sorted([{"key": {"id": ids[0]}, "kind": "changed"},
+                                        {"key": {"id": ids[1]}, "kind": "missing"},
+                                        {"key": {"id": 999_999}, "kind": "extra"}], key=lambda d: str(d["key"]["id"]))
+    assert found["target_rows"] == found["source_rows"]
+    assert statuses(doc)[(f"{fresh_db}.{HOSTILE_TABLE}", "lake")] == "OK"
+
+
+def test_hostile_table_diff_is_listed_with_its_composite_key(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                             spark: Any) -> None:  # noqa: F811
+    state = tmp_path / "state"
+    start = binlog_start(mariadb)
+    create_hostile_table(mariadb, fresh_db)
+    replicate(mariadb, state, fresh_db, spark, start)
+
+    def edit(lake_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for row in lake_rows:
+            if row["Key Col"] == "c'd":
+                row["Mixed Case"] = row["Mixed Case"] + 1
+        return lake_rows
+
+    tamper_lake(state / "lake", fresh_db, HOSTILE_TABLE, edit)
+    code, doc = verify_json(state, mariadb, "--tables", f"{fresh_db}.{HOSTILE_TABLE}", "--sample", "1")
+    assert code == 7
+    [found] = doc["tables"]
+    assert found["differing"] == [{"key": {"Key Col": "c'd", "select": 3}, "kind": "changed"}] and found["more"] == 0
+    human = run("verify", "--state-dir", str(state), *server_args(mariadb))
+    assert human.exit_code == 7 and "DIFF" in human.stdout and "c'd" in human.stdout
+
+
+def test_target_behind_the_source_is_behind_not_diff(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                     spark: Any) -> None:  # noqa: F811
+    state = tmp_path / "state"
+    start = binlog_start(mariadb)
+    create_hostile_table(mariadb, fresh_db)
+    replicate(mariadb, state, fresh_db, spark, start)
+    assert verify_json(state, mariadb)[0] == 0
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.`{HOSTILE_TABLE.replace('`', '``')}` VALUES ('z', 9, 9, 'late')")
+    file, pos = mariadb.binlog_position()
+    code, doc = verify_json(state, mariadb, "--wait", "200ms")
+    assert code == 7
+    [found] = doc["tables"]
+    assert found["status"] == "BEHIND" and found["source_rows"] is None
+    assert doc["pinned"]["file"] == file and doc["pinned"]["pos"] == pos
+    assert doc["targets"]["lake"]["reached"] is False and "tail is at" in doc["targets"]["lake"]["detail"]
+    assert f"{file}:" in found["detail"] and "cdc run --until-now" in found["detail"]
+    replicate(mariadb, state, fresh_db, spark)
+    code, doc = verify_json(state, mariadb)
+    assert code == 0 and [t["source_rows"] for t in doc["tables"]] == [5]
