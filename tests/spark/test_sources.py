@@ -1,0 +1,75 @@
+"""spark-merge --source: what `cdc ship --to s3` wrote, read from s3:// (boto3 cache) or a local copy."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc import sinks
+from cdc.config import AWSSettings
+from cdc.errors import DataError
+from cdc.spark import merge, read_lake_table
+from cdc.state import StateDir
+from tests.rig import MotoServer
+from tests.sinks.changes import read_s3_lines
+from tests.spark.test_merge import build
+from tests.spark.workload import T1, T2, model
+
+
+def _ship(state: StateDir, aws: AWSSettings, url: str) -> None:
+    summary = sinks.ship(state, sinks.open_sink(aws, sinks.ShipTarget(to=url)))
+    assert summary.remaining == 0
+
+
+def _merger(root: Path, source: StateDir) -> StateDir:
+    """A state directory with only the schema history: its input is the shipped objects, not a change log."""
+    state = StateDir(root)
+    shutil.copytree(source.schema, state.schema)
+    return state
+
+
+def _lake(state: StateDir) -> dict[Any, Any]:
+    return {t: read_lake_table(state.root / "lake", *t).by_key() for t in (T1, T2)}  # type: ignore[union-attr]
+
+
+def test_merge_from_s3_and_from_a_local_copy_equals_the_change_log(aws_env: dict[str, str], moto_server: MotoServer,
+                                                                   tmp_path: Path, spark: Any) -> None:
+    aws = AWSSettings(region=moto_server.region, endpoint_url=moto_server.endpoint_url)
+    s3 = moto_server.client("s3")
+    s3.create_bucket(Bucket="merge-src")
+    shipper = StateDir(tmp_path / "shipper")
+    w = build(shipper.root, seed=17)
+    half = len(w.lines) // 2
+    from_s3 = _merger(tmp_path / "from-s3", shipper)
+
+    # Two increments: the second merge reads only the segments whose manifests are new.
+    for lines in (w.lines[:half], w.lines[half:]):
+        w.write_segments(lines, per_segment=60)
+        _ship(shipper, aws, "s3://merge-src/shipped")
+        summary = merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark)
+        assert summary.batch_id is not None
+    assert _lake(from_s3) == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
+    assert merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark).batch_id is None
+
+    # The same objects copied to a local directory (aws s3 sync s3://merge-src/shipped DIR).
+    local = tmp_path / "synced"
+    for key, body in read_s3_lines(s3, "merge-src", "shipped/")[1].items():
+        path = local / key.removeprefix("shipped/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+    from_dir = _merger(tmp_path / "from-dir", shipper)
+    merge(from_dir, source=str(local), spark=spark)
+    assert _lake(from_dir) == _lake(from_s3)
+
+
+def test_local_source_with_a_missing_object_stops(tmp_path: Path) -> None:
+    """A manifest names every object of its segment: a partial copy is refused, never merged in part."""
+    local = tmp_path / "synced"
+    (local / "_manifests").mkdir(parents=True)
+    (local / "_manifests" / "seg-1.json").write_text(
+        '{"objects": [{"key": "p/table=a.b/dt=2026-11-22/seg-1.jsonl.gz"}]}', encoding="utf-8")
+    with pytest.raises(DataError, match="listed in .* but missing"):
+        merge(StateDir(tmp_path / "state"), source=str(local))
