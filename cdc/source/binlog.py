@@ -36,7 +36,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from cdc.changelog import file_seq
 from cdc.config import MySQLSettings
 from cdc.errors import CdcError, ConnectError, DataError, PositionError, TransientError
-from cdc.source.connect import connection_kwargs, map_error
+from cdc.source.connect import connection_kwargs, is_tls_failure, map_error, tls_error
 from cdc.source.rowformat import ImageReader, ZeroDate
 
 ER_MASTER_FATAL_READING_BINLOG = 1236
@@ -388,6 +388,8 @@ class BinlogReader:
         text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
         if code in (ER_MASTER_FATAL_READING_BINLOG, ER_SLAVE_SAME_ID):
             return _fatal_reading(text, self.start, self.settings)
+        if is_tls_failure(code, text):
+            return tls_error(text, self.settings)
         if code in _TRANSIENT:
             return TransientError(f"lost the binlog connection to {self.settings.describe()}: {text}")
         mapped = map_error(exc, self.settings)

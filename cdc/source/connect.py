@@ -17,6 +17,7 @@ from cdc.errors import ConnectError, PreconditionError, TransientError
 _TRANSIENT_CODES = {2003, 2006, 2013, 2055}
 ACCESS_DENIED = 1045
 UNKNOWN_DATABASE = 1049
+CR_SSL_CONNECTION_ERROR = 2026
 
 
 def ssl_context(settings: MySQLSettings) -> ssl.SSLContext | None:
@@ -73,10 +74,22 @@ def open_connection(settings: MySQLSettings, *, database: str | None = None, **e
     except pymysql.err.OperationalError as exc:
         raise map_error(exc, settings) from None
     except ssl.SSLError as exc:
-        raise ConnectError(
-            f"TLS to MySQL at {settings.describe()} failed: {exc.reason or exc}",
-            hint="check --ssl-ca (the CA that signed the server certificate) and --ssl-mode",
-        ) from None
+        raise tls_error(str(exc.reason or exc), settings) from None
+
+
+def tls_error(reason: str, settings: MySQLSettings) -> ConnectError:
+    return ConnectError(
+        f"TLS to MySQL at {settings.describe()} failed: {reason}",
+        hint="check --ssl-ca (the CA that signed the server certificate), the host name the certificate was issued "
+        "for (VERIFY_IDENTITY) and --ssl-mode",
+    )
+
+
+def is_tls_failure(code: int | None, text: str) -> bool:
+    """A refused certificate or a server without TLS: permanent, never worth a reconnect."""
+    # PyMySQL reports a failed handshake as error 2003 ("Can't connect") with the ssl error in the text,
+    # and REQUIRED against a server without TLS as 2026.
+    return code == CR_SSL_CONNECTION_ERROR or "[SSL" in text or "CERTIFICATE_VERIFY_FAILED" in text
 
 
 def map_error(exc: BaseException, settings: MySQLSettings) -> Exception:
@@ -84,6 +97,8 @@ def map_error(exc: BaseException, settings: MySQLSettings) -> Exception:
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
     where = f"MySQL at {settings.describe()} as user {settings.user!r}"
+    if is_tls_failure(code, text):
+        return tls_error(text, settings)
     if code == ACCESS_DENIED:
         return ConnectError(
             f"{where}: access denied",
