@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark
         summary = merge(state, spark=spark)
         assert summary.batch_id == f"b{run:012d}"
         expected = model(w.lines[:cut], w.history)
-        manifest = __import__("json").loads((state.root / "batches" / summary.batch_id / "manifest.json").read_text())
+        manifest = _read(state.root / "batches" / summary.batch_id)
         assert manifest["segments"] == [summary.segments[0], summary.segments[-1]]
         run_positions = {line["position"] for line in w.lines[done:cut]}
         for table in (T1, T2):
@@ -112,9 +113,7 @@ def test_rerun_of_a_crashed_run_gives_identical_result(tmp_path: Path, spark: An
 
 
 def _manifest(summary: Any) -> dict[str, Any]:
-    import json
-
-    return json.loads((Path(summary.batch_dir) / "manifest.json").read_text())
+    return _read(Path(summary.batch_dir))
 
 
 def test_pointer_switch_keeps_previous_version(tmp_path: Path, spark: Any) -> None:
@@ -139,3 +138,38 @@ def test_merging_in_one_run_equals_merging_in_many(tmp_path: Path, spark: Any) -
             pass
     for table in (T1, T2):
         assert lake_state(one.root / "lake", table) == lake_state(many.root / "lake", table)
+
+
+def _read(batch_dir: Path) -> dict[str, Any]:
+    return json.loads((batch_dir / "manifest.json").read_text())
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_merging_the_same_input_twice_changes_nothing(tmp_path: Path, spark: Any) -> None:
+    """Every line delivered twice (at-least-once upstream) merges like once; a second merge of it changes no byte."""
+    once, twice = StateDir(tmp_path / "once"), StateDir(tmp_path / "twice")
+    w = build(once.root, seed=6)
+    build(twice.root, seed=6)
+    w.write_segments(w.lines, per_segment=10_000)
+    doubled = Workload(twice.root, seed=6)
+    doubled.write_segments([line for line in w.lines for _ in (1, 2)], per_segment=20_000)
+    for state in (once, twice):
+        assert merge(state, spark=spark).batch_id == "b000000000001"
+    expected = model(w.lines, w.history)
+    for table in (T1, T2):
+        assert lake_state(once.root / "lake", table) == lake_state(twice.root / "lake", table) == expected[table]
+    first = "batches/b000000000001"
+    for table in (T1, T2):
+        assert batch_rows(twice.root / first, _read(twice.root / first), table) == batch_rows(
+            once.root / first, _read(once.root / first), table)
+
+    lake_before, batches_before = _files(twice.root / "lake"), _files(twice.root / "batches")
+    assert merge(twice, spark=spark).batch_id is None  # the same input again: nothing new
+    # merge.json lost: the same input is merged again as run 1, onto the same base, to the same bytes
+    twice.checkpoint_path("merge").unlink()
+    again = merge(twice, spark=spark)
+    assert again.batch_id == "b000000000001" and again.resumed
+    assert _files(twice.root / "lake") == lake_before and _files(twice.root / "batches") == batches_before
