@@ -80,8 +80,9 @@ class _View:
         elif self.live is None:
             ui.note(_line(r))
         else:
-            self.rows[r.stage] = [r.status, r.reached or r.error or "-", f"{r.count:,} {r.unit}", f"{r.rate:,.0f}/s",
-                                  _lag(r.lag_seconds), f"{r.seconds:,.1f}s"]
+            done = r.error is None  # a failure's message follows the table, once
+            self.rows[r.stage] = [r.status, r.reached or "-", f"{r.count:,} {r.unit}" if done else "-",
+                                  f"{r.rate:,.0f}/s" if done else "-", _lag(r.lag_seconds), f"{r.seconds:,.1f}s"]
             self._draw()
 
     def cycle(self, summary: RunSummary) -> None:
@@ -97,7 +98,7 @@ class _View:
             grid.add_column(column, overflow="fold")
         for stage, cells in self.rows.items():
             grid.add_row(ui.escape(stage), *(ui.escape(c) for c in cells))
-        self.live.update(grid)
+        self.live.update(grid, refresh=True)
         self.shown = time.monotonic()
 
 
@@ -117,8 +118,10 @@ def _lag(seconds: Optional[float]) -> str:
 
 
 def _line(r: StageResult) -> str:
+    if r.error is not None:
+        return f"[cycle {r.cycle}] {r.stage}: {r.status} after {r.seconds:,.1f}s"
     where = f" at {r.reached}" if r.reached else ""
-    return f"[cycle {r.cycle}] {r.stage}: {r.status}{where}; {r.count:,} {r.unit} in {r.seconds:,.1f}s".rstrip()
+    return f"[cycle {r.cycle}] {r.stage}: {r.status}{where}; {r.count:,} {r.unit} in {r.seconds:,.1f}s"
 
 
 def _render(summary: RunSummary, as_json: bool) -> None:

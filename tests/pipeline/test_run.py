@@ -163,3 +163,25 @@ def test_follow_picks_up_a_write_and_stops_on_sigterm(
     summary = running.lines[-1]
     assert summary["event"] == "summary" and summary["stopped"] == "stopped by signal" and summary["cycles"] >= 2
     assert any(line["event"] == "cycle" for line in running.lines)
+
+
+def test_live_view_shows_each_stage_where_it_got() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from cdc.pipeline.run import StageResult
+    from cdc.pipeline.run_stages import StageProgress
+    from commands.run import _View
+
+    screen = StringIO()
+    with Live(console=Console(file=screen, force_terminal=True, width=160, color_system=None)) as live:
+        view = _View(as_json=False, live=live)
+        view.progress(StageProgress("tail", "mariadb-bin.000003:4096", 1200, 850.0, 3.0))
+        view.stage(StageResult("tail", 1, "done", "mariadb-bin.000003:8192", 2500, "rows", 2.0, 0.0))
+        view.stage(StageResult("ship-s3", 1, "done", "seg-000001.jsonl", 2500, "records", 0.5))
+    shown = screen.getvalue()
+    for text in ("mariadb-bin.000003:4096", "850/s", "3s", "mariadb-bin.000003:8192", "2,500 rows", "1,250/s",
+                 "seg-000001.jsonl", "5,000/s"):
+        assert text in shown, text
