@@ -29,14 +29,6 @@ def _run(argv: list[str], cwd: Path, timeout: float = 180) -> subprocess.Complet
     assert result.returncode == 0, f"{' '.join(argv)}\n{result.stdout}\n{result.stderr}"
     return result
 
-
-# pyproject.toml lists `packages = ["cdc", "commands", "templates"]`, which leaves out every subpackage
-# (cdc.source, cdc.capture, ...): the installed `cdc` cannot even import its commands. The fix belongs in
-# pyproject.toml: `[tool.setuptools.packages.find] include = ["cdc*", "commands*", "templates*"]`.
-# strict: once it is fixed these pass, and the marker must go.
-pytestmark = pytest.mark.xfail(strict=True, reason="pyproject.toml ships only the top-level packages")
-
-
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of what the wheel is built from (a build in the checkout would leave build/ behind)."""
