@@ -21,6 +21,7 @@ from cdc.snowflake import ddl, names
 from cdc.spark.lake import read_pointer, table_dir
 
 Row = dict[str, Any]
+_TEMPORAL = ("DATE", "TIMESTAMP_NTZ", "TIMESTAMP_TZ", "TIMESTAMP_LTZ")
 
 
 def source_pages(conn: pymysql.Connection, plan: TablePlan, page: int) -> Iterator[list[Row]]:
@@ -129,7 +130,10 @@ class SnowflakeReader:
     def _iterate(self, schema: TableSchema, target: ddl.Target, have: dict[str, str]) -> Iterator[Row]:
         present = [c for c in target.columns if c.name in have]
         q = sql.quote_ident
-        select = f"SELECT {', '.join(q(c.name) for c in present)} FROM {q(target.name)}"
+        # NULL-ness of temporal columns asked in SQL: fakesnow's server returns a NULL TIMESTAMP_NTZ as 1970-01-01.
+        temporal = [i for i, c in enumerate(present) if c.type.split("(")[0] in _TEMPORAL]
+        select = (f"SELECT {', '.join([q(c.name) for c in present] + [f'{q(present[i].name)} IS NULL' for i in temporal])}"
+                  f" FROM {q(target.name)}")
         live = f"NOT COALESCE({q(names.CDC_DELETED)}, FALSE)" if names.CDC_DELETED in have else "TRUE"
         order = ", ".join(q(k) for k in target.key)
         key_at = [[c.name for c in present].index(k) for k in target.key]
@@ -140,7 +144,10 @@ class SnowflakeReader:
             self.cursor.execute(f"{select} WHERE {where} ORDER BY {order} LIMIT {int(self.page)}",
                                 None if last is None else keyset_params(last))
             page = self.cursor.fetchall()
-            for values in page:
+            for record in page:
+                values = list(record[:len(present)])
+                for i, is_null in zip(temporal, record[len(present):]):
+                    values[i] = None if is_null else values[i]
                 yield {c.name: (encode_target(c, values[by_mysql[c.name]]) if c.name in by_mysql else None)
                        for c in schema.columns}
             if len(page) < self.page:

@@ -6,22 +6,26 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from cdc.snowflake.names import snowflake_name
+from cdc.sql import quote_ident
 from tests.capture.conftest import binlog_start
 from tests.capture.workload import TABLE, create_all_types_table, run_workload
 from tests.pipeline.cli import run
 from tests.pipeline.verify_rig import (
-    HOSTILE_TABLE, create_hostile_table, replicate, server_args, statuses, tamper_lake, verify_json,
+    HOSTILE_TABLE, SNOWFLAKE_HOSTILE_TABLE, apply_to_snowflake, create_hostile_table, replicate, server_args, statuses,
+    tamper_lake, verify_json,
 )
 from tests.rig import MariaDB
+from tests.snowflake.conftest import fakesnow_server, rows, sf, snowflake_env, snowflake_home  # noqa: F401
 from tests.spark.conftest import spark  # noqa: F401  (the session's SparkSession fixture)
 
 
-def _source(mariadb: MariaDB, db: str, state: Path, spark: Any) -> None:  # noqa: F811
+def _source(mariadb: MariaDB, db: str, state: Path, spark: Any, hostile: str = HOSTILE_TABLE) -> None:  # noqa: F811
     start = binlog_start(mariadb)
     with mariadb.connect() as conn:
         create_all_types_table(conn, db)
         run_workload(conn, db, seed=5, transactions=40)
-    create_hostile_table(mariadb, db)
+    create_hostile_table(mariadb, db, hostile)
     replicate(mariadb, state, db, spark, start)
 
 
@@ -100,3 +104,28 @@ def test_target_behind_the_source_is_behind_not_diff(mariadb: MariaDB, fresh_db:
     replicate(mariadb, state, fresh_db, spark)
     code, doc = verify_json(state, mariadb)
     assert code == 0 and [t["source_rows"] for t in doc["tables"]] == [5]
+
+
+def test_snowflake_equal_after_apply_then_tampering_is_listed(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                              spark: Any, sf: Any) -> None:  # noqa: F811
+    state = tmp_path / "state"
+    _source(mariadb, fresh_db, state, spark, SNOWFLAKE_HOSTILE_TABLE)
+    apply_to_snowflake(sf, state)
+    code, doc = verify_json(state, mariadb)  # default: both targets, their stages have run
+    assert code == 0, doc
+    assert set(statuses(doc).values()) == {"OK"} and len(doc["tables"]) == 4
+    assert doc["targets"]["snowflake"]["reached"] is True
+    first, second, last = (r[0] for r in rows(sf, 'SELECT "ID" FROM "ALL_TYPES" ORDER BY "ID"')[:3])
+    sf.cursor().execute('UPDATE "ALL_TYPES" SET "C_VARCHAR" = ? WHERE "ID" = ?', ("tampered", first))
+    sf.cursor().execute('DELETE FROM "ALL_TYPES" WHERE "ID" = ?', (second,))
+    hostile = quote_ident(snowflake_name(SNOWFLAKE_HOSTILE_TABLE))
+    sf.cursor().execute(f'INSERT INTO {hostile} ("Key Col", "SELECT", "Mixed Case", "_CDC_POSITION", "_CDC_OP") '
+                        "VALUES (?, ?, ?, ?, ?)", ("new", 5, 1, "x", "c"))
+    code, doc = verify_json(state, mariadb, "--target", "snowflake")
+    assert code == 7 and {t["target"] for t in doc["tables"]} == {"snowflake"}
+    found = {t["table"]: t for t in doc["tables"]}
+    assert found[f"{fresh_db}.{TABLE}"]["differing"] == [{"key": {"id": first}, "kind": "changed"},
+                                                        {"key": {"id": second}, "kind": "missing"}]
+    assert found[f"{fresh_db}.{SNOWFLAKE_HOSTILE_TABLE}"]["differing"] == [{"key": {"Key Col": "new", "select": 5},
+                                                                 "kind": "extra"}]
+    assert last is not None
