@@ -185,3 +185,27 @@ def test_live_view_shows_each_stage_where_it_got() -> None:
     for text in ("mariadb-bin.000003:4096", "850/s", "3s", "mariadb-bin.000003:8192", "2,500 rows", "1,250/s",
                  "seg-000001.jsonl", "5,000/s"):
         assert text in shown, text
+
+
+def test_no_snapshot_needs_a_start_and_a_start_means_no_snapshot(
+        tmp_path: Path, mariadb: MariaDB, fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = tmp_path / "state"
+    monkeypatch.setenv("CDC_MYSQL_DATABASES", fresh_db)  # other tests' writes on the session server stay out
+    base = ("run", "-h", mariadb.host, "-P", str(mariadb.port), "-u", "root", "--state-dir", str(state), "--json")
+    refused = run(*base, "--no-snapshot")
+    assert refused.exit_code == ExitCode.POSITION
+    assert "cdc run: stage tail failed: tail has no checkpoint" in " ".join(refused.stderr.split())
+    started = run(*base, "--no-snapshot", "--from-now")
+    assert started.exit_code == 0, started.stderr
+    summary = json.loads(started.stdout.splitlines()[-1])
+    assert summary["stages"] == ["tail", "spark-merge"]  # nothing configured downstream but the local merge
+    assert summary["last"]["tail"]["detail"]["origin"] == "--from-now"
+    assert not (state / "snapshot.json").exists()
+    # Without --no-snapshot, a start option alone also means "no snapshot"; once tail has a checkpoint, it continues.
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)", database=fresh_db)
+    mariadb.execute("INSERT INTO t VALUES (1), (2)", database=fresh_db)
+    again = run(*base, "--stages", "snapshot,tail", "--from-now")
+    assert again.exit_code == 0, again.stderr
+    lines = [json.loads(line) for line in again.stdout.splitlines()]
+    assert [(x["stage"], x["status"], x["count"]) for x in lines[:2]] == [("snapshot", "skipped", 0), ("tail", "done", 2)]
+    assert lines[1]["detail"]["origin"] == "checkpoint"
