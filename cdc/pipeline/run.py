@@ -114,10 +114,12 @@ class StageError(CdcError):
 
 def plan_stages(settings: Settings, options: RunOptions, env: Mapping[str, str] | None = None) -> list[str]:
     """The stages to run, in pipeline order: the asked ones, else every configured one, minus skipped ones."""
-    asked, skipped = _expand(options.stages, "--stages"), _expand(options.skip, "--skip-stage")
+    configured = _configured(settings, os.environ if env is None else env)
+    asked = _expand(options.stages, "--stages", configured)
+    skipped = _expand(options.skip, "--skip-stage", set(STAGES))
     if not options.snapshot and "snapshot" in asked:
         raise UsageError("--no-snapshot contradicts --stages snapshot", hint="give one of them")
-    chosen = asked or _configured(settings, os.environ if env is None else env)
+    chosen = asked or configured
     if not options.snapshot:
         skipped.add("snapshot")
     chain = [stage for stage in STAGES if stage in chosen and stage not in skipped]
@@ -126,13 +128,15 @@ def plan_stages(settings: Settings, options: RunOptions, env: Mapping[str, str] 
     return chain
 
 
-def _expand(names: tuple[str, ...], flag: str) -> set[str]:
+def _expand(names: tuple[str, ...], flag: str, configured: set[str]) -> set[str]:
+    """Stage names; an alias means its configured members (all of them if none is, so the error shows)."""
     found: set[str] = set()
     for name in (part.strip() for item in names for part in item.split(",") if part.strip()):
         if name not in STAGES and name not in ALIASES:
             raise UsageError(f"{flag} {name!r} is not a stage",
                              hint=f"stages: {', '.join(STAGES)}; aliases: ship, snowflake")
-        found.update(ALIASES.get(name, (name,)))
+        members = set(ALIASES.get(name, (name,)))
+        found.update(members & configured or members)
     return found
 
 

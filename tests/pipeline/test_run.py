@@ -209,3 +209,21 @@ def test_no_snapshot_needs_a_start_and_a_start_means_no_snapshot(
     lines = [json.loads(line) for line in again.stdout.splitlines()]
     assert [(x["stage"], x["status"], x["count"]) for x in lines[:2]] == [("snapshot", "skipped", 0), ("tail", "done", 2)]
     assert lines[1]["detail"]["origin"] == "checkpoint"
+
+
+@pytest.mark.parametrize(("toml", "options", "chain"), [
+    ("", {}, ["snapshot", "tail", "spark-merge"]),
+    ('[aws]\nbucket = "b"\nstream = "s"\n[snowflake]\nconnection = "c"\n', {}, [
+        "snapshot", "tail", "ship-s3", "ship-kinesis", "spark-merge", "snowflake-bootstrap", "snowflake-apply"]),
+    ('[aws]\nbucket = "b"\n', {"stages": ("ship,tail",)}, ["tail", "ship-s3"]),  # an alias: configured members
+    ("", {"stages": ("ship",)}, ["ship-s3", "ship-kinesis"]),  # none configured: they run and say what is missing
+    ('[aws]\nstream = "s"\n', {"skip": ("snapshot", "spark-merge")}, ["tail", "ship-kinesis"]),
+    ("", {"snapshot": False}, ["tail", "spark-merge"]),
+])
+def test_chain_follows_the_configuration(tmp_path: Path, toml: str, options: dict[str, Any], chain: list[str]) -> None:
+    from cdc.config import load_settings
+    from cdc.pipeline.run import RunOptions, plan_stages
+
+    (tmp_path / "cdc.toml").write_text(toml, encoding="utf-8")
+    settings = load_settings(config_path=tmp_path / "cdc.toml", env={})
+    assert plan_stages(settings, RunOptions(**options), env={}) == chain
