@@ -167,11 +167,11 @@ def run_pipeline(
     ctx = Context(settings, StateDir(settings.state_dir).ensure(), stop, on_progress or (lambda _p: None),
                   start=options.start)
     summary = RunSummary(chain, options.follow)
-    began = time.monotonic()
+    began, finished = time.monotonic(), False
     try:
         while True:
             summary.cycles += 1
-            busy = _cycle(ctx, chain, summary, on_stage or (lambda _r: None))
+            busy, finished = _cycle(ctx, chain, summary, on_stage or (lambda _r: None))
             summary.seconds = time.monotonic() - began
             if on_cycle:
                 on_cycle(summary)
@@ -179,25 +179,27 @@ def run_pipeline(
                 break
     finally:
         ctx.close()
-    summary.stopped = SIGNALLED if stop.is_set() else CAUGHT_UP
+    # --until-now: a signal that came after the last stage finished does not make the run incomplete.
+    summary.stopped = SIGNALLED if (stop.is_set() if options.follow else not finished) else CAUGHT_UP
     summary.seconds = time.monotonic() - began
     return summary
 
 
-def _cycle(ctx: Context, chain: list[str], summary: RunSummary, on_stage: Callable[[StageResult], None]) -> bool:
-    """One pass over the chain; True if tail captured rows (follow: go again at once)."""
+def _cycle(ctx: Context, chain: list[str], summary: RunSummary,
+           on_stage: Callable[[StageResult], None]) -> tuple[bool, bool]:
+    """One pass over the chain: (tail captured rows, so follow goes again at once; every stage caught up)."""
     busy = False
     for stage in chain:
         if ctx.stop.is_set():  # between stages: the one before finished its unit of work
-            break
+            return busy, False
         result = _run_stage(ctx, stage, summary.cycles, on_stage)
         summary.last[stage] = result
         summary.totals[stage] = summary.totals.get(stage, 0) + result.count
         on_stage(result)
         busy = busy or (stage == "tail" and result.count > 0)
         if result.status == run_stages.STOPPED:
-            break
-    return busy
+            return busy, False
+    return busy, True
 
 
 def _run_stage(ctx: Context, stage: str, cycle: int, on_stage: Callable[[StageResult], None]) -> StageResult:

@@ -227,3 +227,25 @@ def test_chain_follows_the_configuration(tmp_path: Path, toml: str, options: dic
     (tmp_path / "cdc.toml").write_text(toml, encoding="utf-8")
     settings = load_settings(config_path=tmp_path / "cdc.toml", env={})
     assert plan_stages(settings, RunOptions(**options), env={}) == chain
+
+
+def test_a_signal_stops_until_now_between_stages_incomplete(tmp_path: Path, mariadb: MariaDB, fresh_db: str) -> None:
+    import threading
+
+    from cdc.capture import StartRequest
+    from cdc.config import load_settings
+    from cdc.pipeline.run import RunOptions, run_pipeline
+
+    settings = load_settings({"mysql.host": mariadb.host, "mysql.port": mariadb.port, "mysql.user": "root",
+                              "mysql.databases": (fresh_db,), "state_dir": str(tmp_path / "state")}, env={})
+    stop, seen = threading.Event(), []
+
+    def signal_after_tail(result: Any) -> None:  # as SIGTERM arriving while tail works
+        seen.append((result.stage, result.status))
+        stop.set()
+
+    summary = run_pipeline(settings, RunOptions(stages=("tail,spark-merge",), start=StartRequest(from_now=True)),
+                           stop=stop, on_stage=signal_after_tail)
+    assert seen == [("tail", "nothing new")]  # spark-merge never started
+    assert (summary.complete, summary.stopped, summary.cycles) == (False, "stopped by signal", 1)
+    assert StateDir(tmp_path / "state").read_checkpoint("tail", 1) is not None
