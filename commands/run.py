@@ -33,9 +33,12 @@ def run(
     skip_stage: SkipOpt = None,
     no_snapshot: Annotated[bool, typer.Option("--no-snapshot", help="Never snapshot; tail needs a checkpoint or a "
                                               "start option.", rich_help_panel=_CHAIN)] = False,
-    start_position: Annotated[Optional[str], typer.Option("--start-position", help="FILE:POS at a transaction boundary.", rich_help_panel=_START)] = None,
-    start_gtid: Annotated[Optional[str], typer.Option("--start-gtid", help="Start after these MariaDB GTIDs.", rich_help_panel=_START)] = None,
-    from_now: Annotated[bool, typer.Option("--from-now", help="Start at the server's current position.", rich_help_panel=_START)] = False,
+    start_position: Annotated[Optional[str], typer.Option(
+        "--start-position", help="FILE:POS at a transaction boundary.", rich_help_panel=_START)] = None,
+    start_gtid: Annotated[Optional[str], typer.Option(
+        "--start-gtid", help="Start after these MariaDB GTIDs.", rich_help_panel=_START)] = None,
+    from_now: Annotated[bool, typer.Option(
+        "--from-now", help="Start at the server's current position.", rich_help_panel=_START)] = False,
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="--follow: seconds to wait after a cycle "
                                                  "that captured nothing.")] = 1.0,
     config: ConfigOpt = None,

@@ -120,7 +120,8 @@ def ship(to: str) -> Callable[[Context], Outcome]:
         sink = sinks.open_sink(ctx.settings.aws, sinks.ShipTarget(to=to))
         summary = sinks.ship(ctx.state, sink, stop=ctx.stop, on_progress=lambda p: ctx.report(
             StageProgress(stage, p.segment, p.records, p.records / p.seconds)))
-        status = STOPPED if summary.remaining else (DONE if summary.segments else NOTHING)
+        # Segments left are "stopped" only after a signal: a standalone `cdc tail --follow` may seal more meanwhile.
+        status = STOPPED if summary.remaining and ctx.stop.is_set() else DONE if summary.segments else NOTHING
         return Outcome(status, summary.last_segment, summary.records, "records", detail=summary.to_dict())
 
     run.__name__ = f"ship_{to}"

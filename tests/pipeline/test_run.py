@@ -207,7 +207,8 @@ def test_no_snapshot_needs_a_start_and_a_start_means_no_snapshot(
     again = run(*base, "--stages", "snapshot,tail", "--from-now")
     assert again.exit_code == 0, again.stderr
     lines = [json.loads(line) for line in again.stdout.splitlines()]
-    assert [(x["stage"], x["status"], x["count"]) for x in lines[:2]] == [("snapshot", "skipped", 0), ("tail", "done", 2)]
+    assert [(x["stage"], x["status"], x["count"]) for x in lines[:2]] == [("snapshot", "skipped", 0),
+                                                                          ("tail", "done", 2)]
     assert lines[1]["detail"]["origin"] == "checkpoint"
 
 
