@@ -69,14 +69,14 @@ def _progress(as_json: bool, to_stdout: bool) -> Iterator[Optional[Callable[[Pro
 
     def throttled(render: Callable[[Progress], None]) -> Callable[[Progress], None]:
         def update(p: Progress) -> None:
-            if time.monotonic() - last[0] >= 1.0:
+            if time.monotonic() - last[0] >= 0.9:  # heartbeats come every second: do not skip every other one
                 last[0] = time.monotonic()
                 render(p)
         return update
 
-    if as_json:
-        emit = ui.err.print if to_stdout else None
-        yield throttled(lambda p: emit(_status(p)) if emit else ui.print_json_line({"status": p.__dict__}))
+    if as_json:  # one JSON object per line; with --stdout the change lines own stdout, so status goes to stderr
+        stream = sys.stderr if to_stdout else sys.stdout
+        yield throttled(lambda p: ui.print_json_line({"status": p.__dict__}, stream))
         return
     if not ui.err.is_terminal:
         yield None
@@ -87,13 +87,14 @@ def _progress(as_json: bool, to_stdout: bool) -> Iterator[Optional[Callable[[Pro
 
 def _status(p: Progress) -> str:
     lag = "?" if p.lag_seconds is None else f"{p.lag_seconds:,.0f}s"
+    behind = "?" if p.lag_bytes is None else f"{p.lag_bytes:,} bytes"
     return (f"at {p.position}  {p.events_per_second:,.0f} events/s  {p.rows:,} rows  {p.transactions:,} txns  "
-            f"{p.segments} segments  lag {lag}")
+            f"{p.segments} segments  lag {lag} / {behind}")
 
 
 def _render(summary: TailSummary, as_json: bool, to_stdout: bool) -> None:
-    if as_json and not to_stdout:
-        ui.print_json(summary.to_dict())
+    if as_json:  # the last JSON line (after any {"status": ...} lines): the run's summary
+        ui.print_json_line(summary.to_dict(), sys.stderr if to_stdout else sys.stdout)
         return
     ui.note(f"tail {summary.stopped}: {summary.start} -> {summary.end} ({summary.origin}); {summary.transactions:,} "
             f"transactions, {summary.rows:,} rows in {summary.segments} segment(s), {summary.reconnects} reconnect(s), "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -26,9 +26,11 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
 
 
-def print_json_line(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, sort_keys=True, default=str, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+def print_json_line(document: Any, stream: TextIO | None = None) -> None:
+    """Machine output for streams of records: one compact JSON object per line (stdout unless told)."""
+    stream = stream or sys.stdout
+    stream.write(json.dumps(document, sort_keys=True, default=str, ensure_ascii=False) + "\n")
+    stream.flush()
 
 
 def error(message: str) -> None:

@@ -1,13 +1,16 @@
-"""A password given through the environment appears nowhere: not in output, state files, or any process's argv."""
+"""A password given through the environment appears nowhere: not in output, state files, logs, or any process's argv."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPLICATION_PASSWORD
 from tests.rig import DbUser, MariaDB
@@ -55,3 +58,64 @@ def test_password_from_environment_never_leaks(mariadb: MariaDB, replication_use
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert REPLICATION_PASSWORD.encode() not in path.read_bytes(), path
+
+
+def _run_watching_argv(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    """Run a cdc command, scanning every process's argv while it runs; fail if the password shows up there."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen_running, leaked = 0, []
+    while proc.poll() is None:
+        snapshot = argv_of_all_processes()
+        seen_running += any(argv[3] in line and "cdc" in line for line in snapshot)
+        leaked += [line for line in snapshot if REPLICATION_PASSWORD in line]
+        time.sleep(0.02)
+    stdout, stderr = (stream.decode() for stream in proc.communicate(timeout=60))
+    assert leaked == [] and seen_running > 0
+    return proc.returncode, stdout, stderr
+
+
+def test_snapshot_and_tail_never_write_the_password(mariadb: MariaDB, replication_user: DbUser, fresh_db: str,
+                                                   tmp_path: Path) -> None:
+    """The stages that write state (checkpoints, schema history, change log, locks) with the password in use."""
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, note VARCHAR(50))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1, 'before snapshot')")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDC_") and k != "MYSQL_PWD"}
+    env |= {"HOME": str(home), "CDC_MYSQL_PASSWORD": REPLICATION_PASSWORD, "PYTHONPATH": str(ROOT)}
+    common = ["--state-dir", str(tmp_path / "state"), "--host", mariadb.host, "--port", str(mariadb.port),
+              "--user", replication_user.name, "--server-id", "777005", "--databases", fresh_db, "--json"]
+    code, out_snap, err_snap = _run_watching_argv([sys.executable, "-m", "cdc", "snapshot", *common], tmp_path, env)
+    assert code == 0, err_snap
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (2, 'after snapshot')")
+    code, out_tail, err_tail = _run_watching_argv([sys.executable, "-m", "cdc", "tail", *common], tmp_path, env)
+    assert code == 0, err_tail
+    assert json.loads(out_tail.splitlines()[-1])["rows"] == 1
+
+    written = [path for path in (tmp_path / "state").rglob("*") if path.is_file()]
+    assert {p.name for p in written} >= {"tail.json", "snapshot.json", "server.json", "tail.lock", "snapshot.lock"}
+    for path in written + [p for p in tmp_path.rglob("*") if p.is_file()]:
+        assert REPLICATION_PASSWORD.encode() not in path.read_bytes(), path
+    for text in (out_snap, err_snap, out_tail, err_tail):
+        assert REPLICATION_PASSWORD not in text
+
+
+def test_no_log_record_carries_the_password(mariadb: MariaDB, replication_user: DbUser, fresh_db: str,
+                                            tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Every logger at DEBUG (the binlog library logged passwords before 1.0.15) while tail connects and reads."""
+    from cdc.capture import Filters, StartRequest, TailOptions, run_tail
+    from cdc.config import load_settings
+
+    file, pos = mariadb.binlog_position()
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+    flags = {"mysql.host": mariadb.host, "mysql.port": mariadb.port, "mysql.user": replication_user.name,
+             "mysql.server_id": 777006, "state_dir": str(tmp_path / "state")}
+    settings = load_settings(flags, env={"HOME": str(tmp_path), "CDC_MYSQL_PASSWORD": REPLICATION_PASSWORD},
+                             cwd=tmp_path)
+    with caplog.at_level(logging.DEBUG):
+        summary = run_tail(settings, TailOptions(StartRequest(position=f"{file}:{pos}"),
+                                                 filters=Filters(databases=(fresh_db,))))
+    assert summary.rows == 1
+    assert REPLICATION_PASSWORD not in caplog.text
+    assert all(REPLICATION_PASSWORD not in str(record.args) for record in caplog.records)

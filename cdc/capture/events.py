@@ -12,6 +12,7 @@ import pymysql
 
 from cdc.capture.ddl import parse_ddl
 from cdc.capture.filters import Filters
+from cdc.capture.lag import LagMeter
 from cdc.capture.start import CHECKPOINT_VERSION, STAGE, Start, last_position_in, uncheckpointed_segments
 from cdc.capture.txn import TransactionBuffer, split_line
 from cdc.changelog import SegmentWriter, position_string
@@ -33,8 +34,9 @@ class Progress:
     rows: int
     transactions: int
     events_per_second: float
-    lag_seconds: float | None
+    lag_seconds: float | None  # age of the last transaction read; 0 once the server says we are at its end
     segments: int
+    lag_bytes: int | None = None  # binlog bytes between our position and the server's end (None: unknown)
 
 
 class Capture:
@@ -62,6 +64,8 @@ class Capture:
         self._ctl: Any = None
         self.transactions = self.rows = self.segments = self.events = 0
         self._progress_at, self._progress_events, self._last_ts = time.monotonic(), 0, 0
+        self._caught_up = False  # a heartbeat: the server has nothing more to send right now
+        self.lag = LagMeter(self._control, self._close_control)
         self._skip_until = self._recover()
 
     def _recover(self) -> str | None:
@@ -102,7 +106,9 @@ class Capture:
             self.flush()
         elif not self._in_txn and event.next_pos:
             self._advance(Position(self._file, event.next_pos))
-        if self.on_progress is not None and self.events % 256 == 0:
+        self._caught_up = kind == "heartbeat"
+        # Heartbeats keep the status line (and --json status lines) coming while the server is idle.
+        if self.on_progress is not None and (self.events % 256 == 0 or self._caught_up):
             self._report()
 
     def _advance(self, position: Position) -> None:
@@ -138,11 +144,15 @@ class Capture:
         self.history.record(schema)
         return schema
 
-    def _read_current(self, db: str, table: str) -> TableSchema | None:
+    def _control(self) -> pymysql.Connection:
+        """A second connection for queries (schemas, lag), opened on first use."""
         if self._ctl is None or not self._ctl.open:
             self._ctl = open_connection(self.mysql)
+        return self._ctl
+
+    def _read_current(self, db: str, table: str) -> TableSchema | None:
         try:
-            return read_table_schema(self._ctl, db, table)
+            return read_table_schema(self._control(), db, table)
         except pymysql.err.MySQLError as exc:  # e.g. the server restarted under our control connection
             self._close_control()
             raise TransientError(f"reading the schema of {db}.{table} from {self.mysql.describe()} failed: {exc}") from None
@@ -244,10 +254,14 @@ class Capture:
         now = time.monotonic()
         rate = (self.events - self._progress_events) / max(now - self._progress_at, 1e-6)
         self._progress_at, self._progress_events = now, self.events
-        lag = max(0.0, time.time() - self._last_ts) if self._last_ts else None
+        if self._caught_up:
+            lag, lag_bytes = 0.0, 0
+        else:
+            lag = max(0.0, time.time() - self._last_ts) if self._last_ts else None
+            lag_bytes = self.lag.bytes_behind(self.position)
         assert self.on_progress is not None
         self.on_progress(Progress(str(self.position), self.events, self.rows, self.transactions, rate, lag,
-                                  self.segments))
+                                  self.segments, lag_bytes))
 
     def close(self) -> None:
         self.writer.abandon()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -15,20 +16,37 @@ from tests.rig import MariaDB
 KILLS = 22
 
 
-def _workload(mariadb: MariaDB, db: str, done: threading.Event, errors: list[BaseException]) -> None:
-    """Transactions of every kind, including 2,000-row INSERT ... SELECT statements (dozens of row events)."""
+def _workload(mariadb: MariaDB, db: str, stop: threading.Event, done: threading.Event,
+              errors: list[BaseException]) -> None:
+    """Transactions of every kind, including 2,000-row INSERT ... SELECT statements (dozens of row events).
+
+    It runs until told to stop (at least 8 rounds), so every kill lands while changes are still arriving.
+    """
     try:
         with mariadb.connect() as conn, conn.cursor() as cur:
-            for round_ in range(8):
-                run_workload(conn, db, seed=round_, transactions=25, first_key=round_ * 1000 + 1)
-                cur.execute(f"INSERT INTO `{db}`.big (id, pad) SELECT seq + %s, REPEAT('x', 200) FROM `{db}`.seq_1_to_2000",
-                            (round_ * 10_000,))
-                cur.execute(f"DELETE FROM `{db}`.big WHERE id %% 7 = %s", (round_,))
-                time.sleep(0.3)
+            round_ = 0
+            while round_ < 8 or not stop.is_set():
+                run_workload(conn, db, seed=round_, transactions=10, first_key=round_ * 1000 + 1)
+                if round_ % 4 == 0:
+                    cur.execute(f"INSERT INTO `{db}`.big (id, pad) SELECT seq + %s, REPEAT('x', 200) "
+                                f"FROM `{db}`.seq_1_to_2000", (round_ * 10_000,))
+                    cur.execute(f"DELETE FROM `{db}`.big WHERE id %% 7 = %s", (round_ % 7,))
+                round_ += 1
+                time.sleep(0.5)
     except BaseException as exc:  # noqa: BLE001 - reported by the test
         errors.append(exc)
     finally:
         done.set()
+
+
+def _wait_started(proc: subprocess.Popen[bytes], state: Path) -> None:
+    """Until the tail process holds its lock: a kill before that (python still importing) would test nothing."""
+    lock = state / "locks" / "tail.lock"
+    deadline = time.monotonic() + 60
+    while not (lock.exists() and lock.read_text().strip() == f"pid {proc.pid}"):
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert time.monotonic() < deadline, "tail did not start within 60 s"
+        time.sleep(0.02)
 
 
 def _kill_replication_connection(mariadb: MariaDB) -> None:
@@ -46,17 +64,19 @@ def test_kill_9_and_killed_connections_leave_the_change_log_identical(
     with mariadb.connect() as conn:
         create_all_types_table(conn, fresh_db)
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.big (id INT PRIMARY KEY, pad VARCHAR(255))")
-    done, errors = threading.Event(), []
-    writer = threading.Thread(target=_workload, args=(mariadb, fresh_db, done, errors), daemon=True)
+    stop, done, errors = threading.Event(), threading.Event(), []
+    writer = threading.Thread(target=_workload, args=(mariadb, fresh_db, stop, done, errors), daemon=True)
     writer.start()
     state = tmp_path / "killed"
     rng = random.Random(5)
     kills = connection_kills = 0
+    checkpoints = set()
     while kills < KILLS or not done.is_set():
         first = [] if (state / "tail.json").exists() else ["--start-position", start]
         proc = spawn_tail(mariadb, state, "--follow", "--databases", fresh_db, "--flush-interval", "0.2",
                           "--read-timeout", "4", *first)
-        time.sleep(rng.uniform(0.6, 1.6))
+        _wait_started(proc, state)
+        time.sleep(rng.uniform(0.2, 1.4))
         if rng.random() < 0.25:
             _kill_replication_connection(mariadb)
             connection_kills += 1
@@ -65,8 +85,14 @@ def test_kill_9_and_killed_connections_leave_the_change_log_identical(
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         kills += 1
+        if (state / "tail.json").exists():
+            checkpoints.add((state / "tail.json").read_text())
+        if kills >= KILLS:
+            stop.set()
     writer.join()
     assert not errors
+    # The kills interrupted a tail that was making progress, not one that was still starting up.
+    assert len(checkpoints) >= KILLS // 2, checkpoints
 
     tail_once(mariadb, state, fresh_db)  # resume from the checkpoint and catch up
     tail_once(mariadb, tmp_path / "clean", fresh_db, start)

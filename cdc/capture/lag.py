@@ -1,0 +1,45 @@
+"""How far tail is behind the server in bytes of binlog (for the progress line and --json status lines)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pymysql
+
+from cdc.changelog import file_seq
+from cdc.source.binlog import Position
+from cdc.source.connect import query
+
+
+def bytes_behind(binlogs: list[tuple[str, int]], position: Position) -> int:
+    """Bytes of binlog from `position` to the server's end, from SHOW BINARY LOGS (the last file's size is its end)."""
+    start = file_seq(position.file)
+    total = 0
+    for name, size in binlogs:
+        seq = file_seq(name)
+        if seq >= start:
+            total += max(size - (position.pos if seq == start else 0), 0)
+    return total
+
+
+class LagMeter:
+    """Reads SHOW BINARY LOGS at most every `interval` seconds; a failure only makes the lag unknown."""
+
+    def __init__(self, control: Callable[[], Any], on_failure: Callable[[], None], interval: float = 1.0) -> None:
+        self._control, self._on_failure, self.interval = control, on_failure, interval
+        self._binlogs: list[tuple[str, int]] | None = None
+        self._read_at = float("-inf")
+
+    def bytes_behind(self, position: Position) -> int | None:
+        now = time.monotonic()
+        if now - self._read_at >= self.interval:
+            self._read_at = now
+            try:
+                rows = query(self._control(), "SHOW BINARY LOGS")
+                self._binlogs = [(str(r["Log_name"]), int(r["File_size"])) for r in rows]
+            except (pymysql.err.MySQLError, OSError):  # lost control connection, missing BINLOG MONITOR
+                self._binlogs = None
+                self._on_failure()
+        return None if self._binlogs is None else bytes_behind(self._binlogs, position)

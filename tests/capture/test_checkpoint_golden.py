@@ -1,0 +1,92 @@
+"""Golden files pin checkpoint version 1 (tail.json, snapshot.json, server.json): what is written today has
+exactly their shape, and what an older cdc wrote in that shape still resumes at the right place.
+
+A change of shape must bump the version, keep a reader for the old one and add a golden file for the new.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+from cdc.capture.snapshot_checkpoint import read_checkpoint as read_snapshot
+from cdc.capture.start import StartRequest, read_checkpoint as read_tail
+from cdc.capture.start import resolve_start
+from cdc.source.binlog import Position
+from cdc.state import StateDir
+from tests.capture.conftest import binlog_start, tail_once
+from tests.capture.test_snapshot_support import make_settings
+from tests.rig import MariaDB
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden(name: str) -> dict[str, Any]:
+    return json.loads((GOLDEN / f"{name}.v1.json").read_text())
+
+
+def shape(value: Any) -> Any:
+    """The structure of a document: keys and JSON types (null and a value of some type count as one)."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return "list"
+    if value is None:
+        return "nullable"
+    return "number" if isinstance(value, (int, float)) else type(value).__name__
+
+
+def same_shape(written: Any, pinned: Any) -> bool:
+    if isinstance(pinned, dict):
+        return isinstance(written, dict) and written.keys() == pinned.keys() and all(
+            same_shape(written[k], pinned[k]) for k in pinned)
+    return "nullable" in (written, pinned) or written == pinned
+
+
+def test_what_tail_and_snapshot_write_has_the_golden_shape(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.orders (id INT, k VARCHAR(5), PRIMARY KEY (id, k))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.orders VALUES (1, 'a'), (2, 'b'), (3, 'x')")
+    state = tmp_path / "state"
+    run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest(chunk_size=2))
+    tail_once(mariadb, state, fresh_db)
+    for name in ("tail", "snapshot", "server"):
+        written = json.loads((state / f"{name}.json").read_text())
+        if name == "snapshot":  # "tables" is keyed by table name: compare the one entry with the golden one
+            written["tables"] = {"shop.orders": written["tables"].pop(f"{fresh_db}.orders"), **written["tables"]}
+        assert same_shape(shape(written), shape(golden(name))), (name, written)
+
+
+def test_golden_v1_checkpoints_still_resume_where_they_say(tmp_path: Path) -> None:
+    for name in ("tail", "snapshot", "server"):
+        shutil.copy(GOLDEN / f"{name}.v1.json", tmp_path / f"{name}.json")
+    state = StateDir(tmp_path)
+    tail = read_tail(state)
+    assert tail == golden("tail")
+    start = resolve_start(state, StartRequest(), None, golden("tail")["server_uuid"], rebase=False)  # type: ignore[arg-type]
+    assert (start.position, start.gtid, start.last_segment, start.origin) == (
+        Position("mariadb-bin.000007", 9901), "0-1-4242", "seg-0000000007-000000001234-b000000000000.jsonl",
+        "checkpoint")
+    snapshot = read_snapshot(state)
+    assert snapshot is not None and snapshot.to_dict() == golden("snapshot")
+    assert (snapshot.status, snapshot.handover.file, snapshot.handover.pos) == ("done", "mariadb-bin.000003", 1234)
+    assert snapshot.tables["shop.orders"].last_key == [3, "x"]
+    server = state.read_server()
+    assert server is not None and server.to_dict() == golden("server")
+
+
+@pytest.mark.parametrize("name", ["tail", "snapshot"])
+def test_snapshot_hand_over_in_a_golden_file_starts_tail(name: str, tmp_path: Path) -> None:
+    if name == "snapshot":  # no tail.json yet: tail's first run starts at the snapshot's hand-over
+        shutil.copy(GOLDEN / "snapshot.v1.json", tmp_path / "snapshot.json")
+        start = resolve_start(StateDir(tmp_path), StartRequest(), None, "any", rebase=False)  # type: ignore[arg-type]
+        assert (start.position, start.gtid, start.origin) == (Position("mariadb-bin.000003", 1234), "0-1-57", "snapshot")
+    else:  # a tail checkpoint wins over the snapshot
+        for stage in ("tail", "snapshot"):
+            shutil.copy(GOLDEN / f"{stage}.v1.json", tmp_path / f"{stage}.json")
+        start = resolve_start(StateDir(tmp_path), StartRequest(), None, golden("tail")["server_uuid"], rebase=False)  # type: ignore[arg-type]
+        assert start.origin == "checkpoint"

@@ -1,0 +1,87 @@
+"""Progress: the lag in seconds and bytes while catching up, status lines while idle, `--json` as JSON lines."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cdc.capture import Filters, Progress, StartRequest, TailOptions, run_tail
+from cdc.capture.lag import bytes_behind
+from cdc.source.binlog import Position
+from tests.capture.conftest import binlog_start, settings_for, spawn_tail
+from tests.rig import MariaDB
+
+
+def test_bytes_behind_sums_the_files_after_the_position() -> None:
+    binlogs = [("b.000001", 900), ("b.000002", 500), ("b.000003", 120)]
+    assert bytes_behind(binlogs, Position("b.000002", 300)) == 200 + 120
+    assert bytes_behind(binlogs, Position("b.000003", 120)) == 0
+    assert bytes_behind(binlogs, Position("b.000004", 4)) == 0  # rotated past the list we read
+
+
+def test_lag_shrinks_to_zero_while_catching_up(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, pad VARCHAR(200))")
+    for batch in range(6):  # separate transactions: > 256 events in all
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.t SELECT seq + {batch * 1000}, REPEAT('x', 200) "
+                        f"FROM `{fresh_db}`.seq_1_to_50")
+        for key in range(1, 60, 3):
+            mariadb.execute(f"UPDATE `{fresh_db}`.t SET pad = 'y' WHERE id = {batch * 1000 + key}")
+    _, end = mariadb.binlog_position()
+    seen: list[Progress] = []
+    options = TailOptions(StartRequest(position=start), filters=Filters(databases=(fresh_db,)))
+    run_tail(settings_for(mariadb, tmp_path), options, on_progress=seen.append)
+    assert seen, "no progress was reported for hundreds of events"
+    first = seen[0]
+    assert first.lag_bytes is not None and 0 < first.lag_bytes < end
+    assert first.lag_seconds is not None and first.lag_seconds >= 0
+    assert [p.lag_bytes for p in seen] == sorted((p.lag_bytes for p in seen), reverse=True)  # type: ignore[arg-type]
+    assert all(p.rows <= q.rows for p, q in zip(seen, seen[1:]))
+
+
+def _read_lines(proc: subprocess.Popen[bytes], into: list[dict[str, Any]]) -> threading.Thread:
+    def read() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            into.append(json.loads(raw))  # every line must be one JSON object
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader
+
+
+def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_json_follow_prints_status_lines_then_the_summary(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    proc = spawn_tail(mariadb, tmp_path, "--follow", "--json", "--databases", fresh_db, "--start-position", start,
+                      "--flush-interval", "0.2")
+    lines: list[dict[str, Any]] = []
+    reader = _read_lines(proc, lines)
+    try:
+        _wait_for(lambda: len(lines) >= 1, "the first status line")  # caught up: the server sent a heartbeat
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+        _wait_for(lambda: lines[-1]["status"]["rows"] == 1, "a status line with the new row")
+        seen = len(lines)
+        _wait_for(lambda: len(lines) >= seen + 2, "status lines while the server is idle", timeout=10)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        reader.join(timeout=10)
+    assert proc.returncode == 0, err.decode()
+    statuses, summary = [line["status"] for line in lines[:-1]], lines[-1]
+    assert set(statuses[-1]) == {"position", "events", "rows", "transactions", "events_per_second", "lag_seconds",
+                                 "segments", "lag_bytes"}
+    assert (statuses[-1]["rows"], statuses[-1]["lag_seconds"], statuses[-1]["lag_bytes"]) == (1, 0.0, 0)
+    assert (summary["stopped"], summary["rows"], summary["transactions"]) == ("stopped by signal", 1, 2)
