@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from cdc.pipeline.checksum import RowHasher, TableDiff, compare_streams, encode_target, normalise
+from cdc.schema import Column
 from cdc.snowflake.names import snowflake_name
 from cdc.sql import quote_ident
 from tests.capture.conftest import binlog_start
@@ -129,3 +132,26 @@ def test_snowflake_equal_after_apply_then_tampering_is_listed(mariadb: MariaDB, 
     assert found[f"{fresh_db}.{SNOWFLAKE_HOSTILE_TABLE}"]["differing"] == [{"key": {"Key Col": "new", "select": 5},
                                                                  "kind": "extra"}]
     assert last is not None
+
+
+def test_ranges_ordered_differently_on_each_side_still_compare_exactly() -> None:
+    """A `_ci` collation orders keys its own way: rows in different ranges on each side cancel, real diffs stay."""
+    key = Column("k", "varchar(10)", "varchar", nullable=False)
+    hasher = RowHasher([key, Column("v", "int(11)", "int")], ["k"])
+    source = [{"k": k, "v": 1} for k in ("a", "B", "c", "D", "e", "F")]  # case-insensitive order
+    target = sorted(source, key=lambda r: r["k"])  # code-point order: B D F a c e
+    target = [{**r, "v": 2} if r["k"] == "c" else r for r in target if r["k"] != "e"] + [{"k": "g", "v": 1}]
+    pages = [[hasher.digest(r) for r in source[i:i + 2]] for i in range(0, len(source), 2)]
+    diff = compare_streams(TableDiff(), pages, (hasher.digest(r) for r in target))
+    assert [(hasher.key_dict(k), kind) for k, kind in diff.differences()] == [
+        ({"k": "c"}, "changed"), ({"k": "e"}, "missing"), ({"k": "g"}, "extra")]
+    assert (diff.source_rows, diff.target_rows) == (6, 6)
+
+
+def test_canonical_forms_of_the_documented_conversions() -> None:
+    assert normalise(Column("j", "json", "json"), '{"b": [1, 2], "a": "x"}') == '{"a":"x","b":[1,2]}'
+    assert normalise(Column("d", "date", "date"), "2026-00-00") is None
+    assert normalise(Column("d", "datetime(6)", "datetime", nullable=False, fsp=6), "0000-00-00 00:00:00.000000") == (
+        "0001-01-01 00:00:00.000000")
+    assert encode_target(Column("s", "set('x','y')", "set", set_values=("x", "y")), '[\n  "y",\n  "x"\n]') == ["x", "y"]
+    assert encode_target(Column("n", "decimal(5,2)", "decimal", precision=5, scale=2), Decimal("1.5")) == "1.50"
