@@ -4,7 +4,7 @@ A line is only complete at COMMIT (its `src.xid` and `ts` come from the commit e
 buffered line is kept as two byte strings around those values. Keys of a change line sort as
 after, before, db, key, op, position, src{file, gtid, pos, row, server_id, xid}, table, ts, v,
 so the line is `head + xid + tail + ts + '","v":1}'`: byte-identical to
-cdc.changelog.encode_line of the whole dict (tests/capture/test_tail_lines.py checks it).
+cdc.changelog.encode_line of the whole dict (tests/capture/test_tail_options.py checks it).
 """
 
 from __future__ import annotations

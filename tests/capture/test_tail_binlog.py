@@ -1,0 +1,131 @@
+"""The adapter around python-mysql-replication (cdc/source/binlog.py): each library behaviour it owns, tested.
+
+- MariaDB: it reads from exactly the position given, in a later file, not from the first binlog
+  (`is_mariadb=True`) nor from the start of the file (`resume_stream=False`);
+- a rows event whose table map was not read stops with its coordinates (the library drops it silently);
+- the library's own silent reconnect (mid-transaction) is refused: the caller restarts at its last commit;
+- an idle server keeps talking (heartbeats well inside the read timeout), so blocking never hangs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cdc.source.binlog as binlog
+from cdc.errors import DataError, TransientError
+from cdc.source.binlog import BinlogReader, Event, Position, ReaderOptions
+from tests.capture.conftest import settings_for
+from tests.rig import MariaDB
+
+
+def _reader(mariadb: MariaDB, tmp_path: Path, start: Position, server_id: int, **options: float) -> BinlogReader:
+    settings = settings_for(mariadb, tmp_path, **{"mysql.server_id": server_id})
+    return BinlogReader(settings.mysql, start, ReaderOptions(**options))
+
+
+def _first_rows(events: Iterator[Event]) -> Event:
+    for event in events:
+        if event.kind == "rows":
+            return event
+    raise AssertionError("the stream ended without a rows event")
+
+
+def test_stream_arguments_are_the_ones_that_read_mariadb_correctly(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    class Recorder:
+        def __init__(self, **kwargs: Any) -> None:
+            seen.update(kwargs)
+
+        def fetchone(self) -> None:
+            return None
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(binlog, "BinLogStreamReader", Recorder)
+    settings = settings_for(MariaDBStub(), tmp_path, **{"mysql.server_id": 9})  # type: ignore[arg-type]
+    reader = BinlogReader(settings.mysql, Position("mariadb-bin.000007", 1234), ReaderOptions(heartbeat=1, read_timeout=4))
+    with pytest.raises(TransientError, match="ended the binlog stream"):
+        next(reader.events())
+    assert (seen["is_mariadb"], seen["resume_stream"], seen["blocking"]) == (False, True, True)
+    assert (seen["log_file"], seen["log_pos"], seen["server_id"]) == ("mariadb-bin.000007", 1234, 9)
+    assert seen["connection_settings"]["read_timeout"] == 4 and seen["slave_heartbeat"] == 1
+    assert seen["enable_logging"] is False and seen["filter_non_implemented_events"] is False
+
+
+class MariaDBStub:
+    """Just enough of a rig server for settings_for (no connection is made)."""
+
+    host, port = "127.0.0.1", 3306
+
+
+def test_reads_from_the_exact_position_in_a_later_file(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+    mariadb.execute("FLUSH BINARY LOGS")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (2)")
+    file, pos = mariadb.binlog_position()
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (3)")
+    reader = _reader(mariadb, tmp_path, Position(file, pos), 777101)
+    try:
+        rows = _first_rows(reader.events())
+    finally:
+        reader.close()
+    assert (rows.file, rows.db, rows.table) == (file, fresh_db, "t")
+    assert rows.pos > pos
+    assert [r["values"]["id"] for r in rows.raw.rows] == [3]
+
+
+def test_rows_event_without_its_table_map_stops_with_coordinates(mariadb: MariaDB, fresh_db: str,
+                                                                 tmp_path: Path) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    file, _ = mariadb.binlog_position()
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1), (2)")
+    events = mariadb.execute(f"SHOW BINLOG EVENTS IN '{file}'")
+    rows_pos = [int(e[1]) for e in events if str(e[2]).startswith("Write_rows")][-1]
+    reader = _reader(mariadb, tmp_path, Position(file, rows_pos), 777102)
+    try:
+        with pytest.raises(DataError) as caught:
+            _first_rows(reader.events())
+    finally:
+        reader.close()
+    assert f"rows event at {file}:{rows_pos} refers to table id" in caught.value.message
+    assert "whose table map was not read" in caught.value.message
+
+
+def test_a_killed_connection_is_reported_not_silently_resumed(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    file, pos = mariadb.binlog_position()
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    reader = _reader(mariadb, tmp_path, Position(file, pos), 777103, heartbeat=0.5, read_timeout=5)
+    events = reader.events()
+    try:
+        next(events)
+        for row in mariadb.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Binlog Dump'"):
+            mariadb.execute(f"KILL CONNECTION {int(row[0])}")
+        with pytest.raises(TransientError, match="lost the binlog connection"):
+            deadline = time.monotonic() + 20
+            for _ in events:  # what was already buffered, then the error: never a second stream connection
+                assert time.monotonic() < deadline
+    finally:
+        reader.close()
+
+
+def test_idle_server_sends_heartbeats_inside_the_read_timeout(mariadb: MariaDB, tmp_path: Path) -> None:
+    file, pos = mariadb.binlog_position()
+    reader = _reader(mariadb, tmp_path, Position(file, pos), 777104, heartbeat=0.5, read_timeout=2)
+    began, heartbeats = time.monotonic(), 0
+    try:
+        for event in reader.events():
+            heartbeats += event.kind == "heartbeat"
+            if time.monotonic() - began > 4:
+                break
+    finally:
+        reader.close()
+    assert heartbeats >= 4  # ~ every 0.5 s for 4 s; a TransientError (read timeout) would have ended the loop
