@@ -38,10 +38,30 @@ def test_misconfigured_server_exits_4_and_names_the_fix(
     assert [c["name"] for c in bad] == failures
     assert bad[0]["fix"].startswith(fix)
     assert all(set(c) == {"name", "status", "value", "expected", "fix"} for c in report["checks"])
-    human = cli("check-binlog", *server_args(db))
+    assert all(c["fix"] for c in bad)  # every failure names its fix, not only the first
+    human = cli("check-binlog", *server_args(db), env={"COLUMNS": "400"})  # wide enough that no cell wraps mid-word
     assert human.exit_code == 4
     assert human.stdout.count("FAIL") == len(failures)
     assert f"{len(failures)} failed" in flat(human.stderr)
+    # The table carries the same verdict and the same fix as --json, check by check.
+    assert table_rows(human.stdout) == {c["name"]: (c["status"].upper(), c["fix"] or "") for c in report["checks"]}
+
+
+def table_rows(text: str) -> dict[str, tuple[str, str]]:
+    """check name -> (status, fix) from the rich table (a long fix continues on rows with an empty name)."""
+    rows: dict[str, tuple[str, str]] = {}
+    name = ""
+    for line in text.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [cell.strip() for cell in line.strip("│").split("│")]
+        if cells[0]:
+            name = cells[0]
+            rows[name] = (cells[1], cells[4])
+        else:
+            status, fix = rows[name]
+            rows[name] = (status, " ".join(part for part in (fix, cells[4]) if part))
+    return rows
 
 
 def test_ready_server_exits_0_and_strict_fails_on_warnings(
