@@ -14,10 +14,13 @@ between them and rerun replays the batch harmlessly.
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +29,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc import sql
-from cdc.errors import DataError, PreconditionError
+from cdc.errors import CdcError, DataError, PreconditionError
 from cdc.schema import SchemaHistory
 from cdc.snowflake import ddl, names
 from cdc.snowflake.bootstrap import existing_columns
+from cdc.snowflake.connect import refused
 from cdc.state import StateDir, read_json
 
 STAGE = "snowflake-apply"
@@ -99,9 +103,14 @@ class Applier:
         self.summary = Summary()
         self._staged = 0
 
-    def execute(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
-        self.cursor.execute(statement, params)
-        return list(self.cursor.fetchall()) if self.cursor.description else []
+    def execute(self, statement: str, params: Any = None, *, fetch: bool = True) -> list[tuple[Any, ...]]:
+        from snowflake.connector.errors import Error
+
+        try:
+            self.cursor.execute(statement, params)
+        except Error as exc:
+            raise refused(exc, statement) from None
+        return list(self.cursor.fetchall()) if fetch and self.cursor.description else []
 
     def start(self) -> set[str]:
         """Check the bookkeeping table, probe transactions, drop staging left by killed runs."""
@@ -158,11 +167,9 @@ class Applier:
 
     def _cleanup(self, statement: str) -> None:
         """Housekeeping that may fail without harm (fakesnow has no REMOVE; a rerun PUTs with OVERWRITE)."""
-        from snowflake.connector.errors import ProgrammingError
-
         try:
             self.execute(statement)
-        except ProgrammingError:
+        except CdcError:
             self.summary.cleanup_skipped = True
 
     def _stage(self, batch: Batch, key: str, spec: dict[str, Any]) -> tuple[str, ddl.Target, str]:
@@ -174,9 +181,10 @@ class Applier:
         location = f"@{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/{self._staged}/"
         columns = ", ".join(f"{_Q(_staging_name(f.name))} {arrow_type(f.type, key)}" for f in arrow)
         self.execute(f"CREATE TRANSIENT TABLE {staging} ({columns})")
-        for path in files:
-            self.execute(f"PUT {sql.quote_literal('file://' + str(path.resolve()))} {location} "
-                         "AUTO_COMPRESS = FALSE OVERWRITE = TRUE")
+        with plain_names(files, batch.path / ".put") as uploads:
+            for path in uploads:
+                self.execute(f"PUT {sql.quote_literal('file://' + str(path))} {location} "
+                             "AUTO_COMPRESS = FALSE OVERWRITE = TRUE")
         result = self.execute(f"COPY INTO {staging} FROM {location} FILE_FORMAT = (TYPE = PARQUET) "
                               "MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE FORCE = TRUE")
         loaded = sum(int(r[3] or 0) for r in result if len(r) > 3)
@@ -211,8 +219,29 @@ class Applier:
         if target.history in self.existing:
             for statement in ddl.history_statements(target, source):
                 self.execute(statement)
-        self.cursor.execute(ddl.merge(target, source, soft_delete=names.CDC_DELETED in have))
+        self.execute(ddl.merge(target, source, soft_delete=names.CDC_DELETED in have), fetch=False)
         return _merge_counts(self.cursor)
+
+
+@contextmanager
+def plain_names(files: list[Path], scratch: Path) -> Iterator[list[Path]]:
+    """The files under names PUT reads literally: the connector URL-decodes a local path, so a table folder
+    percent-encoded by spark-merge (`Sel%60ect`) would be looked for as `Sel`ect` and not found.
+    Hard links (a copy across filesystems) in a scratch folder, removed afterwards."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    try:
+        links = []
+        for index, path in enumerate(files):
+            link = scratch / f"{index:05d}.parquet"
+            try:
+                os.link(path, link)
+            except OSError:
+                shutil.copyfile(path, link)
+            links.append(link.resolve())
+        yield links
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _staging_name(parquet_name: str) -> str:

@@ -248,9 +248,16 @@ def run(conn: Any, targets: list[ddl.Target], options: Options, *, dry_run: bool
             raise UsageError("no Snowflake schema selected", hint="pass --schema or set it in the connection")
     result = plan(targets, options, existing_columns(cursor, schema))
     if not dry_run:
+        from snowflake.connector.errors import Error
+
+        from cdc.snowflake.connect import refused
+
         for statement in result.statements:
             if statement.run:
-                cursor.execute(statement.sql)
+                try:
+                    cursor.execute(statement.sql)
+                except Error as exc:
+                    raise refused(exc, statement.sql) from None
     return result
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.config import SnowflakeSettings
-from cdc.errors import ConfigError, ConnectError
+from cdc.errors import CdcError, ConfigError, ConnectError
 
 ENV_KEYS = ("account", "user", "password", "host", "port", "protocol", "database", "schema", "warehouse", "role",
             "authenticator", "private_key_file", "private_key_file_pwd")
@@ -99,3 +99,16 @@ def _safe_message(exc: BaseException, params: Mapping[str, Any]) -> str:
         if params.get(key):
             text = text.replace(str(params[key]), "***")
     return text
+
+
+def refused(exc: BaseException, statement: str) -> CdcError:
+    """A Snowflake error on one statement, mapped at the boundary: what was refused, errno and sqlstate.
+
+    Statement text is safe to show: values never become SQL text (they travel in files or binds).
+    """
+    head = " ".join(statement.split())[:160]
+    message = str(getattr(exc, "msg", None) or exc).strip()
+    code = f"errno {getattr(exc, 'errno', None)}, sqlstate {getattr(exc, 'sqlstate', None)}"
+    return CdcError(f"Snowflake refused `{head}`: {message} ({code})",
+                    hint="check the role's privileges and the objects cdc snowflake-bootstrap created; "
+                    "nothing after this statement ran, and a rerun resumes where this one stopped")

@@ -77,3 +77,13 @@ def test_bootstrap_from_mysql_adds_new_columns(sf: Any, mariadb: MariaDB, fresh_
                    "ORDER BY ORDINAL_POSITION")
     assert [c[0] for c in columns] == ["ID", "Total Due", "PLACED", "DOC", "_CDC_POSITION", "_CDC_COMMIT_TS",
                                        "_CDC_OP", "NOTE", "QTY"]
+
+
+def test_a_refused_statement_exits_1_with_the_statement_not_a_traceback(sf: Any, tmp_path: Path) -> None:
+    """fakesnow cannot run CREATE PIPE (the S3 path): the error names the statement and Snowflake's codes."""
+    record_schema(tmp_path, "shop", "items")
+    result = cdc("snowflake-bootstrap", "--state-dir", str(tmp_path), "--s3", "s3://bucket/cdc", "--warehouse", "WH",
+                 "--role-arn", "arn:aws:iam::123456789012:role/sf")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Snowflake refused `CREATE" in result.stderr and "sqlstate" in result.stderr and "fix:" in result.stderr
