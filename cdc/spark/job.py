@@ -20,7 +20,8 @@ import argparse
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,9 @@ class MergeSummary:
     lake: str = ""
     batch_dir: str | None = None
     resumed: bool = False  # the batch was sealed by a run that crashed before its checkpoint
+    # Where the time went (seconds): scan = read + parse the JSON lines once (cached), compact = per-key
+    # last change joined with the lake (cached), lake/batch = Parquet writes; session = SparkSession start.
+    phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "changes": sum(t.changes for t in self.tables)}
@@ -97,9 +101,11 @@ def merge(
             if own:
                 from cdc.spark.session import build_session
 
-                spark = build_session(settings or SparkSettings())
+                with _timed(summary.phases, "session"):
+                    spark = build_session(settings or SparkSettings())
             try:
-                journal = _run(spark, state, segments, run, target_dir, checkpoint.get("last_position"), on_progress)
+                journal = _run(spark, state, segments, run, target_dir, checkpoint.get("last_position"), on_progress,
+                               summary.phases)
             finally:
                 if own:
                     spark.stop()
@@ -125,8 +131,17 @@ def merge(
         return summary
 
 
+@contextmanager
+def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = round(phases.get(name, 0.0) + time.monotonic() - started, 3)
+
+
 def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
-         on_progress: Progress | None) -> dict[str, Any]:
+         on_progress: Progress | None, phases: dict[str, float]) -> dict[str, Any]:
     """Steps 1 of a run: every table's lake version and batch files; returns the run journal."""
     from pyspark import StorageLevel
 
@@ -149,9 +164,11 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         staging = batches.staging_dir(state.root / "batches", batch)
         shutil.rmtree(staging, ignore_errors=True)
         entries = []
-        infos = _table_inputs(raw)
+        with _timed(phases, "scan"):  # the first action: reads, parses and caches every line
+            infos = _table_inputs(raw)
         for info in infos:
-            entry = _merge_table(spark, raw, history, info, run, target, state.root / "batches" / batch, staging)
+            entry = _merge_table(spark, raw, history, info, run, target, state.root / "batches" / batch, staging,
+                                 phases)
             entries.append(entry)
             if on_progress:
                 on_progress(TableResult(**entry["result"]))
@@ -162,7 +179,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
 
 
 def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,
-                 batch_dir: Path, staging: Path) -> dict[str, Any]:
+                 batch_dir: Path, staging: Path, phases: dict[str, float]) -> dict[str, Any]:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -183,16 +200,19 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
     result = compact.merge_onto(compact.compact(events, final, info.as_input()), base, final, info.as_input())
     result = result.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        counts = result.agg(
-            F.sum(F.col("_keep").cast("long")).alias("lake"),
-            F.count(F.when(F.col("_action") == "INSERT", 1)).alias("inserts"),
-            F.count(F.when(F.col("_action") == "DELETE", 1)).alias("deletes")).first()
+        with _timed(phases, "compact"):  # the first action on `result`: compaction + join, cached
+            counts = result.agg(
+                F.sum(F.col("_keep").cast("long")).alias("lake"),
+                F.count(F.when(F.col("_action") == "INSERT", 1)).alias("inserts"),
+                F.count(F.when(F.col("_action") == "DELETE", 1)).alias("deletes")).first()
         version = lake.version_name(run)
-        batches.lake_frame(result, final).write.mode("overwrite").parquet(str(directory / version))
+        with _timed(phases, "lake"):
+            batches.lake_frame(result, final).write.mode("overwrite").parquet(str(directory / version))
         name, folder = f"{info.db}.{info.table}", batches.table_folder(info.db, info.table)
         manifest_entry = None
         if counts["inserts"] + counts["deletes"]:
-            batches.batch_frame(result, final).write.mode("overwrite").parquet(str(staging / folder))
+            with _timed(phases, "batch"):
+                batches.batch_frame(result, final).write.mode("overwrite").parquet(str(staging / folder))
             manifest_entry = {
                 "files": batches.publish_files(staging / folder, batch_dir / folder),
                 "rows": counts["inserts"] + counts["deletes"], "inserts": counts["inserts"],
