@@ -191,8 +191,8 @@ class Capture:
                 continue
             body: dict[str, Any] = {"db": change.db, "ddl": event.sql, "kind": change.kind, "op": "ddl",
                                     "position": position}
-            if change.kind == "rename":
-                body["new_table"] = change.new_table
+            if change.kind == "rename":  # RENAME TABLE may move a table to another database
+                body["new_db"], body["new_table"] = change.new_db or change.db, change.new_table
             src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index,
                    "server_id": event.server_id}
             self.txn.add(position, *split_line(body, src, change.table))

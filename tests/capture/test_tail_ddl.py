@@ -59,7 +59,7 @@ def test_ddl_control_lines_and_schema_history(mariadb: MariaDB, fresh_db: str, t
     assert lines[1]["after"] == {"id": 1, "a": "x"}
     assert lines[3]["after"] == {"id": 2, "a": "y", "b": "[1]"}
     assert lines[5]["before"] == {"id": 1, "a2": "x"} and lines[5]["after"] == {"id": 1, "a2": "z"}
-    assert lines[6]["new_table"] == "u" and lines[6]["ddl"].startswith("RENAME TABLE")
+    assert (lines[6]["new_db"], lines[6]["new_table"]) == (fresh_db, "u") and lines[6]["ddl"].startswith("RENAME TABLE")
     history = SchemaHistory(tmp_path / "schema")
     versions = history.versions(fresh_db, "t")
     assert [[c.name for c in v.columns] for v in versions] == [["id", "a"], ["id", "a", "b"], ["id", "a2"]]
@@ -71,3 +71,15 @@ def test_ddl_control_lines_and_schema_history(mariadb: MariaDB, fresh_db: str, t
     assert history.at(fresh_db, "t", lines[1]["position"]).column_names == ["id", "a"]
     assert history.at(fresh_db, "t", lines[5]["position"]).column_names == ["id", "a2"]
     assert [c.name for c in history.latest(fresh_db, "u").columns] == ["id", "a2"]
+
+
+def test_rename_to_another_database_names_the_target_database(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    other = mariadb.create_database("archive")
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    mariadb.execute(f"RENAME TABLE `{fresh_db}`.t TO `{other}`.t")
+    tail_once(mariadb, tmp_path, fresh_db, start)
+    rename = changelog_lines(tmp_path)[-1]
+    assert (rename["kind"], rename["db"], rename["table"], rename["new_db"], rename["new_table"]) == (
+        "rename", fresh_db, "t", other, "t")
+    mariadb.drop_database(other)
