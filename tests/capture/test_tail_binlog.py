@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
 import cdc.source.binlog as binlog
-from cdc.errors import DataError, TransientError
+from cdc.errors import DataError, PositionError, TransientError
 from cdc.source.binlog import BinlogReader, Event, Position, ReaderOptions
 from tests.capture.conftest import settings_for
 from tests.rig import MariaDB
@@ -129,3 +130,46 @@ def test_idle_server_sends_heartbeats_inside_the_read_timeout(mariadb: MariaDB, 
     finally:
         reader.close()
     assert heartbeats >= 4  # ~ every 0.5 s for 4 s; a TransientError (read timeout) would have ended the loop
+
+
+class _Cursor:
+    def __init__(self, answers: dict[str, tuple[Any, ...] | None], asked: list[str]) -> None:
+        self.answers, self.asked, self.row = answers, asked, None
+
+    def __enter__(self) -> _Cursor:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        pass
+
+    def execute(self, sql: str) -> None:
+        self.asked.append(sql)
+        if sql not in self.answers:
+            raise pymysql.err.ProgrammingError(1064, "You have an error in your SQL syntax")
+        self.row = self.answers[sql]
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self.row
+
+
+class _Conn:
+    def __init__(self, answers: dict[str, tuple[Any, ...] | None]) -> None:
+        self.answers, self.asked = answers, []  # type: ignore[var-annotated]
+
+    def cursor(self) -> _Cursor:
+        return _Cursor(self.answers, self.asked)
+
+
+@pytest.mark.parametrize(("answers", "asked"), [
+    ({"SHOW BINARY LOG STATUS": ("binlog.000009", 157)}, ["SHOW BINARY LOG STATUS"]),  # MySQL 8.2+ / 8.4
+    ({"SHOW MASTER STATUS": ("binlog.000009", 157)}, ["SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"]),  # older
+], ids=["mysql-8.4", "mysql-8.0-or-mariadb"])
+def test_current_position_uses_the_statement_the_server_has(answers: dict[str, Any], asked: list[str]) -> None:
+    conn = _Conn(answers)
+    assert binlog.current_position(conn) == Position("binlog.000009", 157)  # type: ignore[arg-type]
+    assert conn.asked == asked
+
+
+def test_current_position_with_binlog_off_is_a_position_error() -> None:
+    with pytest.raises(PositionError, match="binary logging is off"):
+        binlog.current_position(_Conn({"SHOW BINARY LOG STATUS": None}))  # type: ignore[arg-type]

@@ -45,6 +45,7 @@ def test_events_that_cannot_be_decoded_exactly_stop_with_coordinates(raw: Any, m
         translate(raw, "mysql-bin.000003")
     assert message in caught.value.message
     assert caught.value.hint
+    assert caught.value.exit_code == ExitCode.FAILURE  # through the CLI: exit 1, the message and the hint
 
 
 def test_harmless_unknown_events_pass() -> None:
@@ -55,6 +56,19 @@ def test_no_start_position_refuses(cli: Callable[..., Any]) -> None:
     result = cli("tail")
     assert result.exit_code == ExitCode.POSITION
     assert "never guesses a start position" in result.output and "--start-position" in result.output
+
+
+@pytest.mark.parametrize(("name", "text"), [("tail.json", '{"version": 1, "file": "mariadb-bin.0000'),
+                                            ("tail.json", '{"version": 1, "pos": 4}'),
+                                            ("snapshot.json", "[1, 2")])
+def test_corrupt_checkpoint_exits_5_naming_the_file(cli: Callable[..., Any], tmp_path: Path, name: str,
+                                                    text: str) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / name).write_text(text)
+    result = cli("tail", "--databases", "none_such")
+    assert result.exit_code == ExitCode.POSITION, result.output
+    assert f"{tmp_path / 'state' / name} is corrupt" in " ".join(result.output.split())
+    assert (tmp_path / "state" / name).read_text() == text  # left as it was, for a person to look at
 
 
 def test_unfinished_snapshot_refuses(cli: Callable[..., Any], tmp_path: Path) -> None:
