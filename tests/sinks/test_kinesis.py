@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from cdc import sinks
+from cdc.changelog import read_raw_lines
 from cdc.config import AWSSettings
 from cdc.errors import CdcError, DataError
 from cdc.sinks.kinesis import MAX_BATCH_BYTES, MAX_BATCH_RECORDS, partition_key
@@ -168,3 +169,34 @@ def test_partition_key(by: str, change: dict[str, Any], expected: str) -> None:
 def test_long_partition_keys_are_hashed() -> None:
     key = partition_key({"db": "d", "table": "t", "key": {"id": "é" * 300}}, "pk")
     assert key.startswith("sha256:") and len(key) == 71
+
+
+def test_entries_still_failing_after_every_round_leave_the_checkpoint(aws, stream, kinesis, state_dir: Path) -> None:
+    """Two segments; every entry of the second is throttled every time: the first is checkpointed, the second not."""
+    from botocore.awsrequest import AWSResponse
+
+    changes = make_changes(40)
+    segments = write_changelog(state_dir / "changelog", changes, per_segment=20)
+    sink = kinesis_sink(aws, stream)
+    sink.options = type(sink.options)(**{**sink.options.__dict__, "max_rounds": 3})
+    sizes: list[int] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        sizes.append(len(params["Records"]))
+
+    def throttle(**_: Any) -> Any:  # answered without sending, as a throttled shard would
+        if len(sizes) == 1:
+            return None
+        failed = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "Rate exceeded"}
+        return AWSResponse("", 200, {}, None), {"FailedRecordCount": sizes[-1], "Records": [failed] * sizes[-1]}
+
+    sink.client.meta.events.register("provide-client-params.kinesis.PutRecords", note)
+    sink.client.meta.events.register("before-call.kinesis.PutRecords", throttle)
+    first = len(list(read_raw_lines(segments[0])))
+    with pytest.raises(CdcError, match="still throttled after 3 resubmissions") as caught:
+        sinks.ship(StateDir(state_dir), sink)
+    assert caught.value.exit_code == 1 and "update-shard-count" in str(caught.value)
+    assert sizes == [first] + [len(changes) - first] * 4
+    checkpoint = json.loads((state_dir / "ship-kinesis.json").read_text())
+    assert checkpoint["last_segment"] == segments[0].name and checkpoint["records"] == first
+    assert Counter(sinks.read_stream(kinesis, stream)) == lines_of(changes[:first])
