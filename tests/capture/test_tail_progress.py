@@ -14,7 +14,7 @@ from typing import Any
 from cdc.capture import Filters, Progress, StartRequest, TailOptions, run_tail
 from cdc.capture.lag import bytes_behind
 from cdc.source.binlog import Position
-from tests.capture.conftest import binlog_start, settings_for, spawn_tail
+from tests.capture.conftest import binlog_start, changelog_lines, settings_for, spawn_tail
 from tests.rig import MariaDB
 
 
@@ -65,13 +65,16 @@ def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60) -> 
 def test_json_follow_prints_status_lines_then_the_summary(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
     start = binlog_start(mariadb)
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
-    proc = spawn_tail(mariadb, tmp_path, "--follow", "--json", "--databases", fresh_db, "--start-position", start,
-                      "--flush-interval", "0.2")
+    proc = spawn_tail(mariadb, tmp_path, "--follow", "--json", "--databases", fresh_db, "--start-position", start)
     lines: list[dict[str, Any]] = []
     reader = _read_lines(proc, lines)
     try:
         _wait_for(lambda: len(lines) >= 1, "the first status line")  # caught up: the server sent a heartbeat
         mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+        committed = time.monotonic()
+        # Default --flush-interval 1: the committed row is in a sealed segment within about a second.
+        _wait_for(lambda: [line["op"] for line in changelog_lines(tmp_path)] == ["ddl", "c"], "the sealed row", 10)
+        assert time.monotonic() - committed < 3.0
         _wait_for(lambda: lines[-1]["status"]["rows"] == 1, "a status line with the new row")
         seen = len(lines)
         _wait_for(lambda: len(lines) >= seen + 2, "status lines while the server is idle", timeout=10)
