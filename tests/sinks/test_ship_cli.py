@@ -94,30 +94,37 @@ def _ship_argv(stream: str, state_dir: Path, *extra: str) -> list[str]:
     return [*ARGV, "ship", "--to", "kinesis", "--stream", stream, "--state-dir", str(state_dir), *extra]
 
 
-def test_kill_9_at_random_moments_then_rerun_loses_nothing(aws_env, stream, kinesis, state_dir: Path) -> None:
+@pytest.mark.parametrize("kind", ["kinesis", "s3"])
+def test_kill_9_at_random_moments_then_rerun_loses_nothing(aws_env, stream, kinesis, s3, bucket, state_dir: Path,
+                                                           kind: str) -> None:
     changes = make_changes(4000)
     write_changelog(state_dir / "changelog", changes, per_segment=100)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = _ship_argv(stream, state_dir) if kind == "kinesis" else [
+        *ARGV, "ship", "--to", f"s3://{bucket}/killed", "--state-dir", str(state_dir)]
     rng = random.Random(3)
     # Kill when the checkpoint passes random record counts, plus a random few ms: that lands
-    # inside PutRecords calls and between data and checkpoint, not just before or after a run.
+    # inside requests and between data and checkpoint, not just before or after a run.
     for target in sorted(rng.sample(range(0, 3800, 100), 4)):
-        process = subprocess.Popen(_ship_argv(stream, state_dir), cwd=REPO, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for(lambda: _shipped(state_dir) > target or process.poll() is not None)
+        process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for(lambda: _shipped(state_dir, kind) > target or process.poll() is not None)
         time.sleep(rng.uniform(0, 0.02))
         process.send_signal(signal.SIGKILL)
         assert process.wait() == -signal.SIGKILL, "finished before the kill: the test did not test anything"
-    final = subprocess.run(_ship_argv(stream, state_dir, "--json"), cwd=REPO, env=env, capture_output=True)
+    final = subprocess.run([*argv, "--json"], cwd=REPO, env=env, capture_output=True)
     assert final.returncode == 0, final.stderr.decode()
 
-    received = list(sinks.read_stream(kinesis, stream))
+    received = list(sinks.read_stream(kinesis, stream)) if kind == "kinesis" else list(
+        read_s3_lines(s3, bucket, "killed/")[0].elements())
     expected = lines_of(changes)
     assert set(received) == set(expected)  # nothing missing, nothing foreign
-    assert len(received) > len(changes)  # the kills did cause replays (at-least-once)
+    if kind == "kinesis":
+        assert len(received) > len(changes)  # the kills did cause replays (at-least-once)
+    else:
+        assert Counter(received) == expected  # deterministic keys: a replay rewrites the same objects
     by_position = {orjson.loads(data)["position"]: data for data in received}  # the consumer's dedup
     assert Counter(by_position.values()) == expected  # exactly once each after dedup
-    checkpoint = json.loads((state_dir / "ship-kinesis.json").read_text())
+    checkpoint = json.loads((state_dir / f"ship-{kind}.json").read_text())
     assert checkpoint["last_segment"] == sorted(p.name for p in (state_dir / "changelog").iterdir())[-1]
 
 
@@ -139,9 +146,9 @@ def test_follow_ships_new_segments_and_stops_cleanly_on_sigterm(aws_env, stream,
     assert Counter(sinks.read_stream(kinesis, stream)) == lines_of(first + later)
 
 
-def _shipped(state_dir: Path) -> int:
+def _shipped(state_dir: Path, kind: str = "kinesis") -> int:
     try:
-        return int(json.loads((state_dir / "ship-kinesis.json").read_text())["records"])
+        return int(json.loads((state_dir / f"ship-{kind}.json").read_text())["records"])
     except FileNotFoundError:
         return -1
 
