@@ -90,8 +90,15 @@ class S3Sink:
         self.destination = f"s3://{options.bucket}/{options.prefix}".rstrip("/")
 
     def check(self) -> None:
+        """Fail fast on a missing bucket or no access, asking only inside our prefix.
+
+        A listing scoped to `<prefix>/` rather than HeadBucket: a least-privilege policy grants
+        s3:ListBucket with an s3:prefix condition (examples/iam-s3-policy.json), which HeadBucket,
+        carrying no prefix, never satisfies.
+        """
+        head = f"{self.options.prefix}/" if self.options.prefix else ""
         try:
-            self.client.head_bucket(Bucket=self.options.bucket)
+            self.client.list_objects_v2(Bucket=self.options.bucket, Prefix=head, MaxKeys=1)
         except Exception as exc:
             raise map_error(exc, f"S3 bucket {self.options.bucket!r}", missing_hint=(
                 f"create the bucket (aws s3 mb s3://{self.options.bucket}) or check --bucket, --region "

@@ -106,3 +106,47 @@ def test_missing_bucket_is_a_permanent_error(aws, state_dir: Path) -> None:
         sinks.ship(StateDir(state_dir), s3_sink(aws, "s3://no-such-bucket-cdc/x"))
     assert "no-such-bucket-cdc" in str(caught.value) and "aws s3 mb" in str(caught.value)
     assert not (state_dir / "ship-s3.json").exists()
+
+
+# S3 API operation -> the IAM action that authorizes it.
+_ACTIONS = {"PutObject": "s3:PutObject", "HeadObject": "s3:GetObject", "GetObject": "s3:GetObject",
+            "CreateMultipartUpload": "s3:PutObject", "UploadPart": "s3:PutObject",
+            "CompleteMultipartUpload": "s3:PutObject", "AbortMultipartUpload": "s3:AbortMultipartUpload",
+            "ListObjectsV2": "s3:ListBucket", "HeadBucket": "s3:ListBucket"}
+
+
+def _allowed(policy: dict[str, Any], action: str, bucket: str, key: str | None, prefix: str | None) -> bool:
+    """A minimal IAM evaluation of the example policy (Allow statements, Resource and StringLike s3:prefix)."""
+    import fnmatch
+
+    resource = f"arn:aws:s3:::{bucket}" + (f"/{key}" if key is not None else "")
+    for statement in policy["Statement"]:
+        if action not in statement["Action"] or not fnmatch.fnmatchcase(resource, statement["Resource"]):
+            continue
+        wanted = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix")
+        if wanted is None or (prefix is not None and any(fnmatch.fnmatchcase(prefix, w) for w in wanted)):
+            return True
+    return False
+
+
+def test_every_request_is_allowed_by_the_example_least_privilege_policy(aws, s3, state_dir: Path) -> None:
+    """examples/iam-s3-policy.json grants only the ship prefix: a ship, a re-ship (412 + HEAD) and multipart fit it."""
+    root = Path(__file__).resolve().parents[2]
+    policy = json.loads((root / "examples" / "iam-s3-policy.json").read_text())
+    bucket, prefix = "acme-cdc-landing", "mysql/hr"
+    s3.create_bucket(Bucket=bucket)
+    changes = [dict(c, db="hr", table="big") for c in make_changes(40, big_every=1, big_size=300_000)]
+    write_changelog(state_dir / "changelog", changes, per_segment=1000)
+    sink = S3Sink(sinks.make_client("s3", aws), S3Options(bucket=bucket, prefix=prefix, compression="none",
+                                                          multipart_threshold=5 * 2**20, part_size=5 * 2**20))
+    calls: list[tuple[str, dict[str, Any]]] = []
+    sink.client.meta.events.register("provide-client-params.s3.*",
+                                     lambda params, model, **_: calls.append((model.name, dict(params))))
+    sinks.ship(StateDir(state_dir), sink)
+    (state_dir / "ship-s3.json").unlink()
+    sinks.ship(StateDir(state_dir), sink)
+    assert {name for name, _ in calls} >= {"ListObjectsV2", "CreateMultipartUpload", "UploadPart", "PutObject",
+                                          "HeadObject"}
+    refused = [(name, params) for name, params in calls
+               if not _allowed(policy, _ACTIONS[name], params["Bucket"], params.get("Key"), params.get("Prefix"))]
+    assert refused == []
