@@ -116,6 +116,12 @@ class Capture:
             self.position, self._dirty = position, True
 
     def _on_table_map(self, event: Event) -> None:
+        if not self._in_txn:
+            # Every transaction opens with a GTID (MariaDB) or BEGIN event: a table map before one means the
+            # start position was inside a transaction, and its earlier statements would be silently missing.
+            raise DataError(f"table map at {event.file}:{event.pos} outside a transaction: the start position is "
+                            "inside a transaction", hint="start at a transaction boundary (the position after a "
+                            "COMMIT/Xid event in SHOW BINLOG EVENTS), or use --start-gtid")
         raw = event.raw
         signature = tuple((c.name, c.type, c.unsigned, getattr(c, "collation_name", None)) for c in raw.columns)
         cached = self._decoders.get(raw.table_id)

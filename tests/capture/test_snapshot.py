@@ -216,6 +216,13 @@ def test_strict_refuses_a_short_runway(mariadb: MariaDB, fresh_db: str, state: P
         with pytest.raises(PreconditionError, match="outlive the binlogs"):
             run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)),
                          SnapshotRequest(chunk_size=1, strict=True))
+        assert not (state / "snapshot.json").exists()
+        # Without --strict the same estimate is a warning, and the copy goes ahead.
+        warnings: list[str] = []
+        summary = run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest(chunk_size=20_000),
+                               on_warning=warnings.append)
     finally:
         mariadb.execute(f"SET GLOBAL binlog_expire_logs_seconds = {int(old)}")
-    assert not (state / "snapshot.json").exists()
+    assert [w for w in warnings if w.startswith("binlog runway is short: ")] == warnings[:1]
+    assert warnings[0].endswith("raise retention with `cdc set-retention`")
+    assert summary.to_dict()["rows"] == 50_000 and summary.to_dict()["runway"]["short"] is True

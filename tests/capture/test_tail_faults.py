@@ -210,3 +210,22 @@ def test_rotation_and_server_restart_are_followed(mariadb_factory: Callable[...,
     assert [line["key"]["id"] for line in lines] == [1, 2, 3]
     assert len({line["src"]["file"] for line in lines}) == 3  # rotated by FLUSH, then by the restart
     assert "reconnecting at" in err.decode()
+
+
+def test_start_inside_a_transaction_is_refused(cli: Callable[..., Any], mariadb: MariaDB, fresh_db: str,
+                                               tmp_path: Path) -> None:
+    """A position at the second statement of a transaction would record half of it: stop, never write a partial one."""
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    file, _ = mariadb.binlog_position()
+    with mariadb.connect() as conn, conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+        cur.execute(f"INSERT INTO `{fresh_db}`.t VALUES (2)")
+        cur.execute("COMMIT")
+    maps = [int(e[1]) for e in mariadb.execute(f"SHOW BINLOG EVENTS IN '{file}'") if e[2] == "Table_map"]
+    inside = f"{file}:{maps[-1]}"  # the second INSERT's table map
+    result = cli("tail", "--databases", fresh_db, "--start-position", inside)
+    assert result.exit_code == ExitCode.FAILURE, result.output
+    assert f"table map at {inside} outside a transaction" in " ".join(result.output.split())
+    changelog = tmp_path / "state" / "changelog"
+    assert not changelog.exists() or changelog_lines(tmp_path / "state") == []

@@ -80,9 +80,11 @@ def test_json_follow_prints_status_lines_then_the_summary(mariadb: MariaDB, fres
         _wait_for(lambda: len(lines) >= seen + 2, "status lines while the server is idle", timeout=10)
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        reader.join(timeout=10)
-    assert proc.returncode == 0, err.decode()
+        proc.wait(timeout=30)
+        reader.join(timeout=10)  # stdout belongs to the reader thread (communicate() would race it for the last line)
+    assert proc.stderr is not None
+    assert proc.returncode == 0, proc.stderr.read().decode()
+    proc.stderr.close()
     statuses, summary = [line["status"] for line in lines[:-1]], lines[-1]
     assert set(statuses[-1]) == {"position", "events", "rows", "transactions", "events_per_second", "lag_seconds",
                                  "segments", "lag_bytes"}
