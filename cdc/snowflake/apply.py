@@ -245,8 +245,10 @@ def plain_names(files: list[Path], scratch: Path) -> Iterator[list[Path]]:
 
 
 def _staging_name(parquet_name: str) -> str:
-    # Staging columns carry the target's spelling; COPY matches Parquet names case-insensitively.
-    return parquet_name if parquet_name in METADATA else names.snowflake_name(parquet_name)
+    # COPY ... MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE pairs Parquet columns with these; upper case matches
+    # in Snowflake and in fakesnow alike (which upper-cases the file's names, then binds them exactly). Two
+    # MySQL columns cannot differ only in case, so this never merges two columns into one.
+    return parquet_name.upper()
 
 
 def _merge_counts(cursor: Any) -> Counts:
