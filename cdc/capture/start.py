@@ -9,9 +9,9 @@ from typing import Any
 
 import pymysql
 
-from cdc.changelog import SEGMENT_PREFIX, list_segments
+from cdc.changelog import SEGMENT_PREFIX, file_seq, list_segments
 from cdc.errors import PositionError, UsageError
-from cdc.source.binlog import Position, current_position
+from cdc.source.binlog import PURGED_HINT, Position, current_position
 from cdc.source.connect import query
 from cdc.state import StateDir
 
@@ -71,7 +71,7 @@ def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connecti
         return Start(Position(checkpoint["file"], int(checkpoint["pos"])), checkpoint.get("gtid"),
                      checkpoint.get("last_segment"), "checkpoint")
     if request.position:
-        return Start(Position.parse(request.position), None, None, "--start-position")
+        return Start(_on_the_server(conn, Position.parse(request.position)), None, None, "--start-position")
     if request.gtid:
         return Start(position_after_gtid(conn, request.gtid), request.gtid, None, "--start-gtid")
     if request.from_now:
@@ -83,6 +83,29 @@ def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connecti
         f"tail has no checkpoint in {state.root} and no snapshot hand-over; it never guesses a start position",
         hint="run `cdc snapshot` first, or pass --start-position FILE:POS, --start-gtid SET or --from-now",
     )
+
+
+_BOUNDARY_HINT = ("give a transaction boundary: the End_log_pos of an Xid or COMMIT in SHOW BINLOG EVENTS, "
+                  "or use --start-gtid / --from-now")
+
+
+def _on_the_server(conn: pymysql.Connection, position: Position) -> Position:
+    """Refuse a position the server does not have: beyond its end tail would "catch up" at once and checkpoint it."""
+    try:
+        logs = {str(row["Log_name"]): int(row["File_size"]) for row in query(conn, "SHOW BINARY LOGS")}
+    except pymysql.err.MySQLError:
+        return position  # no BINLOG MONITOR: the server judges the position when the dump starts
+    where = f"the server at {conn.host}:{conn.port} cannot send the binlog from {position}"
+    if position.file not in logs:
+        names = sorted(logs, key=file_seq)
+        listed = f"{names[0]} .. {names[-1]}" if names else "none"
+        if names and file_seq(position.file) < file_seq(names[0]):
+            raise PositionError(f"{where}: {position.file} was purged (the server has {listed})", hint=PURGED_HINT)
+        raise PositionError(f"{where}: there is no {position.file} (the server has {listed})",
+                            hint="check the file name (SHOW BINARY LOGS)")
+    if not 4 <= position.pos <= logs[position.file]:
+        raise PositionError(f"{where}: {position.file} has {logs[position.file]} bytes", hint=_BOUNDARY_HINT)
+    return position
 
 
 def _from_snapshot(state: StateDir, snapshot: dict[str, Any]) -> Start:

@@ -404,6 +404,10 @@ class BinlogReader:
             self._stream = None
 
 
+PURGED_HINT = ("the binlog was purged before tail read it: raise retention (`cdc set-retention`), then take a new "
+               "`cdc snapshot` and restart tail from its hand-over position")
+
+
 def _fatal_reading(text: str, start: Position, settings: MySQLSettings) -> CdcError:
     """Error 1236: the server cannot serve our position (purged, beyond the end) or kicked a duplicate reader."""
     lowered = text.lower()
@@ -414,10 +418,14 @@ def _fatal_reading(text: str, start: Position, settings: MySQLSettings) -> CdcEr
             hint="give each reader its own --server-id (CDC_MYSQL_SERVER_ID); two readers with one id kick each "
             "other off, so tail does not reconnect",
         )
+    if "could not find" in lowered or "purged" in lowered:
+        return PositionError(f"the server at {settings.describe()} cannot send the binlog from {start}: {text}",
+                             hint=PURGED_HINT)
+    # "binlog truncated in the middle of event", "impossible position": not the start of an event.
     return PositionError(
         f"the server at {settings.describe()} cannot send the binlog from {start}: {text}",
-        hint="the binlog was purged before tail read it: raise retention (`cdc set-retention`), then take a "
-        "new `cdc snapshot` and restart tail from its hand-over position",
+        hint="the position is not the start of an event: give a transaction boundary (the End_log_pos of an Xid "
+        "or COMMIT in SHOW BINLOG EVENTS), or use --start-gtid",
     )
 
 

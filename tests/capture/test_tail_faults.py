@@ -114,18 +114,26 @@ def test_start_flag_with_a_checkpoint_is_refused(cli: Callable[..., Any], mariad
     assert "tail already has a checkpoint" in result.output
 
 
-def test_purged_position_exits_5_with_the_fix(cli: Callable[..., Any], mariadb_factory: Callable[..., MariaDB]) -> None:
+def test_purged_position_exits_5_with_the_fix(cli: Callable[..., Any], mariadb_factory: Callable[..., MariaDB],
+                                              tmp_path: Path) -> None:
     server = mariadb_factory()
     start = binlog_start(server)
     server.execute("FLUSH BINARY LOGS")
     server.execute("FLUSH BINARY LOGS")
     file, _ = server.binlog_position()
     server.purge_binlogs_to(file)
-    result = cli("tail", "--start-position", start, server=server)
-    assert result.exit_code == ExitCode.POSITION, result.output
-    text = " ".join(result.output.split())
-    assert f"cannot send the binlog from {start}" in text
-    assert "raise retention (`cdc set-retention`)" in text
+    # Given on the command line (checked against SHOW BINARY LOGS), and from a checkpoint (refused by the server's
+    # binlog dump): both name the file, the position and the retention fix.
+    first = cli("tail", "--start-position", start, server=server)
+    name, pos = start.rsplit(":", 1)
+    (tmp_path / "state" / "tail.json").write_text(json.dumps(
+        {"version": 1, "file": name, "pos": int(pos), "gtid": None, "last_segment": None, "server_uuid": None}))
+    resumed = cli("tail", server=server)
+    for result in (first, resumed):
+        assert result.exit_code == ExitCode.POSITION, result.output
+        text = " ".join(result.output.split())
+        assert f"cannot send the binlog from {start}" in text
+        assert "raise retention (`cdc set-retention`)" in text
 
 
 def test_duplicate_server_id_stops_without_a_reconnect_loop(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
@@ -229,3 +237,17 @@ def test_start_inside_a_transaction_is_refused(cli: Callable[..., Any], mariadb:
     assert f"table map at {inside} outside a transaction" in " ".join(result.output.split())
     changelog = tmp_path / "state" / "changelog"
     assert not changelog.exists() or changelog_lines(tmp_path / "state") == []
+
+
+@pytest.mark.parametrize("where", ["mid-event", "beyond-the-end"])
+def test_a_position_that_is_no_event_start_is_not_called_purged(cli: Callable[..., Any], mariadb: MariaDB,
+                                                                fresh_db: str, where: str) -> None:
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    file, pos = mariadb.binlog_position()
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+    bad = f"{file}:{pos + 5 if where == 'mid-event' else pos + 10_000_000}"
+    result = cli("tail", "--databases", fresh_db, "--start-position", bad)
+    text = " ".join(result.output.split())
+    assert result.exit_code == ExitCode.POSITION, result.output
+    assert f"cannot send the binlog from {bad}" in text
+    assert "purged" not in text and "SHOW BINLOG EVENTS" in text
