@@ -102,6 +102,7 @@ def _cipher(settings) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(("mode", "ca", "host"), [
+    ("PREFERRED", None, None),  # TLS when offered (README), as the mysql client does; needs PyMySQL 1.2+
     ("REQUIRED", None, None),
     ("VERIFY_CA", "ca.pem", None),
     ("VERIFY_CA", "ca.pem", "localhost"),  # VERIFY_CA checks the chain, not the name
@@ -149,3 +150,9 @@ def test_tail_reads_the_binlog_over_verified_tls(tls_server: MariaDB, certs: Pat
     wrong = _settings(tls_server, tmp_path / "w", "VERIFY_CA", certs / "other-ca.pem")
     with pytest.raises(ConnectError, match="certificate verify failed"):
         run_tail(wrong, TailOptions(StartRequest(position=start), filters=Filters(databases=("s",))))
+
+
+def test_disabled_means_plaintext(tls_server: MariaDB, tmp_path: Path) -> None:
+    # cdc_tls REQUIRE SSL: refused in plaintext, which proves DISABLED did not negotiate TLS.
+    with pytest.raises(ConnectError, match="access denied"):
+        _cipher(_settings(tls_server, tmp_path, "DISABLED"))
