@@ -8,8 +8,8 @@ Run it with `bash scripts/demo.sh` (installs what is missing first). It starts
 - fakesnow's server as the local Snowflake stand-in (a connections.toml entry points at it);
 
 then runs each stage as a user would (check-binlog, snapshot, tail, ship to S3 and Kinesis, spark-merge
-reading what was shipped to S3, snowflake-bootstrap, snowflake-apply), catches up once the workload stops,
-and shows `cdc status`. Every command is printed with its exit code;
+reading what was shipped to S3, snowflake-bootstrap, snowflake-apply) while the workload writes, catches
+up with `cdc run --until-now` once it stops, proves the result with `cdc verify` and shows `cdc status`. Every command is printed with its exit code;
 everything the demo starts, it stops. `--keep` keeps the work directory (cdc.toml, .cdc state, lake).
 """
 
@@ -56,7 +56,7 @@ class Demo:
         return code
 
     def catch_up(self) -> None:
-        """One pass of every stage after the snapshot: what `cdc run --until-now` chains."""
+        """One pass of every stage after the snapshot, one command each (`cdc run --until-now` chains them)."""
         self.cdc("tail", "--until-now")
         self.cdc("ship", "--to", "s3")
         self.cdc("ship", "--to", "kinesis")
@@ -126,7 +126,8 @@ def run(workdir: Path, workload_seconds: float) -> Demo:
             demo.cdc("snowflake-bootstrap")
             demo.catch_up()  # while the workload writes: a moving target
         print(f"\ndemo: workload stopped after {workload.transactions} transactions; catching up")
-        demo.catch_up()
+        demo.cdc("run", "--until-now")  # the same chain in one command, as a runbook step
+        demo.cdc("verify")  # the cut-over gate: every table, lake and Snowflake, equals MySQL
         demo.cdc("status", "--min-runway-hours", "0")
         return demo
 
