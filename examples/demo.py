@@ -73,7 +73,7 @@ def snowflake_stand_in(workdir: Path) -> Iterator[dict[str, str]]:
     with fakesnow.server() as params:
         # uvicorn configures its loggers when the server starts: quiet them (and fakesnow's and sqlglot's notes
         # on the statements DuckDB cannot run) only now, or every query prints a line.
-        for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "fakesnow", "sqlglot"):
+        for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "fakesnow", "fakesnow.server", "sqlglot"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
         home = workdir / "snowflake"
         home.mkdir()
