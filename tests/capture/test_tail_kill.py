@@ -16,23 +16,22 @@ from tests.rig import MariaDB
 KILLS = 22
 
 
-def _workload(mariadb: MariaDB, db: str, stop: threading.Event, done: threading.Event,
+def _workload(mariadb: MariaDB, db: str, tick: threading.Semaphore, done: threading.Event,
               errors: list[BaseException]) -> None:
     """Transactions of every kind, including 2,000-row INSERT ... SELECT statements (dozens of row events).
 
-    It runs until told to stop (at least 8 rounds), so every kill lands while changes are still arriving.
+    One round per tail run (the test releases `tick` after each kill): every kill lands while changes are
+    arriving, and the amount of data does not grow with the machine's load.
     """
     try:
         with mariadb.connect() as conn, conn.cursor() as cur:
-            round_ = 0
-            while round_ < 8 or not stop.is_set():
+            for round_ in range(KILLS):
                 run_workload(conn, db, seed=round_, transactions=10, first_key=round_ * 1000 + 1)
                 if round_ % 4 == 0:
                     cur.execute(f"INSERT INTO `{db}`.big (id, pad) SELECT seq + %s, REPEAT('x', 200) "
                                 f"FROM `{db}`.seq_1_to_2000", (round_ * 10_000,))
                     cur.execute(f"DELETE FROM `{db}`.big WHERE id %% 7 = %s", (round_ % 7,))
-                round_ += 1
-                time.sleep(0.5)
+                tick.acquire(timeout=120)
     except BaseException as exc:  # noqa: BLE001 - reported by the test
         errors.append(exc)
     finally:
@@ -64,8 +63,8 @@ def test_kill_9_and_killed_connections_leave_the_change_log_identical(
     with mariadb.connect() as conn:
         create_all_types_table(conn, fresh_db)
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.big (id INT PRIMARY KEY, pad VARCHAR(255))")
-    stop, done, errors = threading.Event(), threading.Event(), []
-    writer = threading.Thread(target=_workload, args=(mariadb, fresh_db, stop, done, errors), daemon=True)
+    tick, done, errors = threading.Semaphore(0), threading.Event(), []
+    writer = threading.Thread(target=_workload, args=(mariadb, fresh_db, tick, done, errors), daemon=True)
     writer.start()
     state = tmp_path / "killed"
     rng = random.Random(5)
@@ -87,8 +86,7 @@ def test_kill_9_and_killed_connections_leave_the_change_log_identical(
         kills += 1
         if (state / "tail.json").exists():
             checkpoints.add((state / "tail.json").read_text())
-        if kills >= KILLS:
-            stop.set()
+        tick.release()
     writer.join()
     assert not errors
     # The kills interrupted a tail that was making progress, not one that was still starting up.
