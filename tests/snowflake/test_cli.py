@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.rig import MariaDB
+from tests.sinks.test_ship_cli import _wait_for
 from tests.snowflake.batches import position, record_schema, row, value, write_batch
 from tests.snowflake.conftest import rows
 
@@ -87,3 +88,26 @@ def test_a_refused_statement_exits_1_with_the_statement_not_a_traceback(sf: Any,
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert "Snowflake refused `CREATE" in result.stderr and "sqlstate" in result.stderr and "fix:" in result.stderr
+
+
+def test_follow_applies_new_batches_and_stops_cleanly_on_sigterm(sf: Any, tmp_path: Path) -> None:
+    state = str(tmp_path)
+    record_schema(tmp_path, "shop", "items")
+    assert cdc("snowflake-bootstrap", "--state-dir", state).returncode == 0
+    write_batch(tmp_path, 1, {"shop.items": [row(1, 1, "c", **value(1))]})
+    process = subprocess.Popen([sys.executable, "-m", "cdc", "snowflake-apply", "--state-dir", state, "--follow",
+                                "--poll-interval", "0.2", "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: (tmp_path / "snowflake-apply.json").exists())
+        write_batch(tmp_path, 2, {"shop.items": [row(2, 2, "c", **value(2))]})  # sealed while it polls
+        _wait_for(lambda: json.loads((tmp_path / "snowflake-apply.json").read_text())["last_batch"] == "b000000000002")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    summary = json.loads(out)
+    assert summary["applied"] == ["b000000000001", "b000000000002"]
+    assert summary["tables"] == {"shop.items": {"inserted": 2, "updated": 0, "deleted": 0}}
+    assert rows(sf, 'SELECT "ID", "NAME" FROM "ITEMS" ORDER BY "ID"') == [(1, value(1)["name"]), (2, value(2)["name"])]
+
