@@ -26,6 +26,7 @@ from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
 
 from cdc.errors import DataError
 from cdc.schema import Column, TableSchema
+from cdc.source.rowcompile import CompiledImageReader, Inline, inline_for
 from cdc.source.rowformat import EncodedImageReader, Reader, encoded_reader_for, reader_for
 from cdc.values import SPATIAL_TYPES, encoder_for
 
@@ -270,6 +271,7 @@ def _encoded_image_reader(lib_columns: list[Any], schema: TableSchema, exclude: 
     if len(lib_columns) != len(schema.columns):
         return None
     plan: list[tuple[str | None, Reader]] = []
+    inlines: list[Inline | None] = []
     for lib_column, column in zip(lib_columns, schema.columns):
         read = _column_reader(lib_column, column)
         if read is None:
@@ -277,7 +279,8 @@ def _encoded_image_reader(lib_columns: list[Any], schema: TableSchema, exclude: 
         if column.name in hashed:
             read = _hashing(read)
         plan.append((None if column.name in exclude else column.name, read))
-    return EncodedImageReader(plan)
+        inlines.append(None if column.name in hashed else inline_for(lib_column, column))
+    return CompiledImageReader(plan, inlines)
 
 
 def _column_reader(lib_column: Any, column: Column) -> Reader | None:
