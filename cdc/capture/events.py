@@ -14,7 +14,7 @@ from cdc.capture.ddl import parse_ddl
 from cdc.capture.filters import Filters
 from cdc.capture.lag import LagMeter
 from cdc.capture.start import CHECKPOINT_VERSION, STAGE, Start, last_position_in, uncheckpointed_segments
-from cdc.capture.txn import TransactionBuffer, split_line
+from cdc.capture.txn import RowLines, TransactionBuffer, split_line
 from cdc.changelog import SegmentWriter, position_string
 from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError, UsageError
@@ -175,14 +175,17 @@ class Capture:
             images = decoder.images(event.raw, op)
         except DataError as exc:
             raise DataError(f"{db}.{table} at {file}:{pos} {exc.message}", hint=exc.hint) from None
+        # What every row of the event shares is encoded once; position_string's row index is its last 12 digits.
+        lines = RowLines(table or "", file, pos, self._txn_gtid, event.server_id)
+        prefix = position_string(file, pos, 0)[:-12]
+        add, key, skip, tail = self.txn.add, decoder.key, self._skip_until, lines.tail
         for index, (before, after) in enumerate(images):
-            position = position_string(file, pos, index)
-            if self._skip_until is not None and position <= self._skip_until:
+            position = f"{prefix}{index:012d}"
+            if skip is not None and position <= skip:
                 continue
-            body = {"after": after, "before": before, "db": db, "key": decoder.key(after or before), "op": op,
+            body = {"after": after, "before": before, "db": db, "key": key(after or before), "op": op,
                     "position": position}
-            src = {"file": file, "gtid": self._txn_gtid, "pos": pos, "row": index, "server_id": event.server_id}
-            self.txn.add(position, *split_line(body, src, table or ""))
+            add(position, lines.head(body, index), tail)
             self.rows += 1
 
     def _on_statement(self, event: Event) -> None:
