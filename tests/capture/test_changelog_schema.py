@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jsonschema  # comes with the test extras (moto[server])
+import jsonschema  # a test extra (pyproject.toml)
 
 from cdc.capture.snapshot import SnapshotRequest, run_snapshot
 from tests.capture.conftest import ROOT, binlog_start, changelog_lines, tail_once
