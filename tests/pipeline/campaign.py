@@ -101,6 +101,7 @@ class Tally:
     kills: dict[str, int] = field(default_factory=dict)
     finished: int = 0  # stage runs that ended before their kill time
     faults: dict[str, int] = field(default_factory=dict)
+    writes: dict[str, int] = field(default_factory=dict)  # the workload's commits, rollbacks, lost connections
 
     def count(self, bucket: dict[str, int], name: str) -> None:
         bucket[name] = bucket.get(name, 0) + 1
@@ -148,9 +149,12 @@ def kill_binlog_readers(server: MariaDB) -> int:
     return killed
 
 
-def server_fault(server: MariaDB, rng: random.Random, tally: Tally) -> None:
-    """One fault on the server, chosen at random."""
-    fault = rng.choice(["rotate", "restart", "freeze", "kill-connection"])
+FAULTS = ("rotate", "restart", "freeze", "kill-connection")
+
+
+def server_fault(server: MariaDB, rng: random.Random, tally: Tally, fault: str | None = None) -> None:
+    """One fault on the server: `fault`, or one chosen at random."""
+    fault = fault or rng.choice(FAULTS)
     if fault == "rotate":
         server.execute("FLUSH BINARY LOGS")
     elif fault == "restart":

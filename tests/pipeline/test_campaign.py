@@ -23,7 +23,7 @@ import pytest
 from cdc.schema import read_table_schema
 from cdc.spark import read_lake_table
 from tests.capture.workload import create_all_types_table, expected_rows, prepare_session, run_workload
-from tests.pipeline.campaign import ROOT, Tally, Writer, cdc_argv, run_and_kill, server_fault
+from tests.pipeline.campaign import FAULTS, ROOT, Tally, Writer, cdc_argv, run_and_kill, server_fault
 from tests.pipeline.run_rig import cdc_run, write_config
 from tests.rig import MariaDB
 from tests.sinks.conftest import bucket, kinesis, s3, stream  # noqa: F401  fixtures
@@ -31,15 +31,17 @@ from tests.snowflake.conftest import fakesnow_server, sf, snowflake_env, snowfla
 from tests.spark.workload import lake_value
 
 TABLE = "all_types"
-# (command, how long it may run before the kill: a stage that starts Spark needs seconds to get going)
-STAGES: list[tuple[tuple[str, ...], float]] = [
-    (("run", "--until-now"), 25.0),
-    (("tail", "--follow", "--read-timeout", "3"), 4.0),
-    (("tail", "--until-now"), 3.0),
-    (("ship", "--to", "s3"), 3.0),
-    (("ship", "--to", "kinesis"), 3.0),
-    (("spark-merge",), 20.0),
-    (("snowflake-apply", "--until-now"), 6.0),
+# (command, earliest and latest kill): a `cdc` process needs a second or two to import and connect before it
+# works, and a stage that starts Spark needs several more; the windows reach past a typical run so that some
+# runs finish and the kills land in every phase of the others.
+STAGES: list[tuple[tuple[str, ...], float, float]] = [
+    (("run", "--until-now"), 3.0, 45.0),
+    (("tail", "--follow", "--read-timeout", "3"), 1.5, 8.0),
+    (("tail", "--until-now"), 1.0, 6.0),
+    (("ship", "--to", "s3"), 1.0, 6.0),
+    (("ship", "--to", "kinesis"), 1.0, 6.0),
+    (("spark-merge",), 4.0, 35.0),
+    (("snowflake-apply", "--until-now"), 1.5, 12.0),
 ]
 
 
@@ -54,18 +56,26 @@ def campaign_setup(tmp_path: Path, mariadb_factory: Any, aws_env: dict[str, str]
         run_workload(conn, db, seed=3, transactions=30)  # a table with history before the snapshot
     config = write_config(tmp_path / "cdc.toml", server, db, aws_env, bucket, tmp_path / "state")
     config.write_text(config.read_text().replace("[aws]\n", f'[aws]\nstream = "{stream}"\n'))
+    # Runbook steps 4 and 5 before replication starts: standalone stages refuse to run without them (apply
+    # without bootstrapped tables, tail without a start). Kills during a snapshot: tests/capture/test_snapshot_*.
+    for step in (("snowflake-bootstrap", "--from-mysql"), ("snapshot",)):
+        done = subprocess.run(cdc_argv(config, *step), cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
     return {"server": server, "db": db, "config": config, "state": tmp_path / "state"}
 
 
-def run_campaign(setup: dict[str, Any], kills: int, seed: int) -> Tally:
+def run_campaign(setup: dict[str, Any], kills: int, seed: int, every_fault: bool = False) -> Tally:
+    """Kill `kills` stage runs; after a kill, a server fault 3 times in 10 (`every_fault`: first each kind once)."""
     server, config = setup["server"], setup["config"]
     rng, tally = random.Random(seed), Tally()
-    with Writer(server, setup["db"], TABLE, seed=seed):
+    forced = list(FAULTS) if every_fault else []
+    with Writer(server, setup["db"], TABLE, seed=seed) as writer:
         while tally.total_kills < kills:
-            args, longest = rng.choice(STAGES)
-            run_and_kill(config, args, rng.uniform(0.2, longest), tally)
-            if rng.random() < 0.3:
-                server_fault(server, rng, tally)
+            args, earliest, latest = rng.choice(STAGES)
+            run_and_kill(config, args, rng.uniform(earliest, latest), tally)
+            if forced or rng.random() < 0.3:
+                server_fault(server, rng, tally, forced.pop() if forced else None)
+    tally.writes = {"commits": writer.commits, "rollbacks": writer.rollbacks, "connection faults": writer.faults}
     return tally
 
 
@@ -106,9 +116,10 @@ def _verify(config: Path) -> dict[str, Any]:
 
 
 def test_short_campaign_leaves_every_table_equal(campaign_setup: dict[str, Any]) -> None:
-    tally = run_campaign(campaign_setup, kills=5, seed=11)
+    tally = run_campaign(campaign_setup, kills=5, seed=11, every_fault=True)
     compared = finish_and_verify(campaign_setup)
     assert tally.total_kills == 5 and compared > 0
+    assert set(tally.faults) == set(FAULTS)
 
 
 @pytest.mark.slow
@@ -118,6 +129,7 @@ def test_full_campaign_leaves_every_table_equal(campaign_setup: dict[str, Any]) 
     compared = finish_and_verify(campaign_setup)
     print("\ncampaign:", json.dumps({"kills": tally.kills, "total_kills": tally.total_kills,
                                      "stage_runs_finished": tally.finished, "server_faults": tally.faults,
+                                     "workload": tally.writes,
                                      "rows_compared": compared, "differences": 0,
                                      "minutes": round((time.monotonic() - started) / 60, 1)}))
     assert tally.total_kills >= 50
