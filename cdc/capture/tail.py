@@ -31,7 +31,7 @@ class TailOptions:
     follow: bool = False
     rebase: bool = False
     filters: Filters = Filters()
-    flush_interval: float = 1.0  # seconds: a committed change reaches a sealed segment within about this
+    flush_interval: float = 0.5  # seconds: a committed change reaches a sealed segment within about this
     segment_bytes: int = 64 * 2**20
     spill_bytes: int = 32 * 2**20
     heartbeat: float = 1.0
