@@ -19,8 +19,8 @@ from typing import Any
 from pymysqlreplication.constants import FIELD_TYPE
 
 from cdc.schema import Column
-from cdc.source.rowformat import _BYTE_TYPES, _DIG2BYTES, _INTS, EncodedImageReader, Reader, _fraction_reader
-from cdc.values import INTEGER_TYPES, TEXT_TYPES, codec_for
+from cdc.source.rowformat import _DIG2BYTES, _INTS, EncodedImageReader, Reader, _fraction_reader, string_shape
+from cdc.values import INTEGER_TYPES
 
 
 @dataclass(frozen=True)
@@ -97,17 +97,11 @@ def _enum(size: int, labels: list[str]) -> Inline:
 
 
 def _string(column: Any, ours: Column) -> Inline | None:
-    size = column.length_size if column.type == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
-    kind = ours.data_type
-    if kind == "json":
-        return _text(size, "utf-8")
-    if kind in TEXT_TYPES:
-        return _text(size, codec_for(ours.charset))
-    if kind in _BYTE_TYPES:
-        return _base64(size, 0)
-    if kind == "binary" and column.type == FIELD_TYPE.STRING:
-        return _base64(size, column.max_length)
-    return None
+    shape = string_shape(column, ours)
+    if shape is None:
+        return None
+    size, kind, arg = shape
+    return _text(size, arg) if kind == "text" else _base64(size, arg)
 
 
 def inline_for(column: Any, ours: Column) -> Inline | None:
@@ -157,7 +151,8 @@ def _column_lines(i: int, inline: Inline | None, namespace: dict[str, Any], read
     return [line.replace("$v", f"v{i}").replace("$k", str(i)) for line in inline.lines]
 
 
-def _no_null_lines(inlines: list[Inline | None], namespace: dict[str, Any], plan: list[tuple[str, Reader]]) -> list[str]:
+def _no_null_lines(inlines: list[Inline | None], namespace: dict[str, Any],
+                   plan: list[tuple[str, Reader]]) -> list[str]:
     """Every column read in turn; runs of fixed-width columns share one struct call."""
     lines: list[str] = []
     i = 0

@@ -326,18 +326,27 @@ def _date_text(buf: bytes, pos: int) -> tuple[str, int]:
 _BYTE_TYPES = frozenset({"varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 
 
-def _string_reader(column: Any, ours: Column) -> Reader | None:
+def string_shape(column: Any, ours: Column) -> tuple[int, str, Any] | None:
+    """(length size, "text" with its codec or "base64" with its pad width) of a string column, or None."""
     size = column.length_size if column.type == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
     kind = ours.data_type
     if kind == "json":
-        return _text(size, "utf-8")
+        return size, "text", "utf-8"
     if kind in TEXT_TYPES:
-        return _text(size, codec_for(ours.charset))
+        return size, "text", codec_for(ours.charset)
     if kind in _BYTE_TYPES:
-        return _base64(size, 0)
+        return size, "base64", 0
     if kind == "binary" and column.type == FIELD_TYPE.STRING:
-        return _base64(size, column.max_length)
+        return size, "base64", column.max_length
     return None
+
+
+def _string_reader(column: Any, ours: Column) -> Reader | None:
+    shape = string_shape(column, ours)
+    if shape is None:
+        return None
+    size, kind, arg = shape
+    return _text(size, arg) if kind == "text" else _base64(size, arg)
 
 
 def encoded_reader_for(column: Any, ours: Column) -> Reader | None:

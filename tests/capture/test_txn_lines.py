@@ -12,8 +12,9 @@ values = st.none() | st.integers(-2 ** 63, 2 ** 64 - 1) | st.text() | st.floats(
 images = st.none() | st.dictionaries(st.text(min_size=1), values, max_size=5)
 
 
-@given(st.sampled_from(["mariadb-bin.000042", "binlog.000001", "mysql-bin.1234567"]), st.text(), st.text(), st.sampled_from(["c", "u", "d"]), images, images,
-       st.none() | st.text(), st.integers(4, 2 ** 40), st.none() | st.integers(1, 2 ** 32 - 1), st.integers(0, 10 ** 6))
+@given(st.sampled_from(["mariadb-bin.000042", "binlog.000001", "mysql-bin.1234567"]), st.text(), st.text(),
+       st.sampled_from(["c", "u", "d"]), images, images, st.none() | st.text(), st.integers(4, 2 ** 40),
+       st.none() | st.integers(1, 2 ** 32 - 1), st.integers(0, 10 ** 6))
 def test_row_lines_equal_split_line(file: str, db: str, table: str, op: str, before: dict | None, after: dict | None,
                                     gtid: str | None, pos: int, server_id: int | None, row: int) -> None:
     body = {"after": after, "before": before, "db": db, "key": after or before or {}, "op": op,
