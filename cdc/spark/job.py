@@ -193,11 +193,9 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
     directory = lake.table_dir(target, info.db, info.table)
     base_name = lake.base_version(directory, run)
     base = compact.read_base(spark, str(directory / base_name), final) if base_name else None
-    if info.rows:
-        events = compact.table_events(raw, history.versions(info.db, info.table), final, info.as_input())
-    else:
-        events = spark.createDataFrame([], compact.events_schema(final))
-    result = compact.merge_onto(compact.compact(events, final, info.as_input()), base, final, info.as_input())
+    versions = history.versions(info.db, info.table)
+    events = compact.table_events(raw, versions, final, info.as_input())
+    result = compact.merge_onto(events, base, versions, final, info.as_input())
     result = result.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with _timed(phases, "compact"):  # the first action on `result`: compaction + join, cached
