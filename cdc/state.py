@@ -63,22 +63,25 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-@contextmanager
-def disk_full_as_error(path: Path) -> Iterator[None]:
-    """Turn "no space left" while writing `path` into an error that names it and says how to go on.
+def disk_full_error(exc: OSError, path: Path) -> CdcError | None:
+    """The error to raise instead of `exc` when it means "no space left" while writing `path`, else None.
 
     Every writer here writes data before it advances a checkpoint, so a full disk leaves the last
     checkpoint where it was: freeing space and rerunning resumes without loss.
     """
+    if not is_disk_full(exc):
+        return None
+    return CdcError(f"no space left on device writing {path}; the checkpoint was not advanced",
+                    hint=f"free space on the filesystem of {path.parent} (df -h), then rerun the same command")
+
+
+@contextmanager
+def disk_full_as_error(path: Path) -> Iterator[None]:
+    """Raise disk_full_error for a full disk inside the block (for writes off the per-line hot path)."""
     try:
         yield
     except OSError as exc:
-        if not is_disk_full(exc):
-            raise
-        raise CdcError(
-            f"no space left on device writing {path}; the checkpoint was not advanced",
-            hint=f"free space on the filesystem of {path.parent} (df -h), then rerun the same command",
-        ) from exc
+        raise (disk_full_error(exc, path) or exc) from exc
 
 
 def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
