@@ -14,6 +14,9 @@ import pytest
 
 from tests.rig import DbUser, MariaDB, MotoServer, OptionValue
 
+# Fixtures every end-to-end test may need, defined once (a module importing them would start its own copies).
+pytest_plugins = ["tests.sinks.aws_fixtures", "tests.snowflake.stand_in", "tests.spark.spark_session"]
+
 # Deliberately awkward (space, quotes, '#'): it catches passwords pasted into SQL, shell
 # command lines or option files without quoting.
 REPLICATION_PASSWORD = "s3cret 'pw\" #1"

@@ -25,9 +25,6 @@ from cdc.spark import read_lake_table
 from tests.capture.workload import create_all_types_table, expected_rows, prepare_session, run_workload
 from tests.pipeline.campaign import FAULTS, ROOT, Tally, Writer, cdc_argv, run_and_kill, server_fault
 from tests.pipeline.run_rig import cdc_run, write_config
-from tests.rig import MariaDB
-from tests.sinks.conftest import bucket, kinesis, s3, stream  # noqa: F401  fixtures
-from tests.snowflake.conftest import fakesnow_server, sf, snowflake_env, snowflake_home  # noqa: F401  fixtures
 from tests.spark.workload import lake_value
 
 TABLE = "all_types"

@@ -15,9 +15,7 @@ import pytest
 from cdc.snowflake.names import column_names, table_names
 from tests.pipeline.campaign import ROOT, cdc_argv
 from tests.pipeline.run_rig import cdc_run, write_config
-from tests.rig import MariaDB
-from tests.sinks.conftest import bucket, s3  # noqa: F401  fixtures
-from tests.snowflake.conftest import fakesnow_server, rows, sf, snowflake_env, snowflake_home  # noqa: F401  fixtures
+from tests.snowflake.stand_in import rows
 
 DB = "Shop Ü-1"
 # No single quote in a name here: fakesnow builds SQL of its own around table and column names and breaks on

@@ -21,8 +21,6 @@ from tests.pipeline.run_rig import TABLES, Background, assert_replicated, cdc_ru
     source_rows, target_rows, write_config
 from tests.rig import MariaDB
 from tests.rig._process import wait_until
-from tests.sinks.conftest import bucket, s3  # noqa: F401  fixtures
-from tests.snowflake.conftest import fakesnow_server, sf, snowflake_env, snowflake_home  # noqa: F401  fixtures
 
 CHAIN = ["snapshot", "tail", "ship-s3", "spark-merge", "snowflake-bootstrap", "snowflake-apply"]
 

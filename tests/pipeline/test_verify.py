@@ -19,8 +19,7 @@ from tests.pipeline.verify_rig import (
     tamper_lake, verify_json,
 )
 from tests.rig import MariaDB
-from tests.snowflake.conftest import fakesnow_server, rows, sf, snowflake_env, snowflake_home  # noqa: F401
-from tests.spark.conftest import spark  # noqa: F401  (the session's SparkSession fixture)
+from tests.snowflake.stand_in import rows
 
 
 def _source(mariadb: MariaDB, db: str, state: Path, spark: Any, hostile: str = HOSTILE_TABLE) -> None:  # noqa: F811

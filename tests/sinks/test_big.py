@@ -11,7 +11,7 @@ import pytest
 from cdc import sinks
 from cdc.config import AWSSettings
 from cdc.state import StateDir
-from tests.sinks.conftest import unique
+from tests.sinks.aws_fixtures import unique
 from tests.sinks.changes import lines_of, make_changes, read_s3_lines, write_changelog
 
 pytestmark = pytest.mark.slow

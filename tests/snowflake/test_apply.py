@@ -13,7 +13,7 @@ from cdc.snowflake import apply, bootstrap
 from cdc.snowflake.connect import connect
 from cdc.state import StateDir
 from tests.snowflake.batches import HOSTILE, position, record_schema, row, value, write_batch
-from tests.snowflake.conftest import rows
+from tests.snowflake.stand_in import rows
 
 COLS = '"ID", "NAME", "AMOUNT", "BIG", "SEEN", "RAW", "TAGS", "DOC"'
 

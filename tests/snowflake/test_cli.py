@@ -14,7 +14,7 @@ from typing import Any
 from tests.rig import MariaDB
 from tests.sinks.test_ship_cli import _wait_for
 from tests.snowflake.batches import position, record_schema, row, value, write_batch
-from tests.snowflake.conftest import rows
+from tests.snowflake.stand_in import rows
 
 ROOT = Path(__file__).resolve().parents[2]
 

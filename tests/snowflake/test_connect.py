@@ -10,7 +10,7 @@ import pytest
 from cdc.config import SnowflakeSettings
 from cdc.errors import ConfigError, ConnectError
 from cdc.snowflake.connect import connect, connection_params, describe
-from tests.snowflake.conftest import rows
+from tests.snowflake.stand_in import rows
 
 TOML = """\
 [prod]

@@ -22,7 +22,7 @@ from cdc.snowflake import apply, bootstrap
 from cdc.snowflake.connect import connect, connection_params
 from cdc.state import StateDir
 from tests.snowflake.batches import record_schema
-from tests.snowflake.conftest import rows
+from tests.snowflake.stand_in import rows
 from tests.snowflake.test_apply import _expected, _scenario
 
 pytestmark = pytest.mark.snowflake_live

@@ -27,8 +27,7 @@ from cdc.values import BINARY_TYPES, SPATIAL_TYPES
 from tests.capture.conftest import binlog_start, tail_once
 from tests.capture.workload import TABLE, create_all_types_table, expected_rows, prepare_session, run_workload
 from tests.rig import MariaDB
-from tests.snowflake.conftest import rows
-from tests.spark.conftest import spark  # noqa: F401  the session's one SparkSession
+from tests.snowflake.stand_in import rows
 from tests.spark.workload import lake_value
 
 NEW_COLUMN = "note x"  # added after round 1 (a name that needs quoting in Snowflake), dropped after round 2

@@ -1,4 +1,7 @@
-"""One SparkSession for all spark-merge tests (start-up costs seconds), with the job's own defaults."""
+"""One SparkSession for the whole suite (start-up costs seconds), with the job's own defaults.
+
+Registered for every test by tests/conftest.py (pytest_plugins): spark, verify and pipeline tests share it.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Fixtures for the Snowflake tests: one fakesnow server per session, a fresh database per test.
+"""The Snowflake stand-in for tests: one fakesnow server per session, a fresh database per test.
+
+Registered for the whole suite by tests/conftest.py (pytest_plugins).
 
 fakesnow runs Snowflake SQL on DuckDB behind the real connector's HTTP protocol, so the code
 under test (and `cdc` run as a subprocess) connects exactly as it would to Snowflake, through
