@@ -108,8 +108,9 @@ def test_sigterm_seals_and_checkpoints(mariadb: MariaDB, fresh_db: str, tmp_path
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
     proc = spawn_tail(mariadb, tmp_path, "--follow", "--databases", fresh_db, "--start-position", start,
                       "--flush-interval", "5")
+    _wait_started(proc, tmp_path)  # a SIGTERM while python still imports would end it before it can seal
     mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1), (2)")
-    time.sleep(3)  # started and read the inserts; --flush-interval 5 keeps them in the open segment
+    time.sleep(2)  # read the inserts; --flush-interval 5 keeps them in the open segment
     assert not (tmp_path / "changelog").exists() or not any((tmp_path / "changelog").glob("seg-*"))
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=20)
