@@ -169,12 +169,17 @@ def merge_onto(events: DataFrame, base: DataFrame | None, versions: list[TableSc
     won = rows.groupBy(*keys).agg(F.max_by(payload, F.struct("_src", "_cdc_position")).alias("w"),
                                   F.min("_src").alias("_oldest"))
     w = F.col("w")
+    scoped = _scoped(versions, final, info, w["_cdc_position"])
+    # Each image parsed once, in its own projection: in the one below, Spark would prune a from_json
+    # per column read from it and parse the same text once per column.
+    won = won.select(*keys, "w", "_oldest", *[F.from_json(w["_after"], raw_struct(v.column_names)).alias(f"_a{n}")
+                                              for n, (v, _) in enumerate(scoped)])
     from_lake, in_lake = w["_src"] == 0, F.col("_oldest") == 0
     truncated = info.truncate_position is not None
     cut = (from_lake | (w["_cdc_position"] < F.lit(info.truncate_position))) if truncated else F.lit(False)
     deleted = w["_del"] | cut
     upsert = ~deleted & ~from_lake
-    values = _decoded(versions, final, info)
+    values = _decoded(scoped, final)
     cut_meta = {"_cdc_op": F.lit("d"), "_cdc_position": F.lit(info.truncate_position),
                 "_cdc_commit_ts": F.lit(info.truncate_ts).cast(T.TimestampType())}
     meta = [F.when(cut, cut_meta[m]).otherwise(w[m]).alias(m) for m in META]
@@ -184,11 +189,10 @@ def merge_onto(events: DataFrame, base: DataFrame | None, versions: list[TableSc
                       (upsert & in_lake).alias("_isupdate"))
 
 
-def _decoded(versions: list[TableSchema], final: TableSchema, info: TableInput) -> dict[str, SparkColumn]:
-    """Non-key columns of the winner: the lake's typed values, or its `after` image parsed and typed."""
+def _decoded(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema) -> dict[str, SparkColumn]:
+    """Non-key columns of the winner: the lake's typed values, or its parsed `after` image (_a<n>) typed."""
     w = F.col("w")
-    scoped = _scoped(versions, final, info, w["_cdc_position"])
-    images = {v.position: F.from_json(w["_after"], raw_struct(v.column_names)) for v, _ in scoped}
+    images = {v.position: F.col(f"_a{n}") for n, (v, _) in enumerate(scoped)}
     out = {}
     for i, c in enumerate(final.columns):
         if c.name in final.primary_key:
@@ -201,4 +205,3 @@ def _decoded(versions: list[TableSchema], final: TableSchema, info: TableInput) 
 
         out[f"c{i}"] = F.when(w["_src"] == 0, w["_lake"][f"c{i}"]).otherwise(_by_version(scoped, value)).alias(f"c{i}")
     return out
-
