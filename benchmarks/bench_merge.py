@@ -60,7 +60,7 @@ def workload(state: StateDir, rows: int, changes: int) -> None:
     write(state, [(position_string(BINLOG, 4, i, snapshot=True), line("r", i, 4, i, rng, snapshot=True))
                   for i in range(1, rows + 1)])
     hot = rng.sample(range(1, rows + 1), int(rows * 0.3))
-    out, live_new, next_key, pos = [], [], rows + 1, 1000
+    out, next_key, pos = [], rows + 1, 1000
     for i in range(changes):
         pos += 100
         roll = rng.random()

@@ -14,6 +14,7 @@ lines (same position) collapse; only the survivors' `after` images are then pars
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 
@@ -84,7 +85,8 @@ def _scoped(versions: list[TableSchema], final: TableSchema, info: TableInput,
     return scoped
 
 
-def _by_version(scoped: list[tuple[TableSchema, SparkColumn | None]], value) -> SparkColumn:  # type: ignore[no-untyped-def]
+def _by_version(scoped: list[tuple[TableSchema, SparkColumn | None]],
+                value: Callable[[TableSchema], SparkColumn]) -> SparkColumn:
     """value(version) of the version whose range holds the line's position (no CASE for a single version)."""
     if len(scoped) == 1:
         return value(scoped[0][0])
