@@ -11,14 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from cdc.capture.snapshot import SnapshotRequest, run_snapshot
 from cdc.state import read_json
 from tests.capture import workload
 from tests.capture.test_snapshot_support import (  # noqa: F401
-    ARGV, app, changelog_lines, has_command, make_settings, mysql_args, state, subprocess_env,
+    ARGV, app, changelog_lines, make_settings, mysql_args, state, subprocess_env,
 )
 from tests.rig import MariaDB
 
@@ -89,18 +88,12 @@ def _workload(mariadb: MariaDB, db: str) -> Callable[[threading.Event], None]:
     return work
 
 
-def _require_tail() -> None:
-    if not has_command("tail"):
-        pytest.skip("`cdc tail` is not in this tree yet: the snapshot + tail = source part cannot run")
-
-
 def _tail_until_now(mariadb: MariaDB, state: Path) -> None:
     result = CliRunner().invoke(app, ["tail", "--until-now", *mysql_args(mariadb), "--state-dir", str(state)])
     assert result.exit_code == 0, result.output
 
 
 def test_snapshot_during_writes_then_tail_equals_source(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
-    _require_tail()
     with mariadb.connect() as conn:
         workload.create_all_types_table(conn, fresh_db)
         workload.run_workload(conn, fresh_db, seed=3, transactions=80)
@@ -151,7 +144,6 @@ def test_kill_9_mid_snapshot_then_rerun_equals_source(mariadb: MariaDB, fresh_db
 
 
 def test_kill_9_during_writes_rerun_then_tail_equals_source(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
-    _require_tail()
     with mariadb.connect() as conn:
         workload.create_all_types_table(conn, fresh_db)
         workload.run_workload(conn, fresh_db, seed=5, transactions=150)

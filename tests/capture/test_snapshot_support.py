@@ -1,51 +1,20 @@
-"""Helpers and fixtures shared by the snapshot tests (no tests here).
-
-Also runnable as `python -m tests.capture.test_snapshot_support snapshot ...`: the real root app,
-or, while a sibling command module is still being written, a stand-in root app with the same
-error-to-exit-code rule serving snapshot (and tail when it exists).
-"""
+"""Helpers and fixtures shared by the snapshot tests (no tests here)."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 
 from cdc.changelog import list_segments, read_segment
 from cdc.config import Settings, load_settings
+from commands.main import app  # noqa: F401  (re-exported for the snapshot tests' CliRunner)
 from tests.rig import MariaDB
 
-try:
-    from commands.main import app
-except ModuleNotFoundError as exc:  # a sibling command module is missing (work in progress)
-    if not str(exc.name or "").startswith("commands."):
-        raise
-    from typer.core import TyperGroup
-
-    from cdc.errors import CdcError
-    from commands import ui
-
-    class _Group(TyperGroup):
-        def invoke(self, ctx: Any) -> Any:
-            try:
-                return super().invoke(ctx)
-            except CdcError as error:
-                ui.error(str(error))
-                raise typer.Exit(int(error.exit_code)) from None
-
-    app = typer.Typer(cls=_Group, pretty_exceptions_show_locals=False)
-    for _name in ("snapshot", "tail"):
-        try:
-            app.command(_name)(getattr(importlib.import_module(f"commands.{_name}"), _name))
-        except ModuleNotFoundError:
-            pass
-
-ARGV = [sys.executable, "-m", "tests.capture.test_snapshot_support"]
+ARGV = [sys.executable, "-m", "cdc"]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -55,11 +24,6 @@ def subprocess_env(home: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env["HOME"] = str(home)
     return env
-
-
-def has_command(name: str) -> bool:
-    group = typer.main.get_command(app)
-    return name in getattr(group, "commands", {})
 
 
 def mysql_args(server: MariaDB) -> list[str]:
@@ -85,7 +49,3 @@ def changelog_lines(state: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     return tmp_path / "state"
-
-
-if __name__ == "__main__":
-    app()
