@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc.source.binlog import _ExactReads
+from cdc.source.exact_reads import ExactReads
 from cdc.source.rowformat import ZeroDate, _date, _datetime2, _time2
 
 
@@ -36,7 +36,7 @@ class _Packet:
 
 def _library_read(method: str, data: bytes, *args: Any) -> Any:
     reader = SimpleNamespace(packet=_Packet(data))
-    return getattr(_ExactReads, f"_RowsEvent__{method}")(reader, *args)
+    return getattr(ExactReads, f"_RowsEvent__{method}")(reader, *args)
 
 
 @given(st.binary(min_size=6, max_size=6), st.integers(0, 6))
