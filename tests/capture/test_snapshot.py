@@ -206,9 +206,11 @@ def test_json_summary_through_the_cli(mariadb: MariaDB, fresh_db: str, state: Pa
 
 
 def test_strict_refuses_a_short_runway(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
-    # 1 second of retention cannot cover any copy: measured rate and table size make it "short".
+    # 1 second of retention: "short" once the estimate passes half of it. The rate is measured on a probe of
+    # the table; 200,000 rows keep the estimate above 0.5 s even at 400,000 rows/s (the copy does ~40,000),
+    # where 50,000 rows sat on the threshold on an idle machine.
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
-    mariadb.execute("INSERT INTO t SELECT seq FROM seq_1_to_50000", database=fresh_db)
+    mariadb.execute("INSERT INTO t SELECT seq FROM seq_1_to_200000", database=fresh_db)
     mariadb.execute(f"ANALYZE TABLE `{fresh_db}`.t")
     old = mariadb.variable("binlog_expire_logs_seconds")
     try:
@@ -225,4 +227,4 @@ def test_strict_refuses_a_short_runway(mariadb: MariaDB, fresh_db: str, state: P
         mariadb.execute(f"SET GLOBAL binlog_expire_logs_seconds = {int(old)}")
     assert [w for w in warnings if w.startswith("binlog runway is short: ")] == warnings[:1]
     assert warnings[0].endswith("raise retention with `cdc set-retention`")
-    assert summary.to_dict()["rows"] == 50_000 and summary.to_dict()["runway"]["short"] is True
+    assert summary.to_dict()["rows"] == 200_000 and summary.to_dict()["runway"]["short"] is True
