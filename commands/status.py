@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from cdc.capture.snapshot_runway import human_duration
 from cdc.pipeline.status import DEFAULT_MIN_RUNWAY_HOURS, StageView, StatusReport, collect_status
 from commands import ui
 from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
@@ -38,7 +39,7 @@ def _render(report: StatusReport) -> None:
     ui.table(f"cdc status ({report.state_dir})", ["stage", "state", "at", "waiting", "detail"], rows, status_column=1)
     lag = report.lag
     behind = "" if lag.bytes is None else f", {lag.bytes:,} bytes in {lag.files} binlog file(s) behind"
-    seconds = "unknown" if lag.seconds is None else _duration(lag.seconds)
+    seconds = "unknown" if lag.seconds is None else human_duration(lag.seconds)
     ui.out.print(f"lag: {seconds} ({ui.escape(lag.seconds_source)}){behind}")
     if report.server is not None:
         ui.out.print(f"server: {ui.escape(report.server.describe)} at {ui.escape(report.server.file)}:{report.server.pos}")
@@ -67,13 +68,5 @@ def _runway_line(report: StatusReport) -> str:
         why = runway.unknown or f"binlogs never expire ({runway.retention_source})"
         return f"runway: {needed} - {ui.escape(why)}"
     style = "bold red" if report.runway_low else "green"
-    return (f"runway: [{style}]{_duration(runway.seconds)}[/] until {needed} is purged "
-            f"({ui.escape(runway.retention_source)}; alert below {_duration(report.min_runway_seconds)})")
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    return (f"runway: [{style}]{human_duration(runway.seconds)}[/] until {needed} is purged "
+            f"({ui.escape(runway.retention_source)}; alert below {human_duration(report.min_runway_seconds)})")

@@ -43,8 +43,8 @@ class Runway:
         return self.seconds > self.retention_seconds * RUNWAY_SHARE
 
     def message(self) -> str:
-        retention = "never expire" if self.retention_seconds is None else f"expire after {_human(self.retention_seconds)}"
-        estimate = "unknown" if self.seconds is None else _human(self.seconds)
+        retention = "never expire" if self.retention_seconds is None else f"expire after {human_duration(self.retention_seconds)}"
+        estimate = "unknown" if self.seconds is None else human_duration(self.seconds)
         return (f"snapshot of ~{self.rows} rows estimated at {estimate}; binlogs {retention} "
                 f"({self.retention_source})")
 
@@ -112,7 +112,8 @@ def estimate_runway(
     return Runway(rows, data_bytes, rate, seconds, retention, source)
 
 
-def _human(seconds: float) -> str:
+def human_duration(seconds: float) -> str:
+    """A duration as people read it in a status line: 45s, 12 min, 3.5 h."""
     if seconds < 120:
         return f"{seconds:.0f}s"
     if seconds < 7200:
