@@ -57,10 +57,15 @@ def encode_value(column: Column, value: Any) -> Any:
     encoder = _ENCODERS.get(column.data_type, _encode_fallback)
     try:
         return encoder(column, value)
-    except (ValueError, TypeError, UnicodeDecodeError, OverflowError) as exc:
-        raise DataError(
-            f"column {column.name!r} ({column.type}): cannot encode {type(value).__name__} value exactly: {exc}"
-        ) from exc
+    except _INEXACT as exc:
+        raise _cannot_encode(column, value, exc) from exc
+
+
+_INEXACT = (ValueError, TypeError, UnicodeDecodeError, OverflowError)
+
+
+def _cannot_encode(column: Column, value: Any, exc: Exception) -> DataError:
+    return DataError(f"column {column.name!r} ({column.type}): cannot encode {type(value).__name__} value exactly: {exc}")
 
 
 def encoder_for(column: Column) -> Callable[[Any], Any]:
@@ -74,10 +79,8 @@ def encoder_for(column: Column) -> Callable[[Any], Any]:
             return value
         try:
             return encoder(column, value)
-        except (ValueError, TypeError, UnicodeDecodeError, OverflowError) as exc:
-            raise DataError(
-                f"column {column.name!r} ({column.type}): cannot encode {type(value).__name__} value exactly: {exc}"
-            ) from exc
+        except _INEXACT as exc:
+            raise _cannot_encode(column, value, exc) from exc
 
     return encode
 
