@@ -20,6 +20,16 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would be done; change nothing.")]
 
+# Snowflake connection options (verify, snowflake-apply, snowflake-bootstrap); credentials come only
+# from connections.toml or the SNOWFLAKE_* environment, never from argv.
+_SF = "Snowflake"
+SfConnectionOpt = Annotated[Optional[str], typer.Option("--connection", help="Connection in connections.toml.",
+                                                        rich_help_panel=_SF)]
+SfDatabaseOpt = Annotated[Optional[str], typer.Option("--database", help="Snowflake database.", rich_help_panel=_SF)]
+SfSchemaOpt = Annotated[Optional[str], typer.Option("--schema", help="Snowflake schema (created by "
+                                                    "snowflake-bootstrap if missing).", rich_help_panel=_SF)]
+SfRoleOpt = Annotated[Optional[str], typer.Option("--role", help="Snowflake role.", rich_help_panel=_SF)]
+
 # MySQL connection options follow the mysql client's spelling; there is deliberately no
 # option that takes a password value: argv is visible to every user through ps.
 MYSQL_OPTIONS: dict[str, Any] = {

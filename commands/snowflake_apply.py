@@ -12,18 +12,19 @@ from cdc.snowflake import apply as sf_apply
 from cdc.snowflake.connect import connect
 from cdc.state import StateDir
 from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
+from commands.options import (
+    ConfigOpt, JsonOpt, SfConnectionOpt, SfDatabaseOpt, SfRoleOpt, SfSchemaOpt, StateDirOpt, settings_from,
+)
 
 _SF = "Snowflake"
 
 
 def snowflake_apply(
-    connection_name: Annotated[Optional[str], typer.Option("--connection", help="Connection in connections.toml.",
-                                                           rich_help_panel=_SF)] = None,
-    database: Annotated[Optional[str], typer.Option("--database", help="Snowflake database.", rich_help_panel=_SF)] = None,
-    schema: Annotated[Optional[str], typer.Option("--schema", help="Snowflake schema.", rich_help_panel=_SF)] = None,
+    connection_name: SfConnectionOpt = None,
+    database: SfDatabaseOpt = None,
+    schema: SfSchemaOpt = None,
     warehouse: Annotated[Optional[str], typer.Option("--warehouse", help="Warehouse.", rich_help_panel=_SF)] = None,
-    role: Annotated[Optional[str], typer.Option("--role", help="Snowflake role.", rich_help_panel=_SF)] = None,
+    role: SfRoleOpt = None,
     follow: Annotated[bool, typer.Option("--follow/--until-now", help="Keep applying new batches (poll) until "
                                          "SIGTERM/Ctrl-C, or apply what is sealed and exit.")] = False,
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between polls with --follow.")] = 2.0,

@@ -14,7 +14,10 @@ from cdc.snowflake.connect import connect
 from cdc.source.connect import connection
 from cdc.state import StateDir
 from commands import ui
-from commands.options import ConfigOpt, DryRunOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+from commands.options import (
+    ConfigOpt, DryRunOpt, JsonOpt, SfConnectionOpt, SfDatabaseOpt, SfRoleOpt, SfSchemaOpt, StateDirOpt, mysql_options,
+    settings_from,
+)
 
 _SF = "Snowflake"
 _S3 = "S3 path (ship --to s3)"
@@ -27,14 +30,12 @@ def snowflake_bootstrap(
     table: TableOpt = None,
     from_mysql: Annotated[bool, typer.Option("--from-mysql", help="Read information_schema instead of the schema "
                                              "history in the state directory.")] = False,
-    connection_name: Annotated[Optional[str], typer.Option("--connection", help="Connection in connections.toml.",
-                                                           rich_help_panel=_SF)] = None,
-    database: Annotated[Optional[str], typer.Option("--database", help="Snowflake database.", rich_help_panel=_SF)] = None,
-    schema: Annotated[Optional[str], typer.Option("--schema", help="Snowflake schema (created if missing).",
-                                                  rich_help_panel=_SF)] = None,
+    connection_name: SfConnectionOpt = None,
+    database: SfDatabaseOpt = None,
+    schema: SfSchemaOpt = None,
     warehouse: Annotated[Optional[str], typer.Option("--warehouse", help="Warehouse for tasks / dynamic tables.",
                                                      rich_help_panel=_SF)] = None,
-    role: Annotated[Optional[str], typer.Option("--role", help="Snowflake role.", rich_help_panel=_SF)] = None,
+    role: SfRoleOpt = None,
     soft_delete: Annotated[bool, typer.Option("--soft-delete", help="Flag deleted rows (_CDC_DELETED) instead of "
                                               "deleting them.")] = False,
     history: Annotated[bool, typer.Option("--history", help="Also keep an SCD type 2 <TABLE>_HISTORY table.")] = False,

@@ -11,9 +11,10 @@ from cdc.pipeline.verify import TableResult, VerifyReport, VerifyRequest
 from cdc.pipeline.verify import verify as run_verify
 from cdc.pipeline.wait import parse_duration
 from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+from commands.options import (
+    ConfigOpt, JsonOpt, SfConnectionOpt, SfDatabaseOpt, SfSchemaOpt, StateDirOpt, mysql_options, settings_from,
+)
 
-_SF = "Snowflake"
 _SEL = "Selection"
 _STYLE = {"OK": "green", "DIFF": "bold red", "BEHIND": "yellow", "MISSING": "bold red"}
 
@@ -33,10 +34,9 @@ def verify(
                                                 "this long (500ms, 5s, 10m, 2h).")] = None,
     sample: Annotated[int, typer.Option("--sample", help="Differing keys listed per table.")] = 20,
     page: Annotated[int, typer.Option("--page", help="Rows per primary-key range.")] = 10_000,
-    connection_name: Annotated[Optional[str], typer.Option("--connection", help="Connection in connections.toml.",
-                                                           rich_help_panel=_SF)] = None,
-    sf_database: Annotated[Optional[str], typer.Option("--database", help="Snowflake database.", rich_help_panel=_SF)] = None,
-    sf_schema: Annotated[Optional[str], typer.Option("--schema", help="Snowflake schema.", rich_help_panel=_SF)] = None,
+    connection_name: SfConnectionOpt = None,
+    sf_database: SfDatabaseOpt = None,
+    sf_schema: SfSchemaOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
