@@ -41,6 +41,10 @@ class MySQLSettings:
     databases: tuple[str, ...] = ()
     tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
+    # DB.TABLE.COLUMN globs never written / written as sha256 hex, by snapshot and tail alike
+    # (fixed per state directory: cdc.capture.filters.bind_column_rules).
+    exclude_columns: tuple[str, ...] = ()
+    hash_columns: tuple[str, ...] = ()
 
     def reader_server_id(self) -> int:
         """Our replica server_id: the configured one, else a stable value derived from host/port/user.
