@@ -69,6 +69,8 @@ class AWSSettings:
     stream: str | None = None
     bucket: str | None = None
     prefix: str = "cdc"
+    roll_size: int = 128  # MiB: ship --to s3 closes a batch (and cuts a table's object) at this payload
+    roll_interval: float = 60.0  # seconds the oldest segment of an open S3 batch may wait (--follow)
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,7 @@ def _build(merged: dict[str, Any], sources: dict[str, str]) -> Settings:
 
 _COERCERS: dict[str, Callable[[Any], Any]] = {
     "int": lambda v: int(v) if not isinstance(v, bool) else _raise(),
+    "float": lambda v: float(v) if not isinstance(v, bool) else _raise(),
     "str": str,
     "str | None": str,
     "tuple[str, ...]": lambda v: tuple(_split_list(v)),

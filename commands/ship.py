@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -27,7 +26,15 @@ EndpointOpt = Annotated[
 ]
 
 
-def aws_flags(**values: Optional[str]) -> dict[str, Optional[str]]:
+RollSizeOpt = Annotated[Optional[int], typer.Option(
+    "--roll-size", help="S3: close a batch of segments, and cut a table's object, at this many MiB "
+    "uncompressed (default 128; [aws] roll_size).")]
+RollIntervalOpt = Annotated[Optional[float], typer.Option(
+    "--roll-interval", help="S3 with --follow: ship a batch that is not full once its oldest segment "
+    "has waited this many seconds (default 60; [aws] roll_interval).")]
+
+
+def aws_flags(**values: object) -> dict[str, object]:
     """AWS options as dotted settings keys (flag > CDC_AWS_* > cdc.toml [aws])."""
     return {f"aws.{name}": value for name, value in values.items()}
 
@@ -50,13 +57,16 @@ def ship(
         "--oversize", help="s3://bucket/prefix for Kinesis records over the stream's limit (pointer record sent).")] = None,
     compression: Annotated[str, typer.Option("--compression", help="S3 objects: gzip | zstd | none.")] = "gzip",
     multipart_mib: Annotated[int, typer.Option("--multipart-threshold", help="S3 multipart above this many MiB.")] = 64,
+    roll_size: RollSizeOpt = None,
+    roll_interval: RollIntervalOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ship sealed change-log segments to Kinesis or S3, then advance the checkpoint."""
     settings = settings_from(config, state_dir, **aws_flags(
-        stream=stream, bucket=bucket, prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url))
+        stream=stream, bucket=bucket, prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url,
+        roll_size=roll_size, roll_interval=roll_interval))
     target = sinks.ShipTarget(to=to, partition_by=partition_by, explicit_hash_keys=tuple(explicit_hash_key or ()),
                               oversize_url=oversize, compression=compression,
                               multipart_threshold=multipart_mib * 1024 * 1024)
@@ -92,7 +102,8 @@ def _render(summary: sinks.ShipSummary, as_json: bool) -> None:
     if as_json:
         ui.print_json(summary.to_dict())
         return
-    ui.note(f"shipped {summary.segments} segment(s), {summary.records:,} records, {summary.bytes:,} bytes "
+    objects = f", {summary.objects:,} object(s) in {summary.batches:,} batch(es)" if summary.objects else ""
+    ui.note(f"shipped {summary.segments} segment(s){objects}, {summary.records:,} records, {summary.bytes:,} bytes "
             f"in {summary.requests:,} requests to {summary.destination} ({summary.records_per_second:,.0f} records/s); "
             f"checkpoint at {summary.last_segment or '(nothing shipped yet)'}")
     if summary.remaining:

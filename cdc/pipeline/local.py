@@ -20,6 +20,7 @@ from cdc.errors import PositionError
 from cdc.state import StateDir, read_json
 
 CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSIONS = {"ship-s3": 2}  # v2 adds a pending batch; last_segment means the same in both
 # Stage name (as the user types it) -> checkpoint file stem; in pipeline order.
 CHECKPOINTS: dict[str, str] = {
     "snapshot": "snapshot",
@@ -103,7 +104,7 @@ class LocalState:
 def read_local(state: StateDir) -> LocalState:
     checkpoints = {}
     for stage, stem in CHECKPOINTS.items():
-        document = state.read_checkpoint(stem, CHECKPOINT_VERSION)
+        document = state.read_checkpoint(stem, CHECKPOINT_VERSIONS.get(stem, CHECKPOINT_VERSION))
         if document is not None:
             checkpoints[stage] = _validated(stage, document, state.checkpoint_path(stem))
     return LocalState(state.root, checkpoints, list_segments(state.changelog), _sealed_batches(state.root / "batches"))

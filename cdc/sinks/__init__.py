@@ -11,12 +11,14 @@ from dataclasses import dataclass, replace
 from cdc.config import AWSSettings
 from cdc.errors import ConfigError, UsageError
 from cdc.sinks.aws import make_client
-from cdc.sinks.common import Delivery, Progress, ShipSummary, Sink, ship, stop_on_signals
+from cdc.sinks.common import BatchSink, Delivery, Progress, ShipSummary, Sink, ship, stop_on_signals
 from cdc.sinks.kinesis import KinesisOptions, KinesisSink, parse_explicit_hash_keys, read_stream
 from cdc.sinks.s3 import DEFAULT_MULTIPART_THRESHOLD, S3Options, S3Sink, split_s3_url
+from cdc.sinks.s3_batches import RollOptions
 
 __all__ = [
-    "Delivery", "KinesisOptions", "KinesisSink", "Progress", "S3Options", "S3Sink", "ShipSummary",
+    "BatchSink", "Delivery", "KinesisOptions", "KinesisSink", "Progress", "RollOptions", "S3Options", "S3Sink",
+    "ShipSummary",
     "ShipTarget", "Sink", "make_client", "open_sink", "read_stream", "ship", "stop_on_signals",
 ]
 
@@ -56,7 +58,8 @@ def open_sink(aws: AWSSettings, target: ShipTarget) -> Sink:
     if target.to == "s3":
         if not aws.bucket:
             raise ConfigError("ship --to s3 needs a bucket", hint="pass --bucket NAME (or s3://bucket/prefix)")
+        roll = RollOptions(size=aws.roll_size * 1024 * 1024, interval=aws.roll_interval)
         options_s3 = S3Options(bucket=aws.bucket, prefix=aws.prefix.strip("/"), compression=target.compression,
-                               multipart_threshold=target.multipart_threshold)
+                               multipart_threshold=target.multipart_threshold, roll=roll)
         return S3Sink(make_client("s3", aws), options_s3)
     raise UsageError(f"--to {target.to!r} is not kinesis, s3 or s3://bucket/prefix")

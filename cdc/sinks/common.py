@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from cdc.changelog import list_segments, read_raw_lines
 from cdc.errors import PositionError
+from cdc.sinks.s3_batches import Batch, migrate, pending_batch, plan_batch
 from cdc.state import StateDir
 
 CHECKPOINT_VERSION = 1
@@ -33,6 +34,7 @@ class Delivery:
     records: int
     bytes: int
     requests: int
+    objects: int = 0  # S3: data objects written (manifests not counted)
 
 
 @dataclass
@@ -42,6 +44,8 @@ class Progress:
     segment: str = ""
     segments_done: int = 0
     segments_total: int = 0
+    batches_done: int = 0  # Kinesis: one per segment; S3: one per batch of segments
+    objects: int = 0
     records: int = 0
     bytes: int = 0
     requests: int = 0
@@ -68,11 +72,32 @@ class Sink(Protocol):
         """Deliver every line of a sealed segment; return only when all are acknowledged."""
 
 
+@runtime_checkable
+class BatchSink(Protocol):
+    """A sink that ships batches of consecutive segments, pinned in its checkpoint before upload (S3)."""
+
+    stage: str
+    destination: str
+    checkpoint_version: int
+    options: Any  # .roll: RollOptions
+
+    def check(self) -> None:
+        """Fail fast (permanent CdcError) if the destination does not exist or is not writable."""
+
+    def new_batch(self, segments: list[Path]) -> Batch:
+        """The batch of these segments under the sink's current options."""
+
+    def deliver_batch(self, batch: Batch, report: Report) -> Delivery:
+        """Deliver every line of the batch; return only when all are acknowledged."""
+
+
 @dataclass(frozen=True)
 class ShipSummary:
     stage: str
     destination: str
     segments: int
+    batches: int
+    objects: int
     records: int
     bytes: int
     requests: int
@@ -89,9 +114,11 @@ class ShipSummary:
         return {**asdict(self), "records_per_second": round(self.records_per_second, 1)}
 
 
-def read_ship_checkpoint(state: StateDir, sink: Sink) -> dict[str, Any]:
+def read_ship_checkpoint(state: StateDir, sink: Sink | BatchSink) -> dict[str, Any]:
     """The sink's checkpoint, refusing one written for another destination (it would skip segments)."""
-    document = state.read_checkpoint(sink.stage, CHECKPOINT_VERSION) or {}
+    document = state.read_checkpoint(sink.stage, getattr(sink, "checkpoint_version", CHECKPOINT_VERSION)) or {}
+    if isinstance(sink, BatchSink):
+        document = migrate(document)
     known = document.get("destination")
     if known is not None and known != sink.destination:
         raise PositionError(
@@ -104,7 +131,7 @@ def read_ship_checkpoint(state: StateDir, sink: Sink) -> dict[str, Any]:
 
 def ship(
     state: StateDir,
-    sink: Sink,
+    sink: Sink | BatchSink,
     *,
     follow: bool = False,
     poll_interval: float = 1.0,
@@ -118,27 +145,100 @@ def ship(
     with state.lock(sink.stage):
         checkpoint = read_ship_checkpoint(state, sink)
         sink.check()
-        last: str | None = checkpoint.get("last_segment")
-        first: str | None = None
-        while not stop.is_set():
-            pending = list_segments(state.changelog, after=last)
-            if not pending:
-                if not follow:
-                    break
-                stop.wait(poll_interval)
-                continue
-            progress.segments_total += len(pending)
-            for segment in pending:
-                if stop.is_set():
-                    break
-                _ship_segment(state, sink, segment, checkpoint, progress, notify)
-                first, last = first or segment.name, segment.name
+        first_last = (_ship_batches if isinstance(sink, BatchSink) else _ship_segments)(
+            state, sink, checkpoint, follow, poll_interval, stop, progress, notify)  # type: ignore[arg-type]
+    first, last = first_last
     return ShipSummary(
         stage=sink.stage, destination=sink.destination, segments=progress.segments_done,
+        batches=progress.batches_done, objects=progress.objects,
         records=progress.records, bytes=progress.bytes, requests=progress.requests,
         seconds=progress.seconds, first_segment=first, last_segment=last,
         remaining=len(list_segments(state.changelog, after=last)),
     )
+
+
+def _ship_segments(
+    state: StateDir, sink: Sink, checkpoint: dict[str, Any], follow: bool, poll_interval: float,
+    stop: threading.Event, progress: Progress, notify: ProgressCallback,
+) -> tuple[str | None, str | None]:
+    """One segment at a time (Kinesis): deliver, then checkpoint."""
+    last: str | None = checkpoint.get("last_segment")
+    first: str | None = None
+    while not stop.is_set():
+        pending = list_segments(state.changelog, after=last)
+        if not pending:
+            if not follow:
+                break
+            stop.wait(poll_interval)
+            continue
+        progress.segments_total += len(pending)
+        for segment in pending:
+            if stop.is_set():
+                break
+            _ship_segment(state, sink, segment, checkpoint, progress, notify)
+            first, last = first or segment.name, segment.name
+    return first, last
+
+
+def _ship_batches(
+    state: StateDir, sink: BatchSink, checkpoint: dict[str, Any], follow: bool, poll_interval: float,
+    stop: threading.Event, progress: Progress, notify: ProgressCallback,
+) -> tuple[str | None, str | None]:
+    """Batches of segments (S3): a crashed run's pending batch first, exactly as planned; then new ones.
+
+    Until-now ships everything sealed; follow waits (polling) until the open batch is full or its
+    oldest segment has waited the roll interval. A stop between batches, or while a batch is still
+    open (not yet pinned in the checkpoint), leaves nothing pending.
+    """
+    first: str | None = None
+    batch = pending_batch(state.changelog, checkpoint, state.checkpoint_path(sink.stage))
+    while not stop.is_set():
+        sealed = list_segments(state.changelog, after=checkpoint.get("last_segment"))
+        progress.segments_total = progress.segments_done + len(sealed)
+        if batch is None:
+            segments, wait = plan_batch(sealed, sink.options.roll, final=not follow, now=time.time())
+            if not segments:
+                if not follow:
+                    break
+                stop.wait(min(poll_interval, wait) if wait > 0 else poll_interval)
+                continue
+            batch = sink.new_batch(segments)
+        _ship_batch(state, sink, batch, checkpoint, progress, notify)
+        first, batch = first or batch.first, None
+    return first, checkpoint.get("last_segment")
+
+
+def _ship_batch(
+    state: StateDir, sink: BatchSink, batch: Batch, checkpoint: dict[str, Any], progress: Progress,
+    notify: ProgressCallback,
+) -> None:
+    # Pin the batch before the first upload: a rerun after a crash re-ships this exact range with
+    # these options (the wall-clock rule that closed it could group differently next time).
+    checkpoint.update(version=sink.checkpoint_version, destination=sink.destination, pending=batch.pending())
+    state.write_checkpoint(sink.stage, checkpoint)
+    progress.segment = batch.last
+    delivery = sink.deliver_batch(batch, _reporter(progress, notify))
+    checkpoint.update(
+        last_segment=batch.last, pending=None,
+        segments=int(checkpoint.get("segments", 0)) + len(batch.segments),
+        batches=int(checkpoint.get("batches", 0)) + 1,
+        records=int(checkpoint.get("records", 0)) + delivery.records,
+    )
+    state.write_checkpoint(sink.stage, checkpoint)  # last: only after the manifest is written
+    progress.segments_done += len(batch.segments)
+    progress.batches_done += 1
+    progress.objects += delivery.objects
+    notify(progress)
+
+
+def _reporter(progress: Progress, notify: ProgressCallback) -> Report:
+    def report(records: int, size: int, requests: int) -> None:
+        progress.records += records
+        progress.bytes += size
+        progress.requests += requests
+        notify(progress)
+
+    return report
 
 
 def _ship_segment(
@@ -146,14 +246,7 @@ def _ship_segment(
     notify: ProgressCallback,
 ) -> None:
     progress.segment = segment.name
-
-    def report(records: int, size: int, requests: int) -> None:
-        progress.records += records
-        progress.bytes += size
-        progress.requests += requests
-        notify(progress)
-
-    delivery = sink.deliver(segment, list(read_raw_lines(segment)), report)
+    delivery = sink.deliver(segment, list(read_raw_lines(segment)), _reporter(progress, notify))
     checkpoint.update(
         version=CHECKPOINT_VERSION,
         destination=sink.destination,
@@ -163,6 +256,7 @@ def _ship_segment(
     )
     state.write_checkpoint(sink.stage, checkpoint)  # last: only after every record is acknowledged
     progress.segments_done += 1
+    progress.batches_done += 1
     notify(progress)
 
 

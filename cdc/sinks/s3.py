@@ -1,37 +1,40 @@
-"""S3 sink: one deterministic object per table per segment, then a manifest per segment.
+"""S3 sink: batches of sealed segments -> deterministic objects per table (cut into parts), then a manifest.
 
-Layout (like Firehose dynamic partitioning, but every name derives from the segment id, so
-a re-ship writes the same keys with the same bytes and Snowpipe never loads a file twice):
+Layout (like Firehose dynamic partitioning, but every name derives from the batch's segment range,
+so a re-ship writes the same keys with the same bytes and Snowpipe never loads a file twice):
 
-    <prefix>/table=<db>.<table>/dt=YYYY-MM-DD/<segment-id>.jsonl.gz
-    <prefix>/_manifests/<segment-id>.json        written after the segment's data objects
+    <prefix>/table=<db>.<table>/dt=YYYY-MM-DD/<batch-id>[-pNNNN].jsonl.gz
+    <prefix>/_manifests/<batch-id>.json        written after the batch's data objects
 
+<batch-id> is the segment id for a one-segment batch (the v1 layout), `<first>_<last>` otherwise;
+-pNNNN numbers the parts of a table cut at --roll-size, only when there is more than one.
 Objects are created with If-None-Match: * (S3 conditional writes); a 412 means a previous run
 already wrote the key, which is accepted only after checking the content is identical.
+How batches close and survive a crash: s3_batches.py; how parts are built: s3_parts.py.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import re
-from dataclasses import dataclass
+import io
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
-from cdc.errors import CdcError, DataError, UsageError
+from cdc.errors import CdcError, UsageError
 from cdc.sinks.aws import error_code, http_status, map_error
 from cdc.sinks.common import Delivery, Report
+from cdc.sinks.s3_batches import CHECKPOINT_VERSION, COMPRESSIONS, Batch, RollOptions
+from cdc.sinks.s3_parts import cut_parts, first_date, index_tables, spool_part
 
-COMPRESSIONS = {"gzip": ".jsonl.gz", "zstd": ".jsonl.zst", "none": ".jsonl"}
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # v2: one manifest per batch (`batch`, `segments`, `segment_names`, parts)
+MANIFESTS = "_manifests"
 SHA_METADATA = "cdc-sha256"  # sha256 of the uncompressed content, kept as object metadata
 DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024
 DEFAULT_PART_SIZE = 16 * 1024 * 1024
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class S3Options:
     compression: str = "gzip"
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
     part_size: int = DEFAULT_PART_SIZE
+    roll: RollOptions = field(default_factory=RollOptions)
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -68,21 +72,11 @@ def object_key(prefix: str, db: str, table: str, ts: str, segment_id: str, compr
             f"{segment_id}{COMPRESSIONS[compression]}")
 
 
-def compress(payload: bytes, compression: str) -> bytes:
-    """Deterministic compression: gzip with mtime=0 and no file name, zstd at a fixed level."""
-    if compression == "gzip":
-        return gzip.compress(payload, compresslevel=6, mtime=0)
-    if compression == "zstd":
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3, write_content_size=True).compress(payload)
-    return payload
-
-
 class S3Sink:
-    """Ship change lines to partitioned objects under s3://bucket/prefix."""
+    """Ship batches of change-log segments to partitioned objects under s3://bucket/prefix."""
 
     stage = "ship-s3"
+    checkpoint_version = CHECKPOINT_VERSION
 
     def __init__(self, client: Any, options: S3Options) -> None:
         self.client = client
@@ -96,73 +90,82 @@ class S3Sink:
         s3:ListBucket with an s3:prefix condition (examples/iam-s3-policy.json), which HeadBucket,
         carrying no prefix, never satisfies.
         """
-        head = f"{self.options.prefix}/" if self.options.prefix else ""
         try:
-            self.client.list_objects_v2(Bucket=self.options.bucket, Prefix=head, MaxKeys=1)
+            self.client.list_objects_v2(Bucket=self.options.bucket, Prefix=self._head, MaxKeys=1)
         except Exception as exc:
             raise map_error(exc, f"S3 bucket {self.options.bucket!r}", missing_hint=(
                 f"create the bucket (aws s3 mb s3://{self.options.bucket}) or check --bucket, --region "
                 "and --endpoint-url")) from None
 
-    def deliver(self, segment: Path, lines: list[bytes], report: Report) -> Delivery:
-        segment_id = segment.name.removesuffix(".jsonl")
-        objects, requests, size = [], 0, 0
-        for (db, table), group in _group_by_table(segment, lines).items():
-            payload = b"\n".join(line for line, _ in group) + b"\n"
-            first_ts = str(group[0][1].get("ts") or "")
-            if not _DATE.match(first_ts):
-                raise DataError(f"{segment}: first change of {db}.{table} has no commit ts ({first_ts!r})")
-            key = object_key(self.options.prefix, db, table, first_ts, segment_id, self.options.compression)
-            digest = hashlib.sha256(payload).hexdigest()
-            made = self._put(key, compress(payload, self.options.compression), digest, f"{db}.{table}")
-            report(len(group), len(payload), made)
-            requests += made
-            size += len(payload)
-            objects.append({
-                "key": key, "table": f"{db}.{table}", "records": len(group), "sha256": digest,
-                "uncompressed_bytes": len(payload),
-                "first_position": group[0][1].get("position"), "last_position": group[-1][1].get("position"),
-            })
-        manifest = {
-            "version": MANIFEST_VERSION, "segment": segment.name, "compression": self.options.compression,
-            "records": len(lines), "objects": objects,
-            "first_position": min((o["first_position"] for o in objects), default=None),
-            "last_position": max((o["last_position"] for o in objects), default=None),
-        }
-        body = orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
-        head = f"{self.options.prefix}/" if self.options.prefix else ""
-        made = self._put(f"{head}_manifests/{segment_id}.json", body, hashlib.sha256(body).hexdigest(),
-                         f"manifest of {segment.name}")
+    def new_batch(self, segments: list[Path]) -> Batch:
+        return Batch(tuple(segments), self.options.roll.size, self.options.compression)
+
+    def deliver_batch(self, batch: Batch, report: Report) -> Delivery:
+        """Upload every table's parts of the batch, then its manifest (readers wait for the manifest)."""
+        objects, requests = [], 0
+        for lines in index_tables(batch.segments):
+            ranges = cut_parts(lines.length, batch.roll_size)
+            for number, (start, end) in enumerate(ranges, start=1):
+                name = batch.id + (f"-p{number:04d}" if len(ranges) > 1 else "")
+                with spool_part(batch.segments, lines, start, end, batch.compression) as part:
+                    key = object_key(self.options.prefix, lines.db, lines.table, first_date(part, lines.name, batch.id),
+                                     name, batch.compression)
+                    made = put_once(self.client, self.options.bucket, key, part.body, size=part.size,
+                                    content_sha256=part.sha256, what=lines.name,
+                                    multipart_threshold=self.options.multipart_threshold,
+                                    part_size=self.options.part_size)
+                report(part.records, part.uncompressed_bytes, made)
+                requests += made
+                objects.append({
+                    "key": key, "table": lines.name, "records": part.records, "sha256": part.sha256,
+                    "bytes": part.size, "uncompressed_bytes": part.uncompressed_bytes,
+                    "first_position": part.first.get("position"), "last_position": part.last.get("position"),
+                })
+        body = manifest_bytes(batch, objects)
+        made = put_once(self.client, self.options.bucket, f"{self._head}{MANIFESTS}/{batch.id}.json", body,
+                        content_sha256=hashlib.sha256(body).hexdigest(), what=f"manifest of batch {batch.id}")
         report(0, 0, made)
-        requests += made
-        return Delivery(records=len(lines), bytes=size, requests=requests)
+        return Delivery(records=sum(o["records"] for o in objects),
+                        bytes=sum(o["uncompressed_bytes"] for o in objects), requests=requests + made,
+                        objects=len(objects))
 
-    def _put(self, key: str, body: bytes, digest: str, what: str) -> int:
-        return put_once(self.client, self.options.bucket, key, body, content_sha256=digest, what=what,
-                        multipart_threshold=self.options.multipart_threshold, part_size=self.options.part_size)
+    @property
+    def _head(self) -> str:
+        return f"{self.options.prefix}/" if self.options.prefix else ""
 
 
-def _group_by_table(segment: Path, lines: list[bytes]) -> dict[tuple[str, str], list[tuple[bytes, dict[str, Any]]]]:
-    groups: dict[tuple[str, str], list[tuple[bytes, dict[str, Any]]]] = {}
-    for number, line in enumerate(lines, start=1):
-        change = orjson.loads(line)
-        if not isinstance(change.get("db"), str) or not isinstance(change.get("table"), str):
-            raise DataError(f"{segment}:{number}: change has no db/table",
-                            hint="the segment does not follow docs/formats.md; rerun tail for it")
-        groups.setdefault((change["db"], change["table"]), []).append((line, change))
-    return groups
+def manifest_bytes(batch: Batch, objects: list[dict[str, Any]]) -> bytes:
+    """The batch's manifest: deterministic bytes (sorted keys, no clock) so a re-ship rewrites it identically."""
+    manifest = {
+        "version": MANIFEST_VERSION, "batch": batch.id, "compression": batch.compression,
+        "roll_size": batch.roll_size, "segments": [batch.first, batch.last],
+        "segment_names": [s.name for s in batch.segments],
+        "records": sum(o["records"] for o in objects), "objects": objects,
+        "first_position": min((o["first_position"] for o in objects), default=None),
+        "last_position": max((o["last_position"] for o in objects), default=None),
+    }
+    return orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
 
 
 def put_once(
-    client: Any, bucket: str, key: str, body: bytes, *, content_sha256: str, what: str,
-    multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD, part_size: int = DEFAULT_PART_SIZE,
+    client: Any, bucket: str, key: str, body: bytes | IO[bytes], *, content_sha256: str, what: str,
+    size: int | None = None, multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+    part_size: int = DEFAULT_PART_SIZE,
 ) -> int:
-    """Create s3://bucket/key unless it exists with the same content; return the requests made."""
+    """Create s3://bucket/key unless it exists with the same content; return the requests made.
+
+    `body` is bytes or a file positioned at its start holding `size` bytes (a spooled part): a file
+    at or above the multipart threshold is uploaded part by part, never read whole into memory.
+    """
+    source = io.BytesIO(body) if isinstance(body, bytes) else body
+    length = len(body) if isinstance(body, bytes) else size
+    if length is None:
+        raise ValueError("put_once needs the size of a file body")
     where = f"s3://{bucket}/{key} ({what})"
     try:
-        if len(body) >= multipart_threshold:
-            return _multipart(client, bucket, key, body, content_sha256, part_size)
-        client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*",
+        if length >= multipart_threshold:
+            return _multipart(client, bucket, key, source, content_sha256, part_size)
+        client.put_object(Bucket=bucket, Key=key, Body=source.read(), IfNoneMatch="*",
                           Metadata={SHA_METADATA: content_sha256}, ContentType="application/x-ndjson")
         return 1
     except Exception as exc:
@@ -173,16 +176,16 @@ def put_once(
             f"create the bucket (aws s3 mb s3://{bucket}) or check --bucket and --region")) from None
 
 
-def _multipart(client: Any, bucket: str, key: str, body: bytes, digest: str, part_size: int) -> int:
+def _multipart(client: Any, bucket: str, key: str, source: IO[bytes], digest: str, part_size: int) -> int:
     """Multipart upload whose completion is conditional (the managed transfer cannot pass If-None-Match)."""
     upload = client.create_multipart_upload(Bucket=bucket, Key=key, Metadata={SHA_METADATA: digest},
                                             ContentType="application/x-ndjson")["UploadId"]
     try:
         parts = []
-        for number, offset in enumerate(range(0, len(body), part_size), start=1):
-            answer = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number,
-                                        Body=body[offset:offset + part_size])
-            parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+        while chunk := source.read(part_size):
+            answer = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=len(parts) + 1,
+                                        Body=chunk)
+            parts.append({"PartNumber": len(parts) + 1, "ETag": answer["ETag"]})
         client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, IfNoneMatch="*",
                                          MultipartUpload={"Parts": parts})
         return len(parts) + 2

@@ -1,8 +1,8 @@
 """Where spark-merge reads change lines: the local change log, shipped objects, or S3.
 
     changelog (default)      <state>/changelog/seg-*.jsonl (sealed segments)
-    /local/dir               a copy of `cdc ship --to s3` output: table=<db>.<table>/dt=.../<segment>.jsonl.gz
-                             plus _manifests/<segment>.json (a segment counts once its manifest exists)
+    /local/dir               a copy of `cdc ship --to s3` output: table=<db>.<table>/dt=.../<batch>.jsonl.gz
+                             plus _manifests/<batch>.json (a batch counts once its manifest exists)
     s3://bucket/prefix       new objects are downloaded with boto3 into <state>/merge-cache/ first
                              (one machine: no hadoop-aws jars needed), then read as a local directory
     s3a://bucket/prefix      manifests listed with boto3, objects read by Spark directly (cluster with hadoop-aws)
@@ -26,7 +26,8 @@ MANIFESTS = "_manifests"
 
 @dataclass(frozen=True)
 class Segment:
-    """One sealed segment of input: its change-log name (`seg-....jsonl`) and the files holding its lines."""
+    """One unit of input: a sealed segment, or a shipped batch of segments named by its LAST segment
+    (`seg-....jsonl`, what spark-merge's checkpoint records as `last_segment`), and the files holding its lines."""
 
     name: str
     files: tuple[str, ...]
@@ -46,7 +47,14 @@ def list_input(state: StateDir, source: str | None, after: str | None, aws: AWSS
 
 
 def _segment_name(manifest_name: str) -> str:
-    return manifest_name.removesuffix(".json") + ".jsonl"
+    """`_manifests/<batch-id>.json` -> the batch's last segment: `seg-A.json` -> `seg-A.jsonl` (one segment,
+    also every v1 manifest), `seg-A_seg-B.json` -> `seg-B.jsonl` (a batch counts as its last segment)."""
+    return manifest_name.removesuffix(".json").rpartition("_")[2] + ".jsonl"
+
+
+def _in_order(names: list[str]) -> list[str]:
+    """Manifest names sorted by the segment each counts as (then by first segment): merge order."""
+    return sorted(names, key=lambda name: (_segment_name(name.rsplit("/", 1)[-1]), name))
 
 
 def _relative(key: str) -> str:
@@ -56,7 +64,8 @@ def _relative(key: str) -> str:
 
 def _list_shipped(directory: Path, after: str | None) -> list[Segment]:
     found = []
-    for manifest in sorted((directory / MANIFESTS).glob("seg-*.json")):
+    for path in _in_order([str(p) for p in (directory / MANIFESTS).glob("seg-*.json")]):
+        manifest = Path(path)
         name = _segment_name(manifest.name)
         if after is not None and name <= after:
             continue
@@ -91,7 +100,7 @@ def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> 
     cache = state.root / "merge-cache" / bucket / prefix
     segments = []
     try:
-        for key in _keys(client, bucket, f"{head}{MANIFESTS}/"):
+        for key in _in_order(_keys(client, bucket, f"{head}{MANIFESTS}/")):
             name = _segment_name(key.rsplit("/", 1)[-1])
             if not name.startswith("seg-") or (after is not None and name <= after):
                 continue

@@ -17,7 +17,9 @@ from cdc.sinks.s3 import S3Options, S3Sink, encode_component, object_key, put_on
 from cdc.state import StateDir
 from tests.sinks.changes import lines_of, make_changes, read_s3_lines, write_changelog
 
-KEY = re.compile(r"^lake/table=[A-Za-z0-9_%-]+\.[A-Za-z0-9_%-]+/dt=\d{4}-\d{2}-\d{2}/seg-[0-9b-]+\.jsonl(\.gz|\.zst)?$")
+SEG = r"seg-[0-9]{10}-[0-9]{12}-[bs][0-9]{12}"
+KEY = re.compile(rf"^lake/table=[A-Za-z0-9_%-]+\.[A-Za-z0-9_%-]+/dt=\d{{4}}-\d{{2}}-\d{{2}}/{SEG}(_{SEG})?(-p\d{{4}})?"
+                 r"\.jsonl(\.gz|\.zst)?$")
 
 
 def s3_sink(aws: AWSSettings, url: str, **target: Any) -> sinks.S3Sink:
@@ -29,24 +31,30 @@ def s3_sink(aws: AWSSettings, url: str, **target: Any) -> sinks.S3Sink:
 @pytest.mark.parametrize("compression", ["gzip", "zstd", "none"])
 def test_ship_to_s3_delivers_every_line_in_deterministic_objects(aws, s3, bucket, state_dir: Path,
                                                                  compression: str) -> None:
+    """Many small segments, --until-now, default roll: one batch, one object per table, one manifest."""
     changes = make_changes(5000 if compression == "gzip" else 800, big_every=997)
-    segments = write_changelog(state_dir / "changelog", changes)
+    segments = write_changelog(state_dir / "changelog", changes, per_segment=100)
     summary = sinks.ship(StateDir(state_dir), s3_sink(aws, f"s3://{bucket}/lake", compression=compression))
 
     lines, objects = read_s3_lines(s3, bucket, "lake/")
     assert lines == lines_of(changes)
     data_keys = [k for k in objects if "/_manifests/" not in k]
     assert all(KEY.match(k) for k in data_keys), [k for k in data_keys if not KEY.match(k)]
+    batch = f"{segments[0].name[:-6]}_{segments[-1].name[:-6]}"
     manifests = sorted(k for k in objects if "/_manifests/" in k)
-    assert manifests == sorted(f"lake/_manifests/{s.name[:-6]}.json" for s in segments)
-    assert summary.records == 5000 if compression == "gzip" else 800
-    first = json.loads(objects[manifests[0]])
-    assert first["segment"] == segments[0].name and first["compression"] == compression
-    assert sum(o["records"] for o in first["objects"]) == first["records"]
-    for entry in first["objects"]:
-        assert entry["key"] in objects
-        assert entry["first_position"] <= entry["last_position"]
-    assert sum(json.loads(objects[m])["records"] for m in manifests) == len(changes)
+    assert len(segments) > 5 and manifests == [f"lake/_manifests/{batch}.json"]
+    assert (summary.records, summary.segments, summary.batches) == (len(changes), len(segments), 1)
+    manifest = json.loads(objects[manifests[0]])
+    assert manifest["segments"] == [segments[0].name, segments[-1].name]
+    assert manifest["segment_names"] == [s.name for s in segments]
+    assert manifest["batch"] == batch and manifest["compression"] == compression
+    tables = [o["table"] for o in manifest["objects"]]
+    assert sorted(tables) == sorted({f"{c['db']}.{c['table']}" for c in changes})  # one object per table
+    assert sorted(o["key"] for o in manifest["objects"]) == sorted(data_keys) and summary.objects == len(tables)
+    assert all(k.rsplit("/", 1)[1].startswith(batch + ".") for k in data_keys)
+    assert sum(o["records"] for o in manifest["objects"]) == manifest["records"] == len(changes)
+    for entry in manifest["objects"]:
+        assert entry["first_position"] <= entry["last_position"] and entry["bytes"] == len(objects[entry["key"]])
 
     # A re-ship (checkpoint lost) writes the same keys with the same bytes: 412s, accepted as identical.
     (state_dir / "ship-s3.json").unlink()
