@@ -214,6 +214,8 @@ def _ship_batch(
 ) -> None:
     # Pin the batch before the first upload: a rerun after a crash re-ships this exact range with
     # these options (the wall-clock rule that closed it could group differently next time).
+    for name, empty in (("last_segment", None), ("segments", 0), ("batches", 0), ("records", 0)):
+        checkpoint.setdefault(name, empty)  # a first run's checkpoint has every field from the start
     checkpoint.update(version=sink.checkpoint_version, destination=sink.destination, pending=batch.pending())
     state.write_checkpoint(sink.stage, checkpoint)
     progress.segment = batch.last

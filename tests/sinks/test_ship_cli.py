@@ -97,17 +97,20 @@ def _ship_argv(stream: str, state_dir: Path, *extra: str) -> list[str]:
 @pytest.mark.parametrize("kind", ["kinesis", "s3"])
 def test_kill_9_at_random_moments_then_rerun_loses_nothing(aws_env, stream, kinesis, s3, bucket, state_dir: Path,
                                                            kind: str) -> None:
-    changes = make_changes(4000)
+    # s3: 1 MiB batches, so ~4 MiB make batches of several objects to be killed between and inside
+    changes = make_changes(4000, big_every=40 if kind == "s3" else 0, big_size=20_000)
     write_changelog(state_dir / "changelog", changes, per_segment=100)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = _ship_argv(stream, state_dir) if kind == "kinesis" else [
-        *ARGV, "ship", "--to", f"s3://{bucket}/killed", "--state-dir", str(state_dir)]
+        *ARGV, "ship", "--to", f"s3://{bucket}/killed", "--state-dir", str(state_dir), "--roll-size", "1"]
     rng = random.Random(3)
-    # Kill when the checkpoint passes random record counts, plus a random few ms: that lands
-    # inside requests and between data and checkpoint, not just before or after a run.
-    for target in sorted(rng.sample(range(0, 3800, 100), 4)):
+    # Kill when the checkpoint passes random record counts (s3: the bucket passes random object
+    # counts), plus a random few ms: that lands inside requests and between data and checkpoint,
+    # not just before or after a run.
+    progress = (lambda: _shipped(state_dir, kind)) if kind == "kinesis" else (lambda: _object_count(s3, bucket))
+    for target in sorted(rng.sample(range(0, 3800, 100) if kind == "kinesis" else range(0, 16), 4)):
         process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for(lambda: _shipped(state_dir, kind) > target or process.poll() is not None)
+        _wait_for(lambda: progress() > target or process.poll() is not None)
         time.sleep(rng.uniform(0, 0.02))
         process.send_signal(signal.SIGKILL)
         assert process.wait() == -signal.SIGKILL, "finished before the kill: the test did not test anything"
@@ -144,6 +147,90 @@ def test_follow_ships_new_segments_and_stops_cleanly_on_sigterm(aws_env, stream,
     assert process.returncode == 0, err.decode()
     assert json.loads(out)["records"] == 600
     assert Counter(sinks.read_stream(kinesis, stream)) == lines_of(first + later)
+
+
+def test_kill_9_mid_batch_then_rerun_with_other_options_finishes_the_planned_batch(
+        aws_env, s3, bucket, state_dir: Path) -> None:
+    """The pending batch is re-shipped with its own range, part size and compression: same keys, same bytes."""
+    changes = make_changes(3000, big_every=10, big_size=20_000)
+    write_changelog(state_dir / "changelog", changes, per_segment=100)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [*ARGV, "ship", "--to", f"s3://{bucket}/pinned", "--state-dir", str(state_dir)]
+    process = subprocess.Popen([*argv, "--roll-size", "1"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    # Kill once a batch is planned and some of its objects are up, before its manifest.
+    _wait_for(lambda: _mid_batch(state_dir, s3, bucket) or process.poll() is not None)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL, "finished before the kill: the test did not test anything"
+    pending = json.loads((state_dir / "ship-s3.json").read_text())["pending"]
+    assert pending is not None and pending["roll_size"] == 2**20
+    before = read_s3_lines(s3, bucket, "pinned/")[1]
+
+    final = subprocess.run([*argv, "--roll-size", "3", "--compression", "zstd", "--json"], cwd=REPO, env=env,
+                           capture_output=True)
+    assert final.returncode == 0, final.stderr.decode()  # no "already exists with different content"
+    lines, objects = read_s3_lines(s3, bucket, "pinned/")
+    assert {key: objects[key] for key in before} == before  # what the killed run wrote is untouched
+    assert lines == lines_of(changes)  # nothing missing, nothing twice across keys
+    manifests = [json.loads(body) for key, body in objects.items() if "/_manifests/" in key]
+    listed = {o["key"] for m in manifests for o in m["objects"]}
+    assert listed == {key for key in objects if "/_manifests/" not in key}  # no orphan beside the manifests
+    batch_id = pending["first"][:-6] if pending["first"] == pending["last"] else \
+        f"{pending['first'][:-6]}_{pending['last'][:-6]}"
+    finished = [m for m in manifests if m["batch"] == batch_id]
+    assert len(finished) == 1 and finished[0]["compression"] == "gzip" and finished[0]["roll_size"] == 2**20
+    later = [m for m in manifests if m["segments"][0] > pending["last"]]
+    assert later and all(m["compression"] == "zstd" for m in later)  # the new options apply after it
+
+
+def test_follow_ships_an_open_batch_once_the_roll_interval_has_passed(aws_env, s3, bucket, state_dir: Path) -> None:
+    first, later = make_changes(300, seed=1), make_changes(600, seed=1)[300:]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([*ARGV, "ship", "--to", f"s3://{bucket}/f", "--state-dir", str(state_dir), "--follow",
+                                "--roll-interval", "1.5", "--poll-interval", "0.1", "--json"],
+                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for lines, total in ((first, 300), (later, 600)):
+            written = time.time()
+            write_changelog(state_dir / "changelog", lines, per_segment=100)
+            _wait_for(lambda: _shipped(state_dir, "s3") == total)
+            assert time.time() - written >= 1.4  # the open batch waited for its interval, not for more data
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err.decode()
+    summary = json.loads(out)
+    assert (summary["records"], summary["batches"], summary["segments"]) == (600, 2, 6)
+    lines, objects = read_s3_lines(s3, bucket, "f/")
+    assert lines == lines_of(first + later) and len([k for k in objects if "/_manifests/" in k]) == 2
+
+
+def test_a_pending_batch_outside_the_change_log_exits_5(aws_env, bucket, state_dir: Path) -> None:
+    write_changelog(state_dir / "changelog", make_changes(50))
+    before = json.dumps({"version": 2, "destination": f"s3://{bucket}/p", "last_segment": None,
+                         "pending": {"first": "seg-x.jsonl", "last": "seg-y.jsonl", "roll_size": 2**20,
+                                     "compression": "gzip"}})
+    (state_dir / "ship-s3.json").write_text(before)
+    result = run("ship", "--to", f"s3://{bucket}/p", "--state-dir", str(state_dir))
+    assert result.exit_code == 5 and "pending batch" in result.stderr and "does not match" in result.stderr
+    assert (state_dir / "ship-s3.json").read_text() == before
+
+
+def _mid_batch(state_dir: Path, s3: Any, bucket: str) -> bool:
+    """A batch is pinned in the checkpoint and has data objects up, but no manifest yet."""
+    try:
+        pending = json.loads((state_dir / "ship-s3.json").read_text()).get("pending")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+    if not pending:
+        return False
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    first = pending["first"][:-6]
+    return any(first in k for k in keys) and not any("/_manifests/" in k and first in k for k in keys)
+
+
+def _object_count(s3: Any, bucket: str) -> int:
+    return int(s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0))
 
 
 def _shipped(state_dir: Path, kind: str = "kinesis") -> int:
