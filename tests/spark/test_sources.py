@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,16 @@ def test_merge_from_s3_and_from_a_local_copy_equals_the_change_log(aws_env: dict
     half = len(w.lines) // 2
     from_s3 = _merger(tmp_path / "from-s3", shipper)
 
-    # Two increments: the second merge reads only the segments whose manifests are new.
+    # Two increments, each shipped as one batch of several segments: the second merge reads only the
+    # batch whose manifest is new, and the merge checkpoint records a batch as its last segment.
     for lines in (w.lines[:half], w.lines[half:]):
         w.write_segments(lines, per_segment=60)
         _ship(shipper, aws, "s3://merge-src/shipped")
         summary = merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark)
         assert summary.batch_id is not None
+        sealed = sorted(p.name for p in shipper.changelog.iterdir())
+        assert summary.segments[1] == sealed[-1] and "_" in _manifest_keys(s3, "merge-src", "shipped/")[-1]
+    assert len(_manifest_keys(s3, "merge-src", "shipped/")) == 2
     assert _lake(from_s3) == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
     assert merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark).batch_id is None
 
@@ -63,6 +68,56 @@ def test_merge_from_s3_and_from_a_local_copy_equals_the_change_log(aws_env: dict
     from_dir = _merger(tmp_path / "from-dir", shipper)
     merge(from_dir, source=str(local), spark=spark)
     assert _lake(from_dir) == _lake(from_s3)
+
+
+def test_merge_reads_a_v1_layout_then_batches_after_an_upgrade(aws_env: dict[str, str], moto_server: MotoServer,
+                                                               tmp_path: Path, spark: Any) -> None:
+    """A prefix shipped by cdc before batches (one manifest per segment, version 1), then by this one."""
+    aws = AWSSettings(region=moto_server.region, endpoint_url=moto_server.endpoint_url)
+    s3 = moto_server.client("s3")
+    s3.create_bucket(Bucket="upgrade-src")
+    shipper = StateDir(tmp_path / "shipper")
+    w = build(shipper.root, seed=23)
+    half = len(w.lines) // 2
+    from_s3 = _merger(tmp_path / "from-s3", shipper)
+
+    w.write_segments(w.lines[:half], per_segment=60)
+    old = _ship_v1(shipper, aws, "upgrade-src", "up")
+    assert merge(from_s3, source="s3://upgrade-src/up", aws=aws, spark=spark).segments[1] == old[-1].name
+    w.write_segments(w.lines[half:], per_segment=60)
+    _ship(shipper, aws, "s3://upgrade-src/up")  # reads the v1 checkpoint, ships the rest as one batch
+    manifests = _manifest_keys(s3, "upgrade-src", "up/")
+    assert len(manifests) == len(old) + 1 and "_" in manifests[-1]
+    merge(from_s3, source="s3://upgrade-src/up", aws=aws, spark=spark)
+
+    from_changelog = StateDir(tmp_path / "from-changelog")
+    shutil.copytree(shipper.root, from_changelog.root, ignore=shutil.ignore_patterns("ship-s3.json", "locks"))
+    merge(from_changelog, spark=spark)
+    assert _lake(from_s3) == _lake(from_changelog) == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
+
+
+def _ship_v1(state: StateDir, aws: AWSSettings, bucket: str, prefix: str) -> list[Path]:
+    """What cdc wrote before batches: per segment its objects and a version-1 manifest, and a v1 checkpoint."""
+    sink = sinks.open_sink(aws, sinks.ShipTarget(to=f"s3://{bucket}/{prefix}"))
+    assert isinstance(sink, sinks.S3Sink)
+    segments = sorted(state.changelog.iterdir())
+    for segment in segments:  # a one-segment batch has the v1 keys and bytes
+        sink.deliver_batch(sink.new_batch([segment]), lambda *_: None)
+        key = f"{prefix}/_manifests/{segment.name[:-6]}.json"
+        manifest = json.loads(sink.client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        v1 = {"version": 1, "segment": segment.name, "compression": manifest["compression"],
+              "records": manifest["records"], "objects": [{k: v for k, v in o.items() if k != "bytes"}
+                                                          for o in manifest["objects"]],
+              "first_position": manifest["first_position"], "last_position": manifest["last_position"]}
+        sink.client.put_object(Bucket=bucket, Key=key, Body=json.dumps(v1).encode())
+    (state.root / "ship-s3.json").write_text(json.dumps({
+        "version": 1, "destination": sink.destination, "last_segment": segments[-1].name,
+        "segments": len(segments), "records": 0}))
+    return segments
+
+
+def _manifest_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
+    return sorted(k for k in read_s3_lines(s3, bucket, prefix)[1] if "/_manifests/" in k)
 
 
 def test_local_source_with_a_missing_object_stops(tmp_path: Path) -> None:
