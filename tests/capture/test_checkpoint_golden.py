@@ -1,5 +1,5 @@
-"""Golden files pin checkpoint version 1 (tail.json, snapshot.json, server.json): what is written today has
-exactly their shape, and what an older cdc wrote in that shape still resumes at the right place.
+"""Golden files pin checkpoint versions (tail.json, snapshot.json, server.json v1; ship-s3.json v1 and v2): what
+is written today has exactly their shape, and what an older cdc wrote in that shape still resumes at the right place.
 
 A change of shape must bump the version, keep a reader for the old one and add a golden file for the new.
 """
@@ -13,10 +13,14 @@ from typing import Any
 
 import pytest
 
+from cdc import sinks
 from cdc.capture.snapshot import SnapshotRequest, run_snapshot
 from cdc.capture.snapshot_checkpoint import read_checkpoint as read_snapshot
 from cdc.capture.start import StartRequest, read_checkpoint as read_tail
 from cdc.capture.start import resolve_start
+from cdc.config import AWSSettings
+from cdc.sinks.common import read_ship_checkpoint
+from cdc.sinks.s3_batches import Batch, pending_batch
 from cdc.source.binlog import Position
 from cdc.state import StateDir
 from tests.capture.conftest import binlog_start, tail_once
@@ -90,3 +94,45 @@ def test_snapshot_hand_over_in_a_golden_file_starts_tail(name: str, tmp_path: Pa
             shutil.copy(GOLDEN / f"{stage}.v1.json", tmp_path / f"{stage}.json")
         start = resolve_start(StateDir(tmp_path), StartRequest(), None, golden("tail")["server_uuid"], rebase=False)  # type: ignore[arg-type]
         assert start.origin == "checkpoint"
+
+
+def _ship_s3(version: int) -> dict[str, Any]:
+    return json.loads((GOLDEN / f"ship-s3.v{version}.json").read_text())
+
+
+def test_what_ship_s3_pins_before_uploading_has_the_golden_v2_shape(aws_env: dict[str, str], moto_server: Any,
+                                                                    bucket: str, tmp_path: Path) -> None:
+    from tests.sinks.changes import make_changes, write_changelog
+
+    write_changelog(tmp_path / "changelog", make_changes(300), per_segment=100)
+    aws = AWSSettings(region=moto_server.region, endpoint_url=moto_server.endpoint_url)
+
+    def crash(progress: sinks.Progress) -> None:  # stop after the first upload: the batch is still pending
+        if progress.requests:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sinks.ship(StateDir(tmp_path), sinks.open_sink(aws, sinks.ShipTarget(to=f"s3://{bucket}/g")), on_progress=crash)
+    written = json.loads((tmp_path / "ship-s3.json").read_text())
+    assert same_shape(shape(written), shape(_ship_s3(2))), written
+
+
+def test_golden_ship_s3_checkpoints_resume_where_they_say(tmp_path: Path) -> None:
+    v1, v2 = _ship_s3(1), _ship_s3(2)
+    sink = sinks.open_sink(AWSSettings(region="us-east-1"), sinks.ShipTarget(to="s3://lake/cdc"))
+    names = [v1["last_segment"], v2["pending"]["first"], "seg-0000000007-000000007000-b000000000000.jsonl",
+             v2["pending"]["last"], "seg-0000000007-000000009999-b000000000000.jsonl"]
+    (tmp_path / "changelog").mkdir()
+    for name in names:
+        (tmp_path / "changelog" / name).write_bytes(b"{}\n")
+    state = StateDir(tmp_path)
+    shutil.copy(GOLDEN / "ship-s3.v1.json", tmp_path / "ship-s3.json")
+    migrated = read_ship_checkpoint(state, sink)
+    assert migrated == {**v1, "version": 2, "pending": None, "batches": 12}  # v1: one batch per segment
+    assert pending_batch(state.changelog, migrated, tmp_path / "ship-s3.json") is None  # nothing pinned: plan anew
+    shutil.copy(GOLDEN / "ship-s3.v2.json", tmp_path / "ship-s3.json")
+    checkpoint = read_ship_checkpoint(state, sink)
+    assert checkpoint == v2
+    batch = pending_batch(state.changelog, checkpoint, tmp_path / "ship-s3.json")
+    assert batch == Batch(tuple(tmp_path / "changelog" / n for n in names[1:4]), 128 * 2**20, "gzip")
+    assert batch.id == f"{names[1][:-6]}_{names[3][:-6]}"
