@@ -7,6 +7,7 @@ information_schema: after an ALTER, older events still have the old column list.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,9 @@ class SchemaHistory:
     """Read and append the schema history files of one state directory."""
 
     directory: Path
+    # Applied to every version read (cdc.masking.masked_history: what stages after capture see).
+    # A masked history is read-only: recording through it would write the masked shape.
+    mask: Callable[[TableSchema], TableSchema] | None = None
     _cache: dict[tuple[str, str], list[TableSchema]] = field(default_factory=dict)
 
     def path(self, db: str, table: str) -> Path:
@@ -97,7 +101,7 @@ class SchemaHistory:
         if document.get("version", 0) > HISTORY_VERSION:
             raise PositionError(f"schema history {path} has a newer version than this cdc understands")
         try:
-            return [
+            versions = [
                 TableSchema(
                     db=db,
                     table=table,
@@ -109,6 +113,7 @@ class SchemaHistory:
             ]
         except (KeyError, TypeError) as exc:
             raise PositionError(f"schema history {path} is corrupt ({exc})") from exc
+        return versions if self.mask is None else [self.mask(v) for v in versions]
 
     def at(self, db: str, table: str, position: str) -> TableSchema | None:
         """The schema in force at `position` (the last version whose position <= it)."""
@@ -126,6 +131,8 @@ class SchemaHistory:
 
     def record(self, schema: TableSchema) -> bool:
         """Append a version if the shape changed; idempotent for a replayed position. True if written."""
+        if self.mask is not None:
+            raise RuntimeError("a masked schema history is read-only")
         versions = list(self.versions(schema.db, schema.table))
         # A replay after a crash may record the same version again: drop anything at or after it.
         versions = [v for v in versions if v.position < schema.position]
