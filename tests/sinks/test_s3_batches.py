@@ -164,3 +164,24 @@ def test_roll_options_are_checked() -> None:
         RollOptions(size=1000)
     with pytest.raises(UsageError, match="0 or more seconds"):
         RollOptions(interval=-1)
+
+
+def test_a_big_batch_is_shipped_without_holding_its_lines(aws, s3, bucket, state_dir: Path) -> None:
+    """~40 MiB in one batch: Python's peak allocation stays a fraction of it (index + one chunk + one part)."""
+    import tracemalloc
+
+    changes = make_changes(600, big_every=1, big_size=100_000)
+    write_changelog(state_dir / "changelog", changes, per_segment=50)
+    expected = lines_of(changes)
+    payload = sum(p.stat().st_size for p in (state_dir / "changelog").iterdir())
+    del changes
+    sink = s3_sink(aws, f"s3://{bucket}/m")
+    tracemalloc.start()
+    try:
+        summary = sinks.ship(StateDir(state_dir), sink)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert payload > 40 * MIB and summary.batches == 1
+    assert peak < 8 * MIB, f"peak {peak / MIB:.1f} MiB for a {payload / MIB:.1f} MiB batch"
+    assert read_s3_lines(s3, bucket, "m/")[0] == expected
