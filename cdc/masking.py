@@ -13,7 +13,12 @@ a restart that forgot a flag must not write clear values beside hashed ones.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
 
 from cdc.errors import UsageError
 from cdc.schema import Column, SchemaHistory, TableSchema
@@ -57,6 +62,16 @@ class ColumnRules:
         columns = tuple(_hashed(c) if c.name in hashed else c for c in schema.columns if c.name not in excluded)
         return replace(schema, columns=columns)
 
+    def row_masker(self, schema: TableSchema) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """Rows in change-log form (column -> value) of `schema` -> as capture writes them under the rules."""
+        excluded, hashed = self.columns(schema.db, schema.table)
+        if not excluded and not hashed:
+            return lambda row: row
+
+        def masked(row: dict[str, Any]) -> dict[str, Any]:
+            return {k: hash_value(v) if k in hashed else v for k, v in row.items() if k not in excluded}
+        return masked
+
     def to_dict(self) -> dict[str, object]:
         return {"version": RULES_VERSION, "exclude_columns": sorted(set(self.exclude_columns)),
                 "hash_columns": sorted(set(self.hash_columns))}
@@ -69,6 +84,14 @@ def _matching(specs: tuple[str, ...], option: str, db: str, table: str) -> froze
         if fnmatch.fnmatchcase(db, d) and fnmatch.fnmatchcase(table, t):
             found.add(c)
     return frozenset(found)
+
+
+def hash_value(value: Any) -> str | None:
+    """sha256 hex of a value as the change log would hold it (strings: their UTF-8; else their JSON)."""
+    if value is None:
+        return None
+    data = value.encode("utf-8") if isinstance(value, str) else orjson.dumps(value)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _hashed(column: Column) -> Column:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cdc.errors import ExitCode
-from cdc.schema import SchemaHistory
+from cdc.masking import masked_history
 from cdc.snowflake import bootstrap as sf_bootstrap
 from cdc.snowflake.connect import connect
 from cdc.source.connect import connection
@@ -67,7 +67,7 @@ def snowflake_bootstrap(
         with connection(settings.mysql) as mysql:
             schemas = sf_bootstrap.schemas_from_mysql(mysql, settings.mysql, table or [])
     else:
-        schemas = sf_bootstrap.schemas_from_history(SchemaHistory(StateDir(settings.state_dir).schema), table or [])
+        schemas = sf_bootstrap.schemas_from_history(masked_history(StateDir(settings.state_dir)), table or [])
     targets = sf_bootstrap.targets_for(schemas, options)
     conn = connect(settings.snowflake)
     try:

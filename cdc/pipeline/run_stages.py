@@ -92,7 +92,7 @@ def tail(ctx: Context) -> Outcome:
     mysql = ctx.settings.mysql
     has_checkpoint = ctx.state.read_checkpoint("tail", 1) is not None
     options = TailOptions(start=StartRequest() if has_checkpoint else ctx.start, follow=False,
-                          filters=Filters(mysql.databases, mysql.tables, mysql.exclude_tables))
+                          filters=Filters.from_settings(mysql))
     last: list[TailProgress] = []
 
     def progress(p: TailProgress) -> None:
@@ -158,14 +158,14 @@ def pending_batches(state: StateDir) -> list[str]:
 
 def snowflake_bootstrap(ctx: Context) -> Outcome:
     """Create missing tables / add new columns from the schema history before applying (DDL in MySQL)."""
-    from cdc.schema import SchemaHistory
+    from cdc.masking import masked_history
     from cdc.snowflake import bootstrap
     from cdc.snowflake.connect import connect
 
     if not pending_batches(ctx.state):
         return Outcome(NOTHING, unit="objects")
     options = bootstrap.Options(warehouse=ctx.settings.snowflake.warehouse)
-    targets = bootstrap.targets_for(bootstrap.schemas_from_history(SchemaHistory(ctx.state.schema), []), options)
+    targets = bootstrap.targets_for(bootstrap.schemas_from_history(masked_history(ctx.state), []), options)
     conn = connect(ctx.settings.snowflake)
     try:
         plan = bootstrap.run(conn, targets, options)

@@ -15,6 +15,7 @@ import pymysql
 
 from cdc import sql
 from cdc.capture.snapshot_tables import TablePlan, bindable_key, keyset_params, select_sql, stream_rows
+from cdc.masking import ColumnRules
 from cdc.pipeline.checksum import encode_target, normalise
 from cdc.schema import TableSchema
 from cdc.snowflake import ddl, names
@@ -24,9 +25,13 @@ Row = dict[str, Any]
 _TEMPORAL = ("DATE", "TIMESTAMP_NTZ", "TIMESTAMP_TZ", "TIMESTAMP_LTZ")
 
 
-def source_pages(conn: pymysql.Connection, plan: TablePlan, page: int) -> Iterator[list[Row]]:
-    """The table inside the snapshot transaction, one key range (page) at a time, as snapshot encodes it."""
-    columns = plan.schema.columns
+def source_pages(conn: pymysql.Connection, plan: TablePlan, page: int, rules: ColumnRules) -> Iterator[list[Row]]:
+    """The table inside the snapshot transaction, one key range (page) at a time, as snapshot encodes it.
+
+    Masked by the column rules before normalising: capture hashes the value as encoded, not its
+    normalised form (canonical JSON, zero dates).
+    """
+    columns, mask = rules.mask(plan.schema).columns, rules.row_masker(plan.schema)
     converted = plan.converted_columns()
     last: list[Any] | None = None
     while True:
@@ -36,7 +41,8 @@ def source_pages(conn: pymysql.Connection, plan: TablePlan, page: int) -> Iterat
             row = dict(zip(plan.schema.column_names, values))
             for name, encode in converted:
                 row[name] = encode(row[name])
-            rows.append({c.name: normalise(c, row[c.name]) for c in columns})
+            masked = mask(row)
+            rows.append({c.name: normalise(c, masked[c.name]) for c in columns})
         if rows:
             yield rows
         if row is None or len(rows) < page:

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from cdc import sql
 from cdc.errors import CdcError, DataError, PreconditionError
-from cdc.schema import SchemaHistory
+from cdc.masking import masked_history
 from cdc.snowflake import ddl, names
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import refused
@@ -97,7 +97,7 @@ class Applier:
     def __init__(self, conn: Any, state: StateDir, *, on_batch: Callable[[str, dict[str, Counts]], None] | None = None):
         self.cursor = conn.cursor()
         self.state = state
-        self.history = SchemaHistory(state.schema)
+        self.history = masked_history(state)  # the columns the change log holds
         self.run_id = uuid.uuid4().hex[:12].upper()
         self.on_batch = on_batch
         self.summary = Summary()

@@ -15,6 +15,7 @@ from typing import Any
 from cdc import sql
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
+from cdc.masking import ColumnRules
 from cdc.schema import SchemaHistory, TableSchema, read_table_schema
 from cdc.sinks.s3 import encode_component, split_s3_url
 from cdc.snowflake import ddl, names
@@ -98,7 +99,7 @@ def schemas_from_mysql(conn: Any, settings: MySQLSettings, tables: Iterable[str]
         schema = read_table_schema(conn, db, table)
         if schema is None:
             raise PreconditionError(f"MySQL table {db}.{table} does not exist", hint="check --table")
-        found.append(schema)
+        found.append(ColumnRules(settings.exclude_columns, settings.hash_columns).mask(schema))
     return found
 
 
