@@ -23,7 +23,7 @@ not re-read: sealed segments are never rewritten.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,9 +33,11 @@ import pymysql
 from cdc.capture.snapshot_checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
 from cdc.capture.snapshot_handover import Handover, begin_snapshot, take_handover
 from cdc.capture.snapshot_runway import Runway, estimate_runway
+from cdc.capture.snapshot_rows import CompiledTable, LineParts, RowEncodeError, compile_table
 from cdc.capture.snapshot_tables import (
-    RAW_CONVERSIONS, TableInfo, TablePlan, bindable_key, keyset_params, plan_table, select_sql, select_tables, stream_rows,
+    RAW_CONVERSIONS, TableInfo, TablePlan, bindable_key, keyset_params, plan_table, select_sql, select_tables,
 )
+from cdc.capture.snapshot_wire import check_driver, read_rows
 from cdc.changelog import SegmentWriter, position_string, read_segment, segment_name
 from cdc.config import Settings
 from cdc.errors import DataError, PositionError, PreconditionError, UsageError
@@ -45,7 +47,6 @@ from cdc.source.server import ServerInfo, describe_server
 from cdc.state import StateDir
 
 DEFAULT_CHUNK_SIZE = 10_000
-WRITE_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def run_snapshot(
     state = StateDir(settings.state_dir).ensure()
     started = time.monotonic()
     with state.lock(STAGE), connection(settings.mysql, conv=RAW_CONVERSIONS) as conn:
+        check_driver(conn)
         _prepare_session(conn)
         info = describe_server(conn)
         state.bind_server(info.identity())
@@ -249,10 +251,14 @@ class _Copier:
         h = checkpoint.handover
         self.prefix = position_string(h.file, h.pos, 0, snapshot=True)[:-12]
         dumps = orjson.dumps
-        self.src_head = (b',"src":{"file":' + dumps(h.file) + b',"gtid":' + dumps(h.gtid)
-                         + b',"pos":' + str(h.pos).encode() + b',"row":')
-        self.src_tail = b',"server_id":' + str(checkpoint.server_id).encode() + b',"xid":null},"table":'
-        self.line_tail = b',"ts":' + dumps(checkpoint.started_at) + b',"v":1}\n'
+        self.parts = LineParts(
+            prefix=self.prefix.encode(),
+            src_head=(b',"src":{"file":' + dumps(h.file) + b',"gtid":' + dumps(h.gtid)
+                      + b',"pos":' + str(h.pos).encode() + b',"row":'),
+            src_tail=b',"server_id":' + str(checkpoint.server_id).encode() + b',"xid":null},"table":',
+            line_tail=b',"ts":' + dumps(checkpoint.started_at) + b',"v":1}\n',
+        )
+        self._compiled: dict[str, CompiledTable] = {}
 
     def position(self, row: int) -> str:
         return f"{self.prefix}{row:012d}"
@@ -266,8 +272,7 @@ class _Copier:
         limit = self.chunk_size if plan.has_pk else None  # without a key, one pass and one segment
         while not entry.done:
             sql = select_sql(plan, after_key=last is not None, limit=limit)
-            rows = stream_rows(conn, sql, None if last is None else keyset_params(last))
-            count, last_key = self._write_rows(plan, rows)
+            count, last_key = self._copy_chunk(conn, plan, sql, None if last is None else keyset_params(last))
             if count:
                 self.writer.seal()
             done = not plan.has_pk or count < self.chunk_size
@@ -280,38 +285,40 @@ class _Copier:
                 # compare as a double).
                 last = bindable_key(plan, last_key)
 
-    def _write_rows(self, plan: TablePlan, rows: Iterable[tuple[Any, ...]]) -> tuple[int, list[Any] | None]:
-        """The hot loop: encode only the columns that need it, build each line from pre-serialised parts.
+    def _copy_chunk(self, conn: pymysql.Connection, plan: TablePlan, sql: str,
+                    params: list[Any] | None) -> tuple[int, list[Any] | None]:
+        """Read one chunk straight into the open segment; return its row count and last key (change-log form).
 
-        The bytes equal cdc.changelog.encode_line of the same change (a test checks it); one write
-        per WRITE_BATCH lines instead of one per line.
+        The lines come finished from the table's compiled reader (cdc.capture.snapshot_rows), byte for
+        byte what cdc.changelog.encode_line makes of the same change (tests/capture/test_snapshot_rows.py).
         """
-        dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
-        names, converted, key_names = plan.schema.column_names, plan.converted_columns(), plan.key
-        head = b',"before":null,"db":' + dumps(plan.info.db) + b',"key":'
-        row_tail = self.src_tail + dumps(plan.info.table) + self.line_tail
-        prefix, src_head, counter = self.prefix.encode(), self.src_head, self.checkpoint.row_counter
-        count, after, batch = 0, None, []
-        for row in rows:
-            after = dict(zip(names, row))
-            for name, encode in converted:
-                after[name] = encode(after[name])
-            n = counter + count
-            try:
-                batch.append(b'{"after":%b%b%b,"op":"r","position":"%b%012d"%b%d%b' % (
-                    dumps(after, option=sort), head, dumps({k: after[k] for k in key_names}, option=sort),
-                    prefix, n, src_head, n, row_tail))
-            except TypeError as exc:
-                raise DataError(f"table {plan.name}: a value of the row at {self.position(n)} is not "
-                                f"JSON-serialisable ({exc})", hint="report this as a cdc bug with the column's type") from exc
-            count += 1
-            if len(batch) >= WRITE_BATCH:
-                self.writer.write(self.position(n - len(batch) + 1), b"".join(batch))
-                batch.clear()
-        if batch:
-            self.writer.write(self.position(counter + count - len(batch)), b"".join(batch))
-        last_key = None if after is None else [after[k] for k in key_names]
-        return count, last_key
+        first = self.checkpoint.row_counter
+
+        def sink(n: int, lines: list[bytes]) -> None:
+            self.writer.write(self.position(n), b"".join(lines))
+
+        try:
+            count, last_line = read_rows(conn, sql, params, self._compiler(plan), first, sink)
+        except RowEncodeError as exc:
+            raise DataError(f"table {plan.name}: a value of the row at {self.position(exc.row)} cannot be "
+                            f"encoded exactly ({exc.cause})",
+                            hint="report this as a cdc bug with the column's type") from exc.cause
+        if last_line is None:
+            return 0, None
+        key = orjson.loads(last_line)["key"]
+        return count, [key[k] for k in plan.key]
+
+    def _compiler(self, plan: TablePlan) -> Callable[[Sequence[Any], Sequence[Any]], CompiledTable]:
+        """Compile the table's reader once, from the first chunk's result columns (the same for every chunk)."""
+
+        def compiled_for(fields: Sequence[Any], converters: Sequence[Any]) -> CompiledTable:
+            types = tuple(int(f.type_code) for f in fields)
+            cached = self._compiled.get(plan.name)
+            if cached is None or cached.field_types != types:
+                cached = self._compiled[plan.name] = compile_table(plan, self.parts, fields, converters)
+            return cached
+
+        return compiled_for
 
     def _adopt_sealed(self, plan: TablePlan, entry: TableState) -> TableState:
         """Take over segments sealed before a crash whose checkpoint never advanced (never rewrite them)."""

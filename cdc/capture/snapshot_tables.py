@@ -76,9 +76,6 @@ class TablePlan:
     def name(self) -> str:
         return self.info.name
 
-    def encoders(self) -> list[Encoder]:
-        return [column_encoder(c) for c in self.schema.columns]
-
     def converted_columns(self) -> list[tuple[str, Encoder]]:
         """(name, encoder) of the columns whose fetched value is not already in change-log form."""
         return [(c.name, column_encoder(c)) for c in self.schema.columns if not is_final_as_fetched(c)]

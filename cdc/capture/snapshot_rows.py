@@ -1,0 +1,233 @@
+"""Compile a snapshot table's row reader: text-protocol row packets -> finished change-log lines.
+
+The server's text protocol already spells most values the way the change log does (docs/formats.md):
+an INT is its digits, a DECIMAL its exact text, a DATETIME(6) `2026-11-22 07:00:01.123456`. Parsing
+that text into Python objects (int, Decimal, datetime) only to format it back cost more than the rest
+of the snapshot (issue 8: PyMySQL's row parsing and converters were ~75% of the time). So each table
+gets one generated function that walks the row packets of a result in a byte buffer and, per column,
+applies the smallest transformation from the server's bytes to the JSON bytes of its change-log
+value, then fills a line template built once (keys sorted as orjson sorts them). Rare types (SET, BIT,
+YEAR, FLOAT, DOUBLE, ZEROFILL columns, anything unknown) take the old way, value by value: PyMySQL's
+own decoding of that field, cdc.values' encoder, orjson. The lines are byte-identical to
+cdc.changelog.encode_line of the same change (tests/capture/test_snapshot_rows.py).
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from cdc.capture.snapshot_tables import TablePlan, column_encoder
+from cdc.schema import Column
+from cdc.values import BINARY_TYPES, INTEGER_TYPES, SPATIAL_TYPES, TEXT_TYPES
+
+# A JSON string needs escaping only for these ASCII bytes (orjson writes every other one as is);
+# any non-ASCII text goes through decode + orjson so invalid UTF-8 fails as it always did.
+_NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]').search
+_QUOTED_AS_IS = frozenset({"decimal", "date"})
+VALUE_ERRORS = (ValueError, TypeError, UnicodeDecodeError, OverflowError)
+# Length-encoded integer prefixes of the text protocol (a value's length in the next 2, 3 or 8 bytes).
+_LONG_LENGTH = {0xFC: 2, 0xFD: 3, 0xFE: 8}
+
+Fragment = Callable[[bytes], bytes]
+
+
+class RowEncodeError(Exception):
+    """A value of row number `row` could not be encoded (the generated code knows only the row)."""
+
+    def __init__(self, row: int, cause: BaseException) -> None:
+        super().__init__(row, cause)
+        self.row = row
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class LineParts:
+    """What every `r` line of one snapshot shares, already serialised (see snapshot._Copier)."""
+
+    prefix: bytes  # the position string up to the row number
+    src_head: bytes  # ,"src":{"file":...,"gtid":...,"pos":...,"row":
+    src_tail: bytes  # ,"server_id":...,"xid":null},"table":
+    line_tail: bytes  # ,"ts":"...","v":1}\n
+
+
+@dataclass(frozen=True)
+class CompiledTable:
+    """The generated readers of one table; `parse` stops at anything it does not handle itself.
+
+    parse(buf, p, end, n, seq, out) -> (p, n, seq): appends one line per complete, in-sequence,
+    ordinary row packet from buf[p:end], numbering rows from n; returns where it stopped.
+    row(payload, n) -> line: one row from a whole packet payload (rows of 16 MiB and more).
+    """
+
+    parse: Callable[..., tuple[int, int, int]]
+    row: Callable[[bytes, int], bytes]
+    field_types: tuple[int, ...]
+
+
+def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
+                  converters: Sequence[tuple[str | None, Any]]) -> CompiledTable:
+    """Generate and compile the readers of `plan` for a result with these PyMySQL fields and converters."""
+    columns = plan.schema.columns
+    if len(fields) != len(columns):
+        raise ValueError(f"the SELECT of {plan.name} returned {len(fields)} columns, the schema has {len(columns)}")
+    consts: dict[str, Any] = {
+        "NULL": b"null", "b2a": binascii.b2a_base64, "ESC": _NEEDS_ESCAPE, "TEXT": _text_fragment,
+        "LONG": _long_value, "RowEncodeError": RowEncodeError, "VALUE_ERRORS": VALUE_ERRORS,
+        "T": _template(plan, parts),
+    }
+    reads: list[str] = []
+    for i, column in enumerate(columns):
+        expression = _expression(i, column, converters[i], consts)
+        reads.extend(_read_column(i, expression))
+    order = _sorted_indexes([c.name for c in columns])
+    index = {c.name: i for i, c in enumerate(columns)}
+    key_order = [index[name] for name in _sorted_names(plan.key)]
+    args = ", ".join([f"f{i}" for i in order] + [f"f{i}" for i in key_order] + ["n", "n"])
+    source = _SOURCE.format(reads=_indent(reads, 12), row_reads=_indent(reads, 4), args=args)
+    namespace = dict(consts)
+    exec(compile(source, f"<snapshot reader {plan.name}>", "exec"), namespace)  # noqa: S102 - our own source
+    return CompiledTable(namespace["parse"], namespace["row"], tuple(int(f.type_code) for f in fields))
+
+
+# The packet loop: 3-byte little-endian length, 1-byte sequence number, payload. It stops (returns)
+# at an incomplete packet, a sequence gap, a packet of 16 MiB or more (continued in the next one),
+# an EOF packet (0xFE, shorter than 9 bytes) or an ERR packet (0xFF); the caller handles those.
+_SOURCE = '''
+def parse(buf, p, end, n, seq, out):
+    append = out.append
+    try:
+        while p + 4 < end:
+            size = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16
+            q = p + 4 + size
+            if q > end or size == 0xFFFFFF or buf[p + 3] != seq:
+                break
+            h = buf[p + 4]
+            if h == 0xFF or (h == 0xFE and size < 9):
+                break
+            p += 4
+{reads}
+            if p != q:
+                raise ValueError("row packet of %d bytes, its values take %d" % (size, size + p - q))
+            append(T % ({args}))
+            n += 1
+            seq = (seq + 1) & 255
+    except VALUE_ERRORS as exc:
+        raise RowEncodeError(n, exc) from exc
+    return p, n, seq
+
+
+def row(buf, n):
+    p = 0
+{row_reads}
+    if p != len(buf):
+        raise ValueError("row of %d bytes, its values take %d" % (len(buf), p))
+    return T % ({args})
+'''
+
+
+def _read_column(i: int, expression: str) -> list[str]:
+    """Statements reading column i at p (a length-encoded string, 0xFB for NULL) into fragment f{i}."""
+    value = f"buf[p + 1:p + 1 + size_{i}]"
+    first = [f"f{i} = {value}"] if expression == "v" else [f"v = {value}", f"f{i} = {expression}"]
+    return [
+        f"size_{i} = buf[p]",
+        f"if size_{i} < 251:",
+        *(f"    {line}" for line in first),
+        f"    p += 1 + size_{i}",
+        f"elif size_{i} == 251:",
+        f"    f{i} = NULL",
+        "    p += 1",
+        "else:",
+        "    v, p = LONG(buf, p)",
+        f"    f{i} = {expression}",
+    ]
+
+
+def _expression(i: int, column: Column, decoding: tuple[str | None, Any], consts: dict[str, Any]) -> str:
+    """Python expression turning the server's bytes `v` of column i into its change-log JSON bytes."""
+    kind, fsp = column.data_type, column.fsp or 0
+    zerofill = "zerofill" in column.type.lower()  # the server pads with zeros: not the change-log text
+    if kind in INTEGER_TYPES and not zerofill:
+        return "v"
+    if (kind in _QUOTED_AS_IS and not zerofill) or (kind in ("datetime", "time") and not fsp):
+        return "b'\"' + v + b'\"'"
+    if kind in ("datetime", "time", "timestamp"):
+        # The server prints exactly fsp fraction digits; the change log always has 6 (none when fsp = 0).
+        pad = "0" * (6 - fsp) if fsp else ""
+        if kind == "timestamp":
+            consts[f"END{i}"] = (pad + "Z\"").encode()
+            return f"b'\"' + v.replace(b' ', b'T') + END{i}"
+        consts[f"END{i}"] = (pad + "\"").encode()
+        return f"b'\"' + v + END{i}"
+    if kind in TEXT_TYPES or kind in ("enum", "json"):
+        return "(b'\"' + v + b'\"' if v.isascii() and not ESC(v) else TEXT(v))"
+    if kind in BINARY_TYPES or kind in SPATIAL_TYPES:
+        return "b'\"' + b2a(v, newline=False) + b'\"'"
+    consts[f"OLD{i}"] = _old_way(column, decoding)
+    return f"OLD{i}(v)"
+
+
+def _old_way(column: Column, decoding: tuple[str | None, Any]) -> Fragment:
+    """One value as the PyMySQL path made it: the field's decoding and converter, our encoder, orjson."""
+    encoding, converter = decoding
+    encode, dumps = column_encoder(column), orjson.dumps
+
+    def fragment(raw: bytes) -> bytes:
+        value: Any = raw if encoding is None else raw.decode(encoding)
+        if converter is not None:
+            value = converter(value)
+        return dumps(encode(value))
+
+    return fragment
+
+
+def _text_fragment(raw: bytes) -> bytes:
+    # The connection's character set is utf8mb4: the server converts every text column to it.
+    return orjson.dumps(raw.decode("utf-8"))
+
+
+def _long_value(buf: bytes, p: int) -> tuple[bytes, int]:
+    """A value whose length needs more than one byte: (value, position after it)."""
+    width = _LONG_LENGTH.get(buf[p])
+    if width is None:
+        raise ValueError(f"length prefix 0x{buf[p]:02X} is not valid in a row packet")
+    start = p + 1 + width
+    end = start + int.from_bytes(buf[p + 1:start], "little")
+    if end > len(buf):
+        raise ValueError("a value runs past the end of its row packet")
+    return buf[start:end], end
+
+
+def _template(plan: TablePlan, parts: LineParts) -> bytes:
+    """The line with `%b` for each value (after: columns sorted, then key: key columns sorted) and `%d` twice."""
+    dumps = orjson.dumps
+    after = b",".join(_escape(dumps(name)) + b":%b" for name in _sorted_names(plan.schema.column_names))
+    key = b",".join(_escape(dumps(name)) + b":%b" for name in _sorted_names(plan.key))
+    return (b'{"after":{' + after + b'},"before":null,"db":' + _escape(dumps(plan.info.db))
+            + b',"key":{' + key + b'},"op":"r","position":"' + _escape(parts.prefix) + b'%012d"'
+            + _escape(parts.src_head) + b"%d" + _escape(parts.src_tail) + _escape(dumps(plan.info.table))
+            + _escape(parts.line_tail))
+
+
+def _escape(text: bytes) -> bytes:
+    return text.replace(b"%", b"%%")
+
+
+def _sorted_names(names: Sequence[str]) -> list[str]:
+    """Names in the order orjson's OPT_SORT_KEYS writes them (asked of orjson itself, not assumed)."""
+    return list(orjson.loads(orjson.dumps(dict.fromkeys(names, 0), option=orjson.OPT_SORT_KEYS)))
+
+
+def _sorted_indexes(names: Sequence[str]) -> list[int]:
+    index = {name: i for i, name in enumerate(names)}
+    return [index[name] for name in _sorted_names(names)]
+
+
+def _indent(lines: list[str], spaces: int) -> str:
+    return "\n".join(" " * spaces + line for line in lines)

@@ -1,0 +1,165 @@
+"""Read one SELECT's row packets off a PyMySQL connection in blocks and hand them to a compiled reader.
+
+PyMySQL reads a result one packet at a time (a header read, a payload read, a packet object, a
+converter per value): at snapshot rates that machinery alone cost more than mariadb-dump's whole run.
+Here PyMySQL sends the query and reads the column definitions as usual (so errors, TLS, timeouts and
+character sets stay its business); the row packets are then read from its socket buffer in blocks of
+BLOCK bytes and parsed by cdc.capture.snapshot_rows' generated code. The unbuffered result keeps
+memory bounded: at most one block (or one row, if bigger) is held.
+
+This uses PyMySQL internals that have been stable through 1.x (`_rfile`, `_next_seq_id`,
+`_force_close`, the cursor's `_result` with `fields`, `converters`, `unbuffered_active`);
+check_driver() refuses a PyMySQL without them with a clear message instead of misreading a stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+from pymysql.constants import CR
+from pymysql.protocol import MysqlPacket
+
+from cdc.capture.snapshot_rows import CompiledTable
+from cdc.errors import PreconditionError
+
+BLOCK = 256 * 1024
+MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet (rows of 16 MiB and more)
+
+Sink = Callable[[int, list[bytes]], None]  # (row number of the first line, lines)
+CompileFn = Callable[[Sequence[Any], Sequence[tuple[str | None, Any]]], CompiledTable]
+
+
+def check_driver(conn: pymysql.Connection) -> None:
+    """Refuse a PyMySQL whose internals differ from what the block reader relies on."""
+    missing = [name for name in ("_rfile", "_next_seq_id", "_force_close", "_result") if not hasattr(conn, name)]
+    if missing:
+        raise PreconditionError(
+            f"PyMySQL {pymysql.__version__} lacks {', '.join(missing)}, which the snapshot's row reader uses",
+            hint="install a PyMySQL 1.x release (pip install 'PyMySQL>=1.2,<2')",
+        )
+
+
+def read_rows(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, compiled_for: CompileFn,
+              first_row: int, sink: Sink) -> tuple[int, bytes | None]:
+    """Run the SELECT, feed its lines to `sink` in batches; return (rows read, the last line or None).
+
+    If anything fails mid-result, the rest of the result is still on the wire: the connection is
+    closed rather than left out of step with the server.
+    """
+    with conn.cursor(pymysql.cursors.SSCursor) as cursor:
+        cursor.execute(sql, params)
+        result = cursor._result  # noqa: SLF001 - see the module docstring
+        if result is None or not result.unbuffered_active:
+            return 0, None  # not a result set (never for a SELECT)
+        wire = _Wire(conn, compiled_for(result.fields, result.converters))
+        try:
+            return wire.run(first_row, sink)
+        except BaseException:
+            result.unbuffered_active = False
+            if not wire.finished:
+                conn._force_close()  # noqa: SLF001
+            raise
+        finally:
+            result.unbuffered_active = False
+
+
+class _Wire:
+    """The byte buffer between the socket and the generated parser."""
+
+    def __init__(self, conn: pymysql.Connection, table: CompiledTable) -> None:
+        self.conn = conn
+        self.table = table
+        self.rfile = conn._rfile  # noqa: SLF001
+        self.seq = conn._next_seq_id  # noqa: SLF001
+        self.buf = b""
+        self.p = 0
+        self.finished = False
+
+    def run(self, n: int, sink: Sink) -> tuple[int, bytes | None]:
+        first, last = n, None
+        parse = self.table.parse
+        while True:
+            out: list[bytes] = []
+            batch_start = n
+            self.p, n, self.seq = parse(self.buf, self.p, len(self.buf), n, self.seq, out)
+            if out:
+                sink(batch_start, out)
+                last = out[-1]
+            stop = self._stopped_at()
+            if stop == "eof":
+                return n - first, last
+            if stop == "big":
+                line = self.table.row(self._big_payload(), n)
+                sink(n, [line])
+                n, last = n + 1, line
+            # "more": the packet at p is incomplete; _stopped_at read the bytes it needs
+
+    def _stopped_at(self) -> str:
+        """Why parse stopped at p: "eof", "big" (a multi-packet row), or "more" once more bytes are in."""
+        buf, p = self.buf, self.p
+        if len(buf) - p >= 4:
+            size = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16
+            if buf[p + 3] != self.seq:
+                raise self._lost(f"packet sequence number wrong: got {buf[p + 3]}, expected {self.seq}")
+            if size == MAX_PACKET:
+                return "big"
+            end = p + 4 + size
+            if end <= len(buf):
+                return self._end_packet(buf[p + 4:end], end)
+            self._fill(end - len(buf))
+        else:
+            self._fill(4 - (len(buf) - p))
+        return "more"
+
+    def _end_packet(self, payload: bytes, end: int) -> str:
+        """A complete packet parse did not take: the result's EOF, an ERR, or a protocol error."""
+        self.seq = (self.seq + 1) & 255
+        self.conn._next_seq_id = self.seq  # noqa: SLF001
+        if payload[:1] == b"\xfe" and len(payload) < 9:
+            if end != len(self.buf):
+                raise self._lost(f"{len(self.buf) - end} bytes after the end of the result")
+            self.finished = True
+            return "eof"
+        self.finished = True  # an ERR packet ends the result too: the connection stays usable
+        if payload[:1] == b"\xff":
+            MysqlPacket(payload, self.conn.encoding).raise_for_error()
+        self.finished = False
+        raise self._lost(f"unexpected packet 0x{payload[:1].hex()} in a result set")
+
+    def _big_payload(self) -> bytes:
+        """Join a row split over packets of MAX_PACKET bytes (and a last, shorter one)."""
+        parts = []
+        while True:
+            header = self._take(4)
+            size = header[0] | header[1] << 8 | header[2] << 16
+            if header[3] != self.seq:
+                raise self._lost(f"packet sequence number wrong: got {header[3]}, expected {self.seq}")
+            self.seq = (self.seq + 1) & 255
+            parts.append(self._take(size))
+            if size < MAX_PACKET:
+                return b"".join(parts)
+
+    def _take(self, count: int) -> bytes:
+        while len(self.buf) - self.p < count:
+            self._fill(count - (len(self.buf) - self.p))
+        data = self.buf[self.p:self.p + count]
+        self.p += count
+        return data
+
+    def _fill(self, need: int) -> None:
+        """Append at least `need` bytes to the buffer (one block, or exactly what a big packet lacks)."""
+        try:
+            data = self.rfile.read1(BLOCK) if need <= BLOCK else self.rfile.read(need)
+        except OSError as exc:
+            raise self._lost(str(exc)) from exc
+        if not data:
+            raise self._lost("the server closed the connection")
+        self.buf = self.buf[self.p:] + data
+        self.p = 0
+
+    def _lost(self, why: str) -> pymysql.err.OperationalError:
+        self.conn._force_close()  # noqa: SLF001 - the stream is out of step: never reuse it
+        return pymysql.err.OperationalError(CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query ({why})")
