@@ -36,15 +36,21 @@ def _lake(state: StateDir) -> dict[Any, Any]:
     return {t: read_lake_table(state.root / "lake", *t).by_key() for t in (T1, T2)}  # type: ignore[union-attr]
 
 
-def test_merge_from_s3_and_from_a_local_copy_equals_the_change_log(aws_env: dict[str, str], moto_server: MotoServer,
-                                                                   tmp_path: Path, spark: Any) -> None:
+def _setup(moto_server: MotoServer, tmp_path: Path, bucket: str, seed: int) -> tuple[AWSSettings, Any, StateDir, Any,
+                                                                                    StateDir]:
+    """AWS settings, an S3 client and a fresh bucket; the shipper's state with a workload; the merger's state."""
     aws = AWSSettings(region=moto_server.region, endpoint_url=moto_server.endpoint_url)
     s3 = moto_server.client("s3")
-    s3.create_bucket(Bucket="merge-src")
+    s3.create_bucket(Bucket=bucket)
     shipper = StateDir(tmp_path / "shipper")
-    w = build(shipper.root, seed=17)
+    w = build(shipper.root, seed=seed)
+    return aws, s3, shipper, w, _merger(tmp_path / "from-s3", shipper)
+
+
+def test_merge_from_s3_and_from_a_local_copy_equals_the_change_log(aws_env: dict[str, str], moto_server: MotoServer,
+                                                                   tmp_path: Path, spark: Any) -> None:
+    aws, s3, shipper, w, from_s3 = _setup(moto_server, tmp_path, "merge-src", seed=17)
     half = len(w.lines) // 2
-    from_s3 = _merger(tmp_path / "from-s3", shipper)
 
     # Two increments, each shipped as one batch of several segments: the second merge reads only the
     # batch whose manifest is new, and the merge checkpoint records a batch as its last segment.
@@ -73,13 +79,8 @@ def test_merge_from_s3_and_from_a_local_copy_equals_the_change_log(aws_env: dict
 def test_merge_reads_a_v1_layout_then_batches_after_an_upgrade(aws_env: dict[str, str], moto_server: MotoServer,
                                                                tmp_path: Path, spark: Any) -> None:
     """A prefix shipped by cdc before batches (one manifest per segment, version 1), then by this one."""
-    aws = AWSSettings(region=moto_server.region, endpoint_url=moto_server.endpoint_url)
-    s3 = moto_server.client("s3")
-    s3.create_bucket(Bucket="upgrade-src")
-    shipper = StateDir(tmp_path / "shipper")
-    w = build(shipper.root, seed=23)
+    aws, s3, shipper, w, from_s3 = _setup(moto_server, tmp_path, "upgrade-src", seed=23)
     half = len(w.lines) // 2
-    from_s3 = _merger(tmp_path / "from-s3", shipper)
 
     w.write_segments(w.lines[:half], per_segment=60)
     old = _ship_v1(shipper, aws, "upgrade-src", "up")
