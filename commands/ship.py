@@ -28,10 +28,10 @@ EndpointOpt = Annotated[
 
 RollSizeOpt = Annotated[Optional[int], typer.Option(
     "--roll-size", help="S3: close a batch of segments, and cut a table's object, at this many MiB "
-    "uncompressed (default 128; [aws] roll_size).")]
+    "uncompressed (default 128; cdc.toml \\[aws] roll_size).")]
 RollIntervalOpt = Annotated[Optional[float], typer.Option(
     "--roll-interval", help="S3 with --follow: ship a batch that is not full once its oldest segment "
-    "has waited this many seconds (default 60; [aws] roll_interval).")]
+    "has waited this many seconds (default 60; cdc.toml \\[aws] roll_interval).")]
 
 
 def aws_flags(**values: object) -> dict[str, object]:

@@ -49,11 +49,17 @@ def test_ship_to_s3_url_takes_settings_from_cdc_toml(aws_env, s3, bucket, state_
     changes = make_changes(200)
     write_changelog(state_dir / "changelog", changes)
     toml = tmp_path / "cdc.toml"
-    toml.write_text(f'state_dir = "{state_dir}"\n[aws]\nbucket = "{bucket}"\nprefix = "from-toml"\n')
+    toml.write_text(f'state_dir = "{state_dir}"\n[aws]\nbucket = "{bucket}"\nprefix = "from-toml"\n'
+                    'roll_size = 2\nroll_interval = 0.5\n')
     result = run("ship", "--to", "s3", "--config", str(toml), "--compression", "zstd", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["destination"] == f"s3://{bucket}/from-toml"
-    assert read_s3_lines(s3, bucket, "from-toml/")[0] == lines_of(changes)
+    summary = json.loads(result.stdout)
+    assert summary["destination"] == f"s3://{bucket}/from-toml"
+    assert (summary["batches"], summary["objects"]) == (1, 5)  # 5 tables in one batch
+    lines, objects = read_s3_lines(s3, bucket, "from-toml/")
+    assert lines == lines_of(changes)
+    manifest = next(json.loads(body) for key, body in objects.items() if "/_manifests/" in key)
+    assert manifest["roll_size"] == 2 * 2**20
 
 
 @pytest.mark.parametrize(
@@ -88,6 +94,8 @@ def test_bad_options_are_usage_errors(aws_env, state_dir: Path) -> None:
     assert run("ship", "--to", "kinesis", "--stream", "s", "--partition-by", "row").exit_code == 2
     assert run("ship", "--to", "kinesis", "--stream", "s", "--explicit-hash-key", "shop.t=abc").exit_code == 2
     assert run("ship", "--to", "kinesis").exit_code == 3  # no stream anywhere
+    assert run("ship", "--to", "s3://b/p", "--roll-size", "0").exit_code == 2
+    assert run("ship", "--to", "s3://b/p", "--roll-interval", "-1").exit_code == 2
 
 
 def _ship_argv(stream: str, state_dir: Path, *extra: str) -> list[str]:
