@@ -7,7 +7,7 @@ of the snapshot (issue 8: PyMySQL's row parsing and converters were ~75% of the 
 gets one generated function that walks the row packets of a result in a byte buffer and, per column,
 applies the smallest transformation from the server's bytes to the JSON bytes of its change-log
 value, then fills a line template built once (keys sorted as orjson sorts them). Rare types (SET, BIT,
-YEAR, FLOAT, DOUBLE, ZEROFILL columns, anything unknown) take the old way, value by value: PyMySQL's
+YEAR, FLOAT, DOUBLE, ZEROFILL integers, anything unknown) take the old way, value by value: PyMySQL's
 own decoding of that field, cdc.values' encoder, orjson. The lines are byte-identical to
 cdc.changelog.encode_line of the same change (tests/capture/test_snapshot_rows.py).
 """
@@ -18,13 +18,14 @@ import binascii
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import orjson
 
 from cdc.capture.snapshot_tables import TablePlan, column_encoder
 from cdc.schema import Column
-from cdc.values import BINARY_TYPES, INTEGER_TYPES, SPATIAL_TYPES, TEXT_TYPES
+from cdc.values import BINARY_TYPES, INTEGER_TYPES, SPATIAL_TYPES, TEXT_TYPES, encode_value
 
 # A JSON string needs escaping only for these ASCII bytes (orjson writes every other one as is);
 # any non-ASCII text goes through decode + orjson so invalid UTF-8 fails as it always did.
@@ -169,8 +170,18 @@ def _expression(i: int, column: Column, decoding: tuple[str | None, Any], consts
         return "(b'\"' + v + b'\"' if v.isascii() and not ESC(v) else TEXT(v))"
     if kind in BINARY_TYPES or kind in SPATIAL_TYPES:
         return "b'\"' + b2a(v, newline=False) + b'\"'"
-    consts[f"OLD{i}"] = _old_way(column, decoding)
+    if kind == "decimal":  # ZEROFILL: the value without the padding, as the binlog gives it
+        consts[f"OLD{i}"] = _unpadded_decimal(column)
+    else:
+        consts[f"OLD{i}"] = _old_way(column, decoding)
     return f"OLD{i}(v)"
+
+
+def _unpadded_decimal(column: Column) -> Fragment:
+    def fragment(raw: bytes) -> bytes:
+        return orjson.dumps(encode_value(column, Decimal(raw.decode("ascii"))))
+
+    return fragment
 
 
 def _old_way(column: Column, decoding: tuple[str | None, Any]) -> Fragment:

@@ -219,10 +219,12 @@ def select_sql(plan: TablePlan, *, after_key: bool, limit: int | None) -> str:
     """
     columns = ", ".join(_select_expression(c) for c in plan.schema.columns)
     sql = f"SELECT {columns} FROM {qualified(plan.info.db, plan.info.table)}"
-    if after_key:
-        sql += " WHERE " + keyset_predicate(plan.key)
     if plan.has_pk:
         sql += " ORDER BY " + ", ".join(quote_ident(k) for k in plan.key)
+    if after_key:
+        # PyMySQL %-formats a statement that has parameters: a '%' in a name must be doubled there.
+        select, _, order = sql.replace("%", "%%").partition(" ORDER BY ")
+        sql = f"{select} WHERE {keyset_predicate(plan.key)}" + (f" ORDER BY {order}" if order else "")
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     return sql
@@ -238,10 +240,12 @@ def _select_expression(column: Column) -> str:
 
 
 def keyset_predicate(key: Sequence[str]) -> str:
+    """`k1 > %s OR (k1 = %s AND k2 > %s) ...`, for a statement with parameters ('%' in names doubled)."""
     terms = []
-    for i, name in enumerate(key):
-        equal = [f"{quote_ident(k)} = %s" for k in key[:i]]
-        terms.append("(" + " AND ".join([*equal, f"{quote_ident(name)} > %s"]) + ")")
+    names = [quote_ident(k).replace("%", "%%") for k in key]
+    for i, name in enumerate(names):
+        equal = [f"{k} = %s" for k in names[:i]]
+        terms.append("(" + " AND ".join([*equal, f"{name} > %s"]) + ")")
     return " OR ".join(terms)
 
 
