@@ -19,6 +19,7 @@ import hashlib
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import IO, Any
 
 import orjson
@@ -122,12 +123,25 @@ class S3Sink:
                     "first_position": part.first.get("position"), "last_position": part.last.get("position"),
                 })
         body = manifest_bytes(batch, objects)
-        made = put_once(self.client, self.options.bucket, f"{self._head}{MANIFESTS}/{batch.id}.json", body,
-                        content_sha256=hashlib.sha256(body).hexdigest(), what=f"manifest of batch {batch.id}")
+        key = f"{self._head}{MANIFESTS}/{batch.id}.json"
+        made = put_once(self.client, self.options.bucket, key, body, content_sha256=hashlib.sha256(body).hexdigest(),
+                        what=f"manifest of batch {batch.id}",
+                        accept=lambda: self._is_v1_manifest_of(key, batch, objects))
         report(0, 0, made)
         return Delivery(records=sum(o["records"] for o in objects),
                         bytes=sum(o["uncompressed_bytes"] for o in objects), requests=requests + made,
                         objects=len(objects))
+
+    def _is_v1_manifest_of(self, key: str, batch: Batch, objects: list[dict[str, Any]]) -> bool:
+        """An older cdc's manifest of this same one segment, listing the same objects: an upgrade after a
+        crash between that manifest and its checkpoint. Its data objects matched ours key for key (each
+        passed the same check), so the batch is complete as it stands."""
+        if len(batch.segments) != 1:
+            return False
+        found = orjson.loads(self.client.get_object(Bucket=self.options.bucket, Key=key)["Body"].read())
+        ours = sorted((o["key"], o["sha256"]) for o in objects)
+        return (found.get("version") == 1 and found.get("segment") == batch.first
+                and sorted((o.get("key"), o.get("sha256")) for o in found.get("objects", [])) == ours)
 
     @property
     def _head(self) -> str:
@@ -150,12 +164,13 @@ def manifest_bytes(batch: Batch, objects: list[dict[str, Any]]) -> bytes:
 def put_once(
     client: Any, bucket: str, key: str, body: bytes | IO[bytes], *, content_sha256: str, what: str,
     size: int | None = None, multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
-    part_size: int = DEFAULT_PART_SIZE,
+    part_size: int = DEFAULT_PART_SIZE, accept: Callable[[], bool] | None = None,
 ) -> int:
     """Create s3://bucket/key unless it exists with the same content; return the requests made.
 
     `body` is bytes or a file positioned at its start holding `size` bytes (a spooled part): a file
     at or above the multipart threshold is uploaded part by part, never read whole into memory.
+    `accept` may still take an object there with other content (asked only then).
     """
     source = io.BytesIO(body) if isinstance(body, bytes) else body
     length = len(body) if isinstance(body, bytes) else size
@@ -170,7 +185,10 @@ def put_once(
         return 1
     except Exception as exc:
         if error_code(exc) in ("PreconditionFailed", "412") or http_status(exc) == 412:
-            _check_same(client, bucket, key, content_sha256, where)
+            # A 412: a previous run wrote the key. Fine if it holds our content, else stop.
+            stored = client.head_object(Bucket=bucket, Key=key).get("Metadata", {}).get(SHA_METADATA)
+            if stored != content_sha256 and (accept is None or not accept()):
+                raise _different(where, stored, content_sha256) from None
             return 2
         raise map_error(exc, f"writing {where}", missing_hint=(
             f"create the bucket (aws s3 mb s3://{bucket}) or check --bucket and --region")) from None
@@ -197,13 +215,9 @@ def _multipart(client: Any, bucket: str, key: str, source: IO[bytes], digest: st
         raise
 
 
-def _check_same(client: Any, bucket: str, key: str, digest: str, where: str) -> None:
-    """A 412 on a conditional create: fine if the object there holds our content, else stop."""
-    head = client.head_object(Bucket=bucket, Key=key)
-    if head.get("Metadata", {}).get(SHA_METADATA) == digest:
-        return
-    raise CdcError(
-        f"{where} already exists with different content (sha256 {head.get('Metadata', {}).get(SHA_METADATA)} "
-        f"!= {digest}); a sealed segment never changes, so this prefix holds another pipeline's data",
+def _different(where: str, stored: str | None, digest: str) -> CdcError:
+    return CdcError(
+        f"{where} already exists with different content (sha256 {stored} != {digest}); a sealed segment "
+        "never changes, so this prefix holds another pipeline's data",
         hint="ship into a fresh --prefix (or bucket), or remove the stale objects if the change log was rebuilt",
     )

@@ -6,6 +6,7 @@ awkward database/table names, and a few big rows.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -86,3 +87,13 @@ def read_s3_lines(s3: Any, bucket: str, prefix: str) -> tuple[Counter[bytes], di
         assert body.endswith(b"\n"), key
         lines.update(body[:-1].split(b"\n"))
     return lines, objects
+
+
+def as_v1_manifest(manifest: dict[str, Any]) -> bytes:
+    """What cdc wrote before batches for the same one-segment batch: version 1, `segment`, no `bytes` per object."""
+    assert manifest["segments"][0] == manifest["segments"][1], "v1 had one manifest per segment"
+    v1 = {"version": 1, "segment": manifest["segments"][0], "compression": manifest["compression"],
+          "records": manifest["records"], "objects": [{k: v for k, v in o.items() if k != "bytes"}
+                                                      for o in manifest["objects"]],
+          "first_position": manifest["first_position"], "last_position": manifest["last_position"]}
+    return json.dumps(v1, indent=2, sort_keys=True).encode() + b"\n"

@@ -13,10 +13,10 @@ import pytest
 
 from cdc import sinks
 from cdc.config import AWSSettings
-from cdc.errors import PositionError, UsageError
+from cdc.errors import CdcError, PositionError, UsageError
 from cdc.sinks.s3_batches import RollOptions, plan_batch
 from cdc.state import StateDir
-from tests.sinks.changes import lines_of, make_changes, read_s3_lines, write_changelog
+from tests.sinks.changes import as_v1_manifest, lines_of, make_changes, read_s3_lines, write_changelog
 
 MIB = 1024 * 1024
 
@@ -185,3 +185,30 @@ def test_a_big_batch_is_shipped_without_holding_its_lines(aws, s3, bucket, state
     assert payload > 40 * MIB and summary.batches == 1
     assert peak < 8 * MIB, f"peak {peak / MIB:.1f} MiB for a {payload / MIB:.1f} MiB batch"
     assert read_s3_lines(s3, bucket, "m/")[0] == expected
+
+
+@pytest.mark.parametrize("same_objects", [True, False])
+def test_upgrade_after_a_v1_crash_between_manifest_and_checkpoint(aws, s3, bucket, state_dir: Path,
+                                                                   same_objects: bool) -> None:
+    """cdc before batches shipped segment 2 with its manifest, then died before its checkpoint."""
+    segments = write_changelog(state_dir / "changelog", make_changes(200), per_segment=100)
+    assert len(segments) == 2
+    sink = s3_sink(aws, f"s3://{bucket}/up")
+    sink.deliver_batch(sink.new_batch(segments[1:]), lambda *_: None)  # the one-segment batch has the v1 keys
+    key = f"up/_manifests/{segments[1].name[:-6]}.json"
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    if not same_objects:
+        manifest["objects"][0]["sha256"] = "0" * 64
+    s3.put_object(Bucket=bucket, Key=key, Body=as_v1_manifest(manifest))
+    (state_dir / "ship-s3.json").write_text(json.dumps({
+        "version": 1, "destination": sink.destination, "last_segment": segments[0].name, "segments": 1,
+        "records": 100}))
+    if not same_objects:  # not the same objects: another pipeline's manifest, never taken as ours
+        with pytest.raises(CdcError, match="already exists with different content"):
+            sinks.ship(StateDir(state_dir), sink)
+        assert json.loads((state_dir / "ship-s3.json").read_text())["last_segment"] == segments[0].name
+        return
+    summary = sinks.ship(StateDir(state_dir), sink)
+    assert (summary.segments, summary.last_segment) == (1, segments[1].name)
+    assert json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())["version"] == 1  # left as it was
+    assert read_s3_lines(s3, bucket, "up/")[0] == Counter(segments[1].read_bytes().splitlines())

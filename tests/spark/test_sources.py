@@ -15,7 +15,7 @@ from cdc.errors import DataError
 from cdc.spark import merge, read_lake_table
 from cdc.state import StateDir
 from tests.rig import MotoServer
-from tests.sinks.changes import read_s3_lines
+from tests.sinks.changes import as_v1_manifest, read_s3_lines
 from tests.spark.test_merge import build
 from tests.spark.workload import T1, T2, model
 
@@ -106,11 +106,7 @@ def _ship_v1(state: StateDir, aws: AWSSettings, bucket: str, prefix: str) -> lis
         sink.deliver_batch(sink.new_batch([segment]), lambda *_: None)
         key = f"{prefix}/_manifests/{segment.name[:-6]}.json"
         manifest = json.loads(sink.client.get_object(Bucket=bucket, Key=key)["Body"].read())
-        v1 = {"version": 1, "segment": segment.name, "compression": manifest["compression"],
-              "records": manifest["records"], "objects": [{k: v for k, v in o.items() if k != "bytes"}
-                                                          for o in manifest["objects"]],
-              "first_position": manifest["first_position"], "last_position": manifest["last_position"]}
-        sink.client.put_object(Bucket=bucket, Key=key, Body=json.dumps(v1).encode())
+        sink.client.put_object(Bucket=bucket, Key=key, Body=as_v1_manifest(manifest))
     (state.root / "ship-s3.json").write_text(json.dumps({
         "version": 1, "destination": sink.destination, "last_segment": segments[-1].name,
         "segments": len(segments), "records": 0}))
