@@ -1,10 +1,12 @@
 """The ship loop shared by every destination: sealed segments after the checkpoint -> sink -> checkpoint.
 
-Data first, checkpoint last: a segment's checkpoint is written only after the sink has every
-record of it acknowledged. A crash anywhere replays from the first unacknowledged segment,
-so a destination sees every record at least once; each record carries its `position`, which
-is unique per change, so a consumer that keeps the first record per position gets each
-change exactly once (see README, "Deduplicating downstream").
+Kinesis ships one segment at a time; S3 a batch of consecutive segments (s3_batches.py), pinned
+in the checkpoint as `pending` before its first upload. Data first, checkpoint last: a segment's
+(a batch's) checkpoint is written only after the sink has every record of it acknowledged. A
+crash anywhere replays from the first unacknowledged segment, so a destination sees every record
+at least once; each record carries its `position`, which is unique per change, so a consumer that
+keeps the first record per position gets each change exactly once (see README, "Deduplicating
+downstream").
 """
 
 from __future__ import annotations
