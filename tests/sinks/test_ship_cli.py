@@ -192,7 +192,7 @@ def test_kill_9_mid_batch_then_rerun_with_other_options_finishes_the_planned_bat
 
 
 def test_follow_ships_an_open_batch_once_the_roll_interval_has_passed(aws_env, s3, bucket, state_dir: Path) -> None:
-    first, later = make_changes(300, seed=1), make_changes(600, seed=1)[300:]
+    first, later, unplanned = (make_changes(900, seed=1)[i:i + 300] for i in (0, 300, 600))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen([*ARGV, "ship", "--to", f"s3://{bucket}/f", "--state-dir", str(state_dir), "--follow",
                                 "--roll-interval", "1.5", "--poll-interval", "0.1", "--json"],
@@ -203,14 +203,17 @@ def test_follow_ships_an_open_batch_once_the_roll_interval_has_passed(aws_env, s
             write_changelog(state_dir / "changelog", lines, per_segment=100)
             _wait_for(lambda: _shipped(state_dir, "s3") == total)
             assert time.time() - written >= 1.4  # the open batch waited for its interval, not for more data
+        write_changelog(state_dir / "changelog", unplanned, per_segment=100)  # a batch opens: SIGTERM within 1.5 s
     finally:
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err.decode()
     summary = json.loads(out)
-    assert (summary["records"], summary["batches"], summary["segments"]) == (600, 2, 6)
+    assert (summary["records"], summary["batches"], summary["segments"], summary["remaining"]) == (600, 2, 6, 3)
+    assert json.loads((state_dir / "ship-s3.json").read_text())["pending"] is None  # the open batch: nothing pinned
     lines, objects = read_s3_lines(s3, bucket, "f/")
     assert lines == lines_of(first + later) and len([k for k in objects if "/_manifests/" in k]) == 2
+    assert _shipped(state_dir, "s3") == 600
 
 
 def test_a_pending_batch_outside_the_change_log_exits_5(aws_env, bucket, state_dir: Path) -> None:
