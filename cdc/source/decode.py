@@ -27,10 +27,13 @@ from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
 from cdc.errors import DataError
 from cdc.schema import Column, TableSchema
 from cdc.source.rowcompile import CompiledImageReader, Inline, inline_for
-from cdc.source.rowformat import EncodedImageReader, Reader, encoded_reader_for, reader_for
+from cdc.source.encoded_reads import EncodedImageReader, encoded_reader_for
+from cdc.source.rowformat import Reader, reader_for
 from cdc.values import SPATIAL_TYPES, encoder_for
 
 _EPOCH = dt.datetime(1970, 1, 1)
+# What the fast path raises on a value it cannot encode: the library path then names the column and the row.
+FAST_PATH_ERRORS = (DataError, ValueError, TypeError, UnicodeDecodeError, OverflowError, IndexError)
 _INT_NAMES = {FIELD_TYPE.TINY: "tinyint", FIELD_TYPE.SHORT: "smallint", FIELD_TYPE.INT24: "mediumint",
               FIELD_TYPE.LONG: "int", FIELD_TYPE.LONGLONG: "bigint"}
 _INT_WIDTH = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10), "bigint": (20, 20)}
@@ -188,13 +191,27 @@ def hash_value(value: Any) -> str | None:
 class RowDecoder:
     """Per-table decode state, built once per table map: column fixes, encoders, exclusions, hashes."""
 
-    def __init__(self, schema: TableSchema, exclude: frozenset[str] = frozenset(), hashed: frozenset[str] = frozenset()):
+    def __init__(self, schema: TableSchema, exclude: frozenset[str] = frozenset(), hashed: frozenset[str] = frozenset(),
+                 columns: list[Any] | None = None):
         self.schema = schema
         self.exclude, self.hashed = exclude, hashed
         self.plan = [(c.name, encoder_for(c), _fix_for(c), c.name in hashed) for c in schema.columns
                      if c.name not in exclude]
         self.key_names = sorted(schema.primary_key) or [c.name for c in schema.columns if c.name not in exclude]
         self._fast: EncodedImageReader | None | bool = False  # False: not built yet (needs the table map)
+        self.columns = columns  # the table map's (library) columns, when given: the fast reader is built at once
+        if columns is not None:
+            self._fast = _encoded_image_reader(columns, schema, exclude, hashed)
+
+    @property
+    def has_fast_path(self) -> bool:
+        """Full images of this table can be decoded from bytes alone (columns given, every type has a fast reader)."""
+        return isinstance(self._fast, EncodedImageReader)
+
+    def fast_images(self, body: bytes, op: str | None) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+        """images() from a full-image rows-event body alone (in a decode worker); raises where images() falls back."""
+        assert isinstance(self._fast, EncodedImageReader), "fast_images needs a table with a fast reader"
+        return _read_images(self._fast, body, op)
 
     def encode(self, values: dict[str, Any], none_sources: dict[str, str]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -220,7 +237,7 @@ class RowDecoder:
         if fast is not None and body is not None:
             try:
                 return _read_images(fast, body, op)
-            except (DataError, ValueError, TypeError, UnicodeDecodeError, OverflowError, IndexError):
+            except FAST_PATH_ERRORS:
                 pass  # e.g. invalid UTF-8 in a text column: the slow path names the column and the row
         rows = []
         for index, row in enumerate(event.rows):

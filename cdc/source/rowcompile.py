@@ -1,6 +1,6 @@
 """Compile a table map's image reader into one Python function: no per-column call or dispatch per row.
 
-rowformat.EncodedImageReader calls one reader closure per column: at binlog rates the calls, the
+encoded_reads.EncodedImageReader calls one reader closure per column: at binlog rates the calls, the
 (value, offset) tuples and the per-column NULL test are most of the decode time. Here the same readers'
 work is written out as Python source for the table's column sequence and compiled once per table map:
 hot types (integers, DOUBLE, DECIMAL, DATETIME, DATE, strings, blobs, ENUM) are inlined, consecutive
@@ -19,7 +19,8 @@ from typing import Any
 from pymysqlreplication.constants import FIELD_TYPE
 
 from cdc.schema import Column
-from cdc.source.rowformat import _DIG2BYTES, _INTS, EncodedImageReader, Reader, _fraction_reader, string_shape
+from cdc.source.encoded_reads import EncodedImageReader, string_shape
+from cdc.source.rowformat import _DIG2BYTES, _INTS, Reader, _fraction_reader
 from cdc.values import INTEGER_TYPES
 
 
@@ -54,7 +55,7 @@ def _base64(size: int, pad_to: int) -> Inline:
 
 
 def _decimal(precision: int, scale: int) -> Inline:
-    """rowformat._decimal_text written out: the groups' shifts and masks become literals."""
+    """encoded_reads._decimal_text written out: the groups' shifts and masks become literals."""
     intg = precision - scale
     int_groups = ([(_DIG2BYTES[intg % 9], intg % 9)] if intg % 9 else []) + [(4, 9)] * (intg // 9)
     frac_groups = [(4, 9)] * (scale // 9) + ([(_DIG2BYTES[scale % 9], scale % 9)] if scale % 9 else [])
@@ -105,7 +106,7 @@ def _string(column: Any, ours: Column) -> Inline | None:
 
 
 def inline_for(column: Any, ours: Column) -> Inline | None:
-    """The inlined read of rowformat.encoded_reader_for(column, ours), or None (the column calls its reader)."""
+    """The inlined read of encoded_reads.encoded_reader_for(column, ours), or None (the column calls its reader)."""
     t, kind = column.type, ours.data_type
     if t in _INTS and kind in INTEGER_TYPES:
         return Inline(fmt=_INTS[t][bool(column.unsigned)][1])

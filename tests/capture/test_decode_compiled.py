@@ -1,4 +1,4 @@
-"""The compiled image reader (rowcompile) returns what the interpreted one (rowformat.EncodedImageReader) does.
+"""The compiled image reader (rowcompile) returns what the interpreted one (encoded_reads.EncodedImageReader) does.
 
 Same values and same end offset, for random rows of every inlined type (DECIMAL of any precision and
 scale, DATETIME of any fsp, 1-4 byte lengths), random NULL masks, excluded, hashed and non-inlined
@@ -18,7 +18,8 @@ from pymysqlreplication.constants import FIELD_TYPE as F
 from cdc.schema import Column, TableSchema
 from cdc.source.decode import _encoded_image_reader
 from cdc.source.rowcompile import CompiledImageReader
-from cdc.source.rowformat import _DIG2BYTES, EncodedImageReader
+from cdc.source.encoded_reads import EncodedImageReader
+from cdc.source.rowformat import _DIG2BYTES
 from tests.capture.test_decode_fast_readers import _pack_decimal
 
 

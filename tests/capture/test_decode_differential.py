@@ -29,7 +29,7 @@ from cdc.changelog import file_seq
 from cdc.schema import Column, TableSchema, read_table_schema
 from cdc.source import binlog
 from cdc.source.decode import RowDecoder, schema_from_map
-from cdc.source.rowformat import EncodedImageReader
+from cdc.source.encoded_reads import EncodedImageReader
 from cdc.values import encoder_for
 from tests.capture.conftest import binlog_start, settings_for
 from tests.capture.workload import TABLE, create_all_types_table, insert_row, prepare_session, run_workload

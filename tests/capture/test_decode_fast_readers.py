@@ -1,4 +1,4 @@
-"""Readers of change-log values (rowformat.encoded_reader_for) equal a Python-value reader + cdc.values, for any input.
+"""Readers of change-log values (encoded_reads.encoded_reader_for) equal a Python-value reader + cdc.values, for any input.
 
 The end-to-end comparison on a real binlog is test_decode_differential.py; these cover the value space
 (every DECIMAL precision and scale, every date and fraction) that a workload only samples.
@@ -13,9 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdc.schema import Column
-from cdc.source.rowformat import (
-    _DIG2BYTES, _base64, _date, _date_text, _datetime2, _datetime2_text, _decimal, _decimal_text, _text,
-)
+from cdc.source.encoded_reads import _base64, _date_text, _datetime2_text, _decimal_text, _text
+from cdc.source.rowformat import _DIG2BYTES, _date, _datetime2, _decimal
 from cdc.values import encode_value
 
 
