@@ -71,7 +71,8 @@ class SegmentWriter:
             removed += 1
         return removed
 
-    def write(self, position: str, line: bytes) -> None:
+    def write(self, position: str, line: bytes, lines: int = 1) -> None:
+        """Append `line` (or a block of `lines` whole lines) to the open segment; `position` is its first line's."""
         if self._handle is None:
             self._temp = self.directory / f".{SEGMENT_PREFIX}{self.owner}-{os.getpid()}.tmp"
             with disk_full_as_error(self._temp):
@@ -81,7 +82,7 @@ class SegmentWriter:
             self._handle.write(line)
         except OSError as exc:
             raise (disk_full_error(exc, self._temp) or exc) from exc
-        self.lines += 1
+        self.lines += lines
         self.bytes += len(line)
 
     @property

@@ -41,6 +41,7 @@ def tail(
     read_timeout: Annotated[float, typer.Option("--read-timeout", help="Seconds of silence (no event, no heartbeat) before reconnecting.")] = 10.0,
     reconnect_timeout: Annotated[float, typer.Option("--reconnect-timeout", help="Give up after this many seconds without a working connection.")] = 60.0,
     to_stdout: Annotated[bool, typer.Option("--stdout", help="Also write the committed change lines to stdout.")] = False,
+    decode_workers: Annotated[Optional[int], typer.Option("--decode-workers", min=0, help="Processes decoding rows beside the binlog reader (default: 1 on a multi-core machine, else 0; 0 = decode in the tail process).")] = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
@@ -54,7 +55,7 @@ def tail(
                       _names(exclude_columns), _names(hash_columns))
     options = TailOptions(StartRequest(start_position, start_gtid, from_now), follow, rebase, filters, flush_interval,
                           segment_mib * 2**20, heartbeat=min(1.0, read_timeout / 4), read_timeout=read_timeout,
-                          reconnect_timeout=reconnect_timeout)
+                          reconnect_timeout=reconnect_timeout, decode_workers=decode_workers)
     with stop_on_signals() as stop, _progress(as_json, to_stdout) as on_progress:
         summary = run_tail(settings, options, should_stop=stop.is_set, on_progress=on_progress, on_note=ui.note,
                            stdout=sys.stdout.buffer if to_stdout else None)

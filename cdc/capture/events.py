@@ -1,21 +1,24 @@
-"""Turn binlog events into change lines: transactions, schema history, segments and the checkpoint."""
+"""Turn binlog events into change lines: transactions, table maps, decoding (here or in workers), in order."""
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-import orjson
 import pymysql
 
+from cdc.capture.commit import Committer
 from cdc.capture.ddl import parse_ddl
+from cdc.capture.decode_pool import DecodePool
 from cdc.capture.filters import Filters
 from cdc.capture.lag import LagMeter
-from cdc.capture.start import CHECKPOINT_VERSION, STAGE, Start, last_position_in, uncheckpointed_segments
-from cdc.capture.txn import RowLines, TransactionBuffer, split_line
-from cdc.changelog import SegmentWriter, position_string
+from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
+from cdc.capture.start import Start
+from cdc.capture.txn import split_line
+from cdc.changelog import position_string
 from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError, UsageError
 from cdc.schema import SchemaHistory, TableSchema, read_table_schema
@@ -24,7 +27,8 @@ from cdc.source.connect import open_connection
 from cdc.source.decode import RowDecoder, schema_from_map
 from cdc.state import StateDir
 
-_SORT = orjson.OPT_SORT_KEYS
+
+_MAX_QUEUED = 256  # decoded rows events (and the steps between them) waiting behind a job still in a worker
 
 
 @dataclass(frozen=True)
@@ -40,45 +44,58 @@ class Progress:
 
 
 class Capture:
-    """State of one tail run between reconnects: position at the last commit, open transaction, open segment."""
+    """One tail run between reconnects: reads events in order, decodes rows (here or in workers), commits in order.
+
+    The reading side (this class) follows transactions, table maps and the read position; everything that
+    writes (cdc.capture.commit.Committer) is queued behind the rows decoded before it and applied in binlog
+    order, so with decode workers the checkpoint never passes a row that is not yet in a segment.
+    """
 
     def __init__(self, state: StateDir, mysql: MySQLSettings, filters: Filters, start: Start, server_uuid: str, *,
                  flush_interval: float, segment_bytes: int, spill_bytes: int, stdout: BinaryIO | None = None,
-                 on_progress: Callable[[Progress], None] | None = None) -> None:
-        self.state, self.mysql, self.filters, self.server_uuid = state, mysql, filters, server_uuid
-        self.position, self.gtid, self.last_segment = start.position, start.gtid, start.last_segment
-        self.flush_interval, self.segment_bytes = flush_interval, segment_bytes
-        self.stdout, self.on_progress = stdout, on_progress
-        self.writer = SegmentWriter(state.changelog, "tail")
-        self.writer.discard_stale()
-        self.txn = TransactionBuffer(state.root / "tmp", spill_bytes)
-        self.txn.discard_stale()
+                 on_progress: Callable[[Progress], None] | None = None, pool: DecodePool | None = None) -> None:
+        self.mysql, self.filters, self.on_progress, self.pool = mysql, filters, on_progress, pool
+        self.out = Committer(state, start, server_uuid, flush_interval=flush_interval, segment_bytes=segment_bytes,
+                             spill_bytes=spill_bytes, stdout=stdout)
         self.history = SchemaHistory(state.schema)
+        self.read_position = start.position  # the last commit read; `position` trails it while rows are decoded
         self._decoders: dict[int, tuple[Any, RowDecoder | None]] = {}
         self._file = start.position.file
         self._in_txn = self._begun = False
         self._txn_gtid: str | None = None
-        self._opened_at: float | None = None
-        self._checkpointed_at = time.monotonic()
-        self._dirty = True  # position or server moved since the last checkpoint (a first run writes one at once)
         self._ctl: Any = None
-        self.transactions = self.rows = self.segments = self.events = 0
-        self._progress_at, self._progress_events, self._last_ts = time.monotonic(), 0, 0
+        # Effects in binlog order: (function, args), or (None, (decoder, event, meta)) for a job in the pool.
+        self._pending: deque[tuple[Callable[..., None] | None, tuple[Any, ...]]] = deque()
+        self.events = 0
+        self.worker_rows = 0  # rows decoded and encoded by the decode workers (the rest: in this process)
+        self._progress_at, self._progress_events = time.monotonic(), 0
         self._caught_up = False  # a heartbeat: the server has nothing more to send right now
         self.lag = LagMeter(self._control, self._close_control)
-        self._skip_until = self._recover()
 
-    def _recover(self) -> str | None:
-        """Segments sealed after the last checkpoint (kill -9 between seal and checkpoint): skip their lines."""
-        orphans = uncheckpointed_segments(self.state.changelog, self.last_segment)
-        if not orphans:
-            return None
-        self.last_segment = orphans[-1].name
-        return last_position_in(orphans[-1])
+    @property
+    def position(self) -> Position:
+        return self.out.position
+
+    @property
+    def transactions(self) -> int:
+        return self.out.transactions
+
+    @property
+    def rows(self) -> int:
+        return self.out.rows
+
+    @property
+    def segments(self) -> int:
+        return self.out.segments
 
     @property
     def at_boundary(self) -> bool:
         return not self._in_txn
+
+    @property
+    def decoding(self) -> bool:
+        """Rows (and the commits behind them) are still with the decode workers."""
+        return bool(self._pending)
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -94,7 +111,7 @@ class Capture:
         elif kind == "begin":
             self._in_txn, self._begun = True, True
         elif kind == "commit":
-            self._commit(event)
+            self._on_commit(event)
         elif kind == "query":
             if not self._begun:  # DDL: after its GTID event, without BEGIN; its own transaction
                 self._on_statement(event)
@@ -103,17 +120,32 @@ class Capture:
             if not self._in_txn:
                 self._advance(Position(self._file, int(event.xid or 4)))
         elif kind == "heartbeat":
-            self.flush()
+            self.settle()
+            self.out.flush()
         elif not self._in_txn and event.next_pos:
             self._advance(Position(self._file, event.next_pos))
+        if self._pending:
+            self.settle(wait=False)
         self._caught_up = kind == "heartbeat"
         # Heartbeats keep the status line (and --json status lines) coming while the server is idle.
         if self.on_progress is not None and (self.events % 256 == 0 or self._caught_up):
             self._report()
 
+    def _later(self, effect: Callable[..., None], *args: Any) -> None:
+        """Run a writing step now, or after the rows still being decoded before it."""
+        if self._pending:
+            self._pending.append((effect, args))
+        else:
+            effect(*args)
+
     def _advance(self, position: Position) -> None:
-        if position != self.position:
-            self.position, self._dirty = position, True
+        self.read_position = position
+        self._later(self.out.advance, position)
+
+    def _on_commit(self, event: Event) -> None:
+        self.read_position = Position(event.file, event.next_pos)
+        self._later(self.out.commit, event.xid, event.timestamp, self._txn_gtid, self.read_position)
+        self._in_txn, self._begun, self._txn_gtid = False, False, None
 
     def _on_table_map(self, event: Event) -> None:
         if not self._in_txn:
@@ -134,8 +166,19 @@ class Capture:
             if excluded & set(schema.primary_key):
                 raise UsageError(f"--exclude-columns removes primary-key column(s) {sorted(excluded & set(schema.primary_key))} "
                                  f"of {schema.db}.{schema.table}", hint="hash them instead (--hash-columns)")
-            decoder = RowDecoder(schema, excluded, hashed)
+            decoder = RowDecoder(schema, excluded, hashed, list(raw.columns))
+        if cached is not None:
+            self._forget(cached[1])
         self._decoders[raw.table_id] = ((event.db, event.table, signature), decoder)
+
+    def _forget(self, decoder: RowDecoder | None) -> None:
+        if decoder is not None and self.pool is not None:
+            self.pool.forget(decoder)
+
+    def _clear_decoders(self) -> None:
+        for _, decoder in self._decoders.values():
+            self._forget(decoder)
+        self._decoders.clear()
 
     def _schema_for(self, event: Event) -> TableSchema:
         db, table = event.db or "", event.table or ""
@@ -170,33 +213,43 @@ class Capture:
         decoder = cached[1]
         if decoder is None:
             return
-        db, table, op, file, pos = event.db, event.table, event.op, event.file, event.pos
+        meta = RowsMeta(event.db or "", event.table or "", event.file, event.pos, self._txn_gtid, event.server_id,
+                        event.op or "")
+        if self.out.skip_until is not None:
+            meta = meta._replace(first=first_row_after(meta, self.out.skip_until))
+        pool = self.pool
+        # With the workers busy, the reader decodes this event itself rather than wait: it keeps both busy
+        # whatever the machine's load, and the queue of finished steps behind the oldest job stays bounded.
+        body = event.raw.row_bytes() if pool is not None and decoder.has_fast_path and not pool.full else None
+        if body is None:
+            self._later(self._add_rows, meta, *self._encode_here(decoder, event, meta))
+            while len(self._pending) > _MAX_QUEUED:  # bounded memory: wait for the oldest job
+                self._apply_next(wait=True)
+            return
+        pool.submit(decoder, body, meta)  # type: ignore[union-attr]
+        self._pending.append((None, (decoder, event, meta)))
+
+    @staticmethod
+    def _encode_here(decoder: RowDecoder, event: Event, meta: RowsMeta) -> tuple[bytes, int]:
         try:
-            images = decoder.images(event.raw, op)
+            images = decoder.images(event.raw, meta.op)
         except DataError as exc:
-            raise DataError(f"{db}.{table} at {file}:{pos} {exc.message}", hint=exc.hint) from None
-        # What every row of the event shares is encoded once; position_string's row index is its last 12 digits.
-        lines = RowLines(table or "", file, pos, self._txn_gtid, event.server_id)
-        prefix = position_string(file, pos, 0)[:-12]
-        add, key, skip, tail = self.txn.add, decoder.key, self._skip_until, lines.tail
-        for index, (before, after) in enumerate(images):
-            position = f"{prefix}{index:012d}"
-            if skip is not None and position <= skip:
-                continue
-            body = {"after": after, "before": before, "db": db, "key": key(after or before), "op": op,
-                    "position": position}
-            add(position, lines.head(body, index), tail)
-            self.rows += 1
+            raise DataError(f"{meta.db}.{meta.table} at {meta.file}:{meta.pos} {exc.message}", hint=exc.hint) from None
+        return rows_block(images, decoder.key_names, meta)
+
+    def _add_rows(self, meta: RowsMeta, block: bytes, count: int) -> None:
+        self.out.add_rows(meta.position(meta.first), block, count)
 
     def _on_statement(self, event: Event) -> None:
         """A statement outside a transaction: DDL (its own transaction) becomes control lines."""
         changes = parse_ddl(event.sql or "", event.db or "")
+        skip = self.out.skip_until
         for index, change in enumerate(changes):
             if not (self.filters.wants(change.db, change.table)
                     or (change.new_table and self.filters.wants(change.new_db or change.db, change.new_table))):
                 continue
             position = position_string(event.file, event.pos, index)
-            if self._skip_until is not None and position <= self._skip_until:
+            if skip is not None and position <= skip:
                 continue
             body: dict[str, Any] = {"db": change.db, "ddl": event.sql, "kind": change.kind, "op": "ddl",
                                     "position": position}
@@ -204,60 +257,66 @@ class Capture:
                 body["new_db"], body["new_table"] = change.new_db or change.db, change.new_table
             src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index,
                    "server_id": event.server_id}
-            self.txn.add(position, *split_line(body, src, change.table))
-        self._decoders.clear()  # table ids may be reused for the changed tables
-        self._commit(event)
+            self._later(self.out.txn.add, position, line_template(*split_line(body, src, change.table)), 1)
+        self._clear_decoders()  # table ids may be reused for the changed tables
+        self._on_commit(event)
 
-    def _commit(self, event: Event) -> None:
-        if self.txn.count:
-            self._write_transaction(event.xid, event.timestamp)
-        self.txn.clear()
-        self._in_txn, self._begun, self.gtid = False, False, self._txn_gtid or self.gtid
-        self._txn_gtid = None
-        self._last_ts = event.timestamp
-        self._advance(Position(event.file, event.next_pos))
-        self.flush()
+    # --- applying in binlog order ---------------------------------------------------------------------
 
-    def _write_transaction(self, xid: int | None, ts: int) -> None:
-        first = self.txn.first_position or ""
-        if self.writer.is_empty:
-            self._opened_at = time.monotonic()
-        for line in self.txn.complete_lines(xid, ts):
-            self.writer.write(first, line)
-            if self.stdout is not None:
-                self.stdout.write(line)
-        if self.stdout is not None:
-            self.stdout.flush()
-        self.transactions += 1
+    def _apply_next(self, wait: bool) -> bool:
+        """Apply the oldest queued step; False if it is a job whose result is not back yet (and not `wait`)."""
+        effect, args = self._pending[0]
+        if effect is not None:
+            self._pending.popleft()
+            effect(*args)
+            return True
+        assert self.pool is not None
+        if not wait and not self.pool.ready():
+            return False
+        result = self.pool.take()
+        self._pending.popleft()
+        decoder, event, meta = args
+        if result is None:
+            result = self._encode_here(decoder, event, meta)
+        else:
+            self.worker_rows += result[1]
+        self._add_rows(meta, *result)
+        return True
+
+    def settle(self, wait: bool = True) -> None:
+        """Apply the queued steps whose rows are decoded; with `wait`, all of them."""
+        try:
+            while self._pending and self._apply_next(wait):
+                pass
+        except BaseException:
+            # Nothing behind a failed step may be applied (its transaction would be incomplete): drop it all,
+            # and the workers' results for it with them; tail stops, or re-reads from the last applied commit.
+            self._pending.clear()
+            if self.pool is not None:
+                self.pool.close()
+                self.pool = None
+            self.read_position = self.position
+            raise
+
+    def finish(self) -> None:
+        """Apply everything read, seal the open segment and checkpoint."""
+        self.settle()
+        self.out.flush(force=True)
 
     def abort_transaction(self) -> None:
-        """Forget the open transaction (lost connection, stop): it is re-read from its start next time."""
-        self.txn.clear()
-        self._in_txn, self._begun, self._txn_gtid = False, False, None
-        self._decoders.clear()
+        """Forget the open transaction (lost connection, stop): it is re-read from its start next time.
 
-    # --- segments and checkpoint ------------------------------------------------------------------------
+        The commits read before it are applied first (their rows are decoded), so a stop loses nothing.
+        """
+        try:
+            self.settle()
+        finally:
+            self.out.txn.clear()
+            self._in_txn, self._begun, self._txn_gtid = False, False, None
+            self._clear_decoders()
+            self.read_position = self.position
 
-    def flush(self, force: bool = False) -> None:
-        """Seal the open segment if it is big or old enough (or `force`), then advance the checkpoint."""
-        now = time.monotonic()
-        if not self.writer.is_empty:
-            if force or self.writer.bytes >= self.segment_bytes or now - (self._opened_at or now) >= self.flush_interval:
-                sealed = self.writer.seal()
-                if sealed is not None:
-                    self.last_segment, self.segments = sealed.name, self.segments + 1
-                self._checkpoint()
-        elif self._dirty and (force or now - self._checkpointed_at >= self.flush_interval):
-            self._checkpoint()
-
-    def _checkpoint(self) -> None:
-        if self._skip_until is not None and self.position.key() > _position_key(self._skip_until):
-            self._skip_until = None
-        self.state.write_checkpoint(STAGE, {
-            "version": CHECKPOINT_VERSION, "file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
-            "last_segment": self.last_segment, "server_uuid": self.server_uuid,
-        })
-        self._dirty, self._checkpointed_at = False, time.monotonic()
+    # --- progress and connections ----------------------------------------------------------------------
 
     def _report(self) -> None:
         now = time.monotonic()
@@ -266,15 +325,15 @@ class Capture:
         if self._caught_up:
             lag, lag_bytes = 0.0, 0
         else:
-            lag = max(0.0, time.time() - self._last_ts) if self._last_ts else None
+            lag = max(0.0, time.time() - self.out.last_ts) if self.out.last_ts else None
             lag_bytes = self.lag.bytes_behind(self.position)
         assert self.on_progress is not None
         self.on_progress(Progress(str(self.position), self.events, self.rows, self.transactions, rate, lag,
                                   self.segments, lag_bytes))
 
     def close(self) -> None:
-        self.writer.abandon()
-        self.txn.clear()
+        self._pending.clear()
+        self.out.close()
         self._close_control()
 
     def _close_control(self) -> None:
@@ -284,9 +343,4 @@ class Capture:
             except pymysql.err.Error:  # already closed, or the socket is dead: nothing to release
                 pass
             self._ctl = None
-
-
-def _position_key(position: str) -> tuple[int, int]:
-    seq, pos, _ = position.split(":")
-    return int(seq), int(pos)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from cdc.capture.decode_pool import DecodePool, default_workers
 from cdc.capture.events import Capture, Progress
 from cdc.capture.filters import Filters
 from cdc.capture.start import STAGE, StartRequest, resolve_start
@@ -37,6 +38,7 @@ class TailOptions:
     heartbeat: float = 1.0
     read_timeout: float = 10.0
     reconnect_timeout: float = 60.0  # give up after this long without a working connection
+    decode_workers: int | None = None  # processes decoding rows beside the reader; None: one per extra core, 0: none
 
 
 @dataclass
@@ -49,6 +51,8 @@ class TailSummary:
     rows: int = 0
     segments: int = 0
     reconnects: int = 0
+    decode_workers: int = 0
+    worker_rows: int = 0  # rows decoded in the decode workers; the reader decodes the rest when they are busy
     seconds: float = 0.0
     stopped: str = "caught up"
     notes: list[str] = field(default_factory=list)
@@ -68,24 +72,38 @@ def run_tail(
 ) -> TailSummary:
     """Capture changes from the start position into sealed segments until caught up (or stopped, with --follow)."""
     state = StateDir(settings.state_dir).ensure()
+    workers = default_workers() if options.decode_workers is None else options.decode_workers
     with state.lock(STAGE):
-        with connection(settings.mysql) as conn:
-            info = describe_server(conn)
-            start = resolve_start(state, options.start, conn, info.server_uuid, rebase=options.rebase)
-            state.bind_server(info.identity(), rebase=options.rebase)
-            target = None if options.follow else current_position(conn)
-        capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
-                          flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
-                          spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress)
-        summary = TailSummary(str(start.position), str(start.position), start.origin, target and str(target))
-        began = time.monotonic()
+        pool = DecodePool(workers) if workers > 0 else None  # started first: it imports while we connect
         try:
-            _loop(capture, settings, options, target, summary, should_stop, on_note or (lambda _m: None))
+            return _run(state, settings, options, pool, should_stop, on_progress, on_note, stdout)
         finally:
-            capture.close()
-        summary.end, summary.seconds = str(capture.position), time.monotonic() - began
-        summary.transactions, summary.rows, summary.segments = capture.transactions, capture.rows, capture.segments
-        return summary
+            if pool is not None:
+                pool.close()
+
+
+def _run(state: StateDir, settings: Settings, options: TailOptions, pool: DecodePool | None,
+         should_stop: Callable[[], bool], on_progress: Callable[[Progress], None] | None,
+         on_note: Callable[[str], None] | None, stdout: BinaryIO | None) -> TailSummary:
+    with connection(settings.mysql) as conn:
+        info = describe_server(conn)
+        start = resolve_start(state, options.start, conn, info.server_uuid, rebase=options.rebase)
+        state.bind_server(info.identity(), rebase=options.rebase)
+        target = None if options.follow else current_position(conn)
+    capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
+                      flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
+                      spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress, pool=pool)
+    summary = TailSummary(str(start.position), str(start.position), start.origin, target and str(target),
+                          decode_workers=pool.size if pool is not None else 0)
+    began = time.monotonic()
+    try:
+        _loop(capture, settings, options, target, summary, should_stop, on_note or (lambda _m: None))
+    finally:
+        capture.close()
+    summary.end, summary.seconds = str(capture.position), time.monotonic() - began
+    summary.transactions, summary.rows, summary.segments = capture.transactions, capture.rows, capture.segments
+    summary.worker_rows = capture.worker_rows
+    return summary
 
 
 def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Position | None,
@@ -98,7 +116,7 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
     failing_since: float | None = None
     while True:
         if _finished(capture, target, should_stop, summary):
-            capture.flush(force=True)
+            capture.finish()
             return
         reader = BinlogReader(settings.mysql, capture.position, reader_options)
         idle_since: float | None = None
@@ -112,13 +130,14 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
                 capture.handle(event)
                 if capture.at_boundary and _finished(capture, target, should_stop, summary):
                     break
+                if capture.decoding and not reader.has_input():
+                    capture.settle()  # the server sends nothing right now: commit what the workers decoded
                 idle_since = _check_idle(event.kind, idle_since, capture, target, options.read_timeout)
-            capture.flush(force=True)
+            capture.finish()
             return
         except TransientError as exc:
             # Drop the open transaction (it is re-read from its start), keep what was committed.
-            capture.abort_transaction()
-            capture.flush(force=True)
+            _wind_down(capture)
             now = time.monotonic()
             failing_since = failing_since or now
             if now - failing_since > options.reconnect_timeout:
@@ -128,18 +147,25 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
             note(f"{exc.message}; reconnecting at {capture.position} (last commit)")
             time.sleep(min(1.0, options.read_timeout / 4))
         except CdcError:
-            capture.abort_transaction()
-            capture.flush(force=True)
+            _wind_down(capture)
             raise
         finally:
             reader.close()
+
+
+def _wind_down(capture: Capture) -> None:
+    """Apply what was committed and decoded, drop the open transaction, seal and checkpoint."""
+    try:
+        capture.abort_transaction()
+    finally:
+        capture.out.flush(force=True)
 
 
 def _finished(capture: Capture, target: Position | None, should_stop: Callable[[], bool], summary: TailSummary) -> bool:
     if should_stop():
         summary.stopped = "stopped by signal"
         return True
-    return target is not None and capture.position.key() >= target.key()
+    return target is not None and capture.read_position.key() >= target.key()
 
 
 def _check_idle(kind: str, idle_since: float | None, capture: Capture, target: Position | None,

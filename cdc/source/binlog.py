@@ -21,6 +21,7 @@ Verified against MariaDB 10.11 (see tests/capture/test_tail_binlog.py):
 
 from __future__ import annotations
 
+import select
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -307,6 +308,18 @@ class BinlogReader:
                 yield translate(raw, file)
         finally:
             self.close()
+
+    def has_input(self) -> bool:
+        """Whether the server sent bytes not read yet: a poll of the socket that never waits.
+
+        Bytes already in the driver's read buffer do not count, so it may say False while an event is
+        there; callers use it only to choose between waiting for decode workers now or reading on.
+        """
+        sock = getattr(getattr(self._stream, "_stream_connection", None), "_sock", None)
+        if sock is None:
+            return False
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable)
 
     def _fetch(self) -> Any:
         assert self._stream is not None

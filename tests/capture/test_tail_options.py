@@ -11,24 +11,28 @@ from typing import Any
 
 import orjson
 
+from cdc.capture.rowblock import line_template
+from cdc.capture import txn
 from cdc.capture.txn import TransactionBuffer, split_line
 from cdc.changelog import encode_line, list_segments
 from tests.capture.conftest import binlog_start, changelog_bytes, changelog_lines, tail_once
 from tests.rig import MariaDB
 
 
-def test_transaction_buffer_spills_and_completes_lines_exactly(tmp_path: Path) -> None:
+def test_transaction_buffer_spills_and_completes_lines_exactly(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(txn, "_SPILL_CHUNK", 37)  # read back in chunks that end inside lines
     buffer = TransactionBuffer(tmp_path / "tmp", spill_bytes=500)
     expected = []
     for row in range(50):
         body = {"after": {"id": row, "s": "tab\there\nnl"}, "before": None, "db": "d", "key": {"id": row}, "op": "c",
                 "position": f"0000000001:000000000100:b{row:012d}"}
         src = {"file": "mariadb-bin.000001", "gtid": "0-1-5", "pos": 100, "row": row, "server_id": 1}
-        buffer.add(body["position"], *split_line(body, src, "t\"1"))
+        buffer.add(body["position"], line_template(*split_line(body, src, "t\"1")), 1)
         full = {**body, "src": {**src, "xid": 77}, "table": 't"1', "ts": "2023-11-14T22:13:20Z", "v": 1}
         expected.append(encode_line(full))
     assert buffer.spilled and list((tmp_path / "tmp").glob("txn-*.spill"))
-    assert list(buffer.complete_lines(77, 1_700_000_000)) == expected
+    blocks = list(buffer.complete(77, 1_700_000_000))
+    assert b"".join(blocks) == b"".join(expected) and all(block.endswith(b"\n") for block in blocks)
     buffer.clear()
     assert not list((tmp_path / "tmp").glob("*"))
 

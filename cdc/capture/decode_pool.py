@@ -1,0 +1,205 @@
+"""Decode rows events in worker processes while tail reads the binlog; results come back in binlog order.
+
+Tail's main process reads the stream (protocol, table maps, transaction boundaries, checkpoints) and hands
+full-image rows-event bodies to workers (cdc.capture.decode_worker), which turn them into blocks of change
+lines with the same code tail runs in-process (cdc.capture.rowblock), so the change log is byte-identical.
+Jobs go to the workers in turn and results are taken in the same turn, so they arrive in submission order.
+
+Pipes are non-blocking and every wait is a select() over both directions: tail never blocks writing a job
+while a worker blocks writing a result nobody reads. At most `limit` jobs are in flight per worker, so
+memory stays bounded. A worker that dies (or reports a bug) raises DecodeWorkerError at the next result
+tail needs; nothing decoded after that point is applied, so the checkpoint never passes undecoded rows.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from cdc.capture.decode_worker import REPLY, frame
+from cdc.capture.rowblock import RowsMeta
+from cdc.errors import CdcError
+from cdc.source.decode import RowDecoder
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding `cdc`, for the worker's sys.path
+_WORKER = f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); from cdc.capture.decode_worker import main; main()"
+
+
+class DecodeWorkerError(CdcError):
+    """A decode worker died or failed: tail stops at its last checkpoint (nothing after it was written)."""
+
+
+def default_workers() -> int:
+    """Decode workers when --decode-workers is not given: one beside the reader on a multi-core machine."""
+    return 1 if (os.cpu_count() or 1) > 1 else 0
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     close_fds=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.wfd, self.rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(self.wfd, False)
+        os.set_blocking(self.rfd, False)
+        self.outgoing = bytearray()
+        self.results: deque[tuple[bytes, bytes | bytearray, int]] = deque()  # (kind, data, count) per reply
+        self._reader = self.proc.stdout.raw  # unbuffered: replies are read straight into their own buffers
+        self._header = bytearray(REPLY.size)
+        self._data: bytearray | None = None  # the reply being read, once its header is complete
+        self._filled = 0
+        self.broken = False  # its stdin is closed: it died
+        self.eof = False  # everything it wrote has been read: no more results will come
+
+    def send(self, data: bytes) -> None:
+        self.outgoing += data
+        self.write()
+
+    def write(self) -> None:
+        try:
+            written = os.write(self.wfd, self.outgoing)
+        except BlockingIOError:
+            return
+        except BrokenPipeError:
+            self.broken = True
+            self.outgoing.clear()
+            return
+        del self.outgoing[:written]
+
+    def read(self) -> None:
+        """Read what the worker sent so far (never waits): a header, then its data into a buffer of its own."""
+        while True:
+            target = self._header if self._data is None else self._data
+            if self._filled < len(target):
+                got = self._reader.readinto(memoryview(target)[self._filled:])
+                if got is None:  # nothing more right now
+                    return
+                if not got:
+                    self.eof = True
+                    return
+                self._filled += got
+                if self._filled < len(target):
+                    continue
+            if self._data is None:
+                self._data, self._filled = bytearray(REPLY.unpack(self._header)[0]), 0
+                continue
+            _, kind, count = REPLY.unpack(self._header)
+            self.results.append((kind, self._data, count))
+            self._data, self._filled = None, 0
+
+    def describe_end(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return f"decode worker (pid {self.proc.pid}) stopped answering"
+        if code < 0:
+            return f"decode worker (pid {self.proc.pid}) was killed by signal {signal.Signals(-code).name}"
+        return f"decode worker (pid {self.proc.pid}) exited with status {code}"
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:  # the worker is gone and a write was pending: nothing to deliver
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class DecodePool:
+    """`workers` decode processes; submit() jobs, take() their results in the same order."""
+
+    def __init__(self, workers: int, limit: int = 32) -> None:
+        self._workers = [_Worker() for _ in range(workers)]
+        self._limit = limit * workers
+        self._submitted = self._taken = 0
+        self._keys: dict[int, int] = {}  # id(decoder) -> key the workers know it by
+        self._next_key = 0
+
+    @property
+    def size(self) -> int:
+        return len(self._workers)
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.proc.pid for w in self._workers]
+
+    @property
+    def full(self) -> bool:
+        return self._submitted - self._taken >= self._limit
+
+    def _broadcast(self, message: tuple[Any, ...]) -> None:
+        data = frame(message)
+        for worker in self._workers:
+            worker.send(data)
+
+    def define(self, decoder: RowDecoder) -> int:
+        """The workers' key of this decoder, sending it to them the first time."""
+        key = self._keys.get(id(decoder))
+        if key is None:
+            key = self._keys[id(decoder)] = self._next_key
+            self._next_key += 1
+            self._broadcast(("define", key, decoder.columns, decoder.schema, decoder.exclude, decoder.hashed))
+        return key
+
+    def forget(self, decoder: RowDecoder) -> None:
+        key = self._keys.pop(id(decoder), None)
+        if key is not None:
+            self._broadcast(("forget", key))
+
+    def submit(self, decoder: RowDecoder, body: bytes, meta: RowsMeta) -> None:
+        key = self.define(decoder)
+        self._workers[self._submitted % len(self._workers)].send(frame(("rows", key, body, meta)))
+        self._submitted += 1
+
+    def ready(self) -> bool:
+        """Whether the next result is here (reads what the workers sent so far, never waits)."""
+        worker = self._workers[self._taken % len(self._workers)]
+        if not worker.results:
+            self._pump(0)
+        return bool(worker.results)
+
+    def take(self) -> tuple[bytes | bytearray, int] | None:
+        """The next result in submission order: (block, count), or None when tail must decode it itself."""
+        worker = self._workers[self._taken % len(self._workers)]
+        while not worker.results:
+            if worker.eof:
+                raise DecodeWorkerError(worker.describe_end() + " before it returned all the rows sent to it",
+                                        hint="rerun tail: it resumes at its checkpoint. If it happens again, run "
+                                        "with --decode-workers 0 (decode in the tail process) and report it")
+            self._pump(None)
+        kind, data, count = worker.results.popleft()
+        self._taken += 1
+        if kind == b"o":
+            return data, count  # a bytearray: the committer only replaces its markers and writes it
+        if kind == b"s":
+            return None
+        raise DecodeWorkerError(f"decode worker (pid {worker.proc.pid}) failed:\n{bytes(data).decode()}",
+                                hint="report this as a bug; meanwhile run tail with --decode-workers 0")
+
+    def _pump(self, timeout: float | None) -> None:
+        """Write pending jobs and read results, waiting up to `timeout` seconds (None: until something moves)."""
+        readers = [w.rfd for w in self._workers if not w.eof]
+        writers = [w.wfd for w in self._workers if w.outgoing and not w.broken]
+        if not readers:
+            return
+        readable, writable, _ = select.select(readers, writers, [], timeout)
+        for worker in self._workers:
+            if worker.wfd in writable:
+                worker.write()
+            if worker.rfd in readable:
+                worker.read()
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()
+        self._workers = []

@@ -1,0 +1,132 @@
+"""Decode workers (--decode-workers): the same change log as in-process, and a dead worker loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cdc.capture import Filters, StartRequest, TailOptions, run_tail
+from cdc.capture.decode_pool import DecodePool, DecodeWorkerError
+from tests.capture.conftest import binlog_start, changelog_bytes, settings_for, spawn_tail, tail_once
+from tests.capture.workload import create_all_types_table, run_workload
+from tests.rig import MariaDB
+
+
+def _workload(mariadb: MariaDB, db: str) -> None:
+    """Every column type and hostile values, DDL, and multi-event statements (2,000 rows each)."""
+    with mariadb.connect() as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=8, transactions=60)
+    mariadb.execute(f"CREATE TABLE `{db}`.big (id INT PRIMARY KEY, pad VARCHAR(255), note TEXT)")
+    for round_ in range(3):
+        mariadb.execute(f"INSERT INTO `{db}`.big SELECT seq + {round_ * 10_000}, REPEAT('x', 200), CONCAT('é', seq) "
+                        f"FROM `{db}`.seq_1_to_2000")
+        mariadb.execute(f"UPDATE `{db}`.big SET note = CONCAT(note, '🎉') WHERE id % 3 = {round_}")
+    mariadb.execute(f"ALTER TABLE `{db}`.big ADD COLUMN extra INT")
+    mariadb.execute(f"DELETE FROM `{db}`.big WHERE id % 5 = 0")
+
+
+def _tail(mariadb: MariaDB, state: Path, db: str, start: str, workers: int, **filters: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    options = TailOptions(start=StartRequest(position=start), filters=Filters(databases=(db,), **filters),
+                          decode_workers=workers, spill_bytes=256 * 1024)  # the 2,000-row statements spill
+    return run_tail(settings_for(mariadb, state), options)
+
+
+@pytest.mark.parametrize("filters", [{}, {"exclude_columns": ("*.*.c_text",), "hash_columns": ("*.big.pad", "*.*.id")}],
+                         ids=["plain", "excluded-and-hashed"])
+def test_workers_write_the_in_process_change_log_byte_for_byte(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                               filters: dict[str, tuple[str, ...]]) -> None:
+    start = binlog_start(mariadb)
+    _workload(mariadb, fresh_db)
+    alone = _tail(mariadb, tmp_path / "in-process", fresh_db, start, 0, **filters)
+    assert alone.decode_workers == 0 and alone.worker_rows == 0 and alone.rows > 10_000
+    for workers in (1, 2):
+        summary = _tail(mariadb, tmp_path / f"workers-{workers}", fresh_db, start, workers, **filters)
+        assert summary.decode_workers == workers and summary.worker_rows > 0  # the workers did decode
+        assert (summary.rows, summary.transactions) == (alone.rows, alone.transactions)
+        assert changelog_bytes(tmp_path / f"workers-{workers}") == changelog_bytes(tmp_path / "in-process")
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()] if path.exists() else []
+
+
+def _worker_of(proc: subprocess.Popen[bytes]) -> int:
+    deadline = time.monotonic() + 60
+    while not (children := _children(proc.pid)):
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert time.monotonic() < deadline, "tail started no decode worker within 60 s"
+        time.sleep(0.05)
+    return children[0]
+
+
+def _gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        # A zombie (exited, not yet reaped by a dead parent's reaper) has ended too.
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_killed_worker_stops_tail_with_a_clear_error_and_loses_nothing(mariadb: MariaDB, fresh_db: str,
+                                                                         tmp_path: Path) -> None:
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, pad VARCHAR(255))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t SELECT seq, REPEAT('a', 200) FROM `{fresh_db}`.seq_1_to_5000")
+    state = tmp_path / "killed"
+    proc = spawn_tail(mariadb, state, "--follow", "--databases", fresh_db, "--start-position", start,
+                      "--decode-workers", "1", "--flush-interval", "0.2")
+    worker = _worker_of(proc)
+    os.kill(worker, signal.SIGKILL)
+    # Rows keep coming: the next rows event the reader hands over finds the worker dead.
+    for round_ in range(1, 4):
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.t SELECT seq + {round_ * 10_000}, REPEAT('b', 200) "
+                        f"FROM `{fresh_db}`.seq_1_to_2000")
+    _, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 1, err.decode()
+    assert f"decode worker (pid {worker}) was killed by signal SIGKILL" in err.decode()
+    assert "--decode-workers 0" in err.decode()  # the hint
+    # Whatever was sealed and checkpointed is a prefix of the truth: a rerun completes it exactly.
+    tail_once(mariadb, state, fresh_db, decode_workers=1)
+    tail_once(mariadb, tmp_path / "clean", fresh_db, start, decode_workers=0)
+    assert changelog_bytes(state) == changelog_bytes(tmp_path / "clean")
+    assert changelog_bytes(state).count(b'"op":"c"') == 11_000
+
+
+def test_kill_9_of_tail_ends_its_worker_and_frees_the_lock(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    proc = spawn_tail(mariadb, tmp_path, "--follow", "--databases", fresh_db, "--start-position", start,
+                      "--decode-workers", "1")
+    worker = _worker_of(proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _gone(worker, 10), "the decode worker outlived tail"
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+    resume = None if (tmp_path / "tail.json").exists() else start  # killed before its first checkpoint?
+    summary = tail_once(mariadb, tmp_path, fresh_db, resume)  # no LockedError: nothing holds tail's lock any more
+    assert summary.rows == 1
+
+
+def test_a_pool_whose_worker_died_raises_instead_of_returning() -> None:
+    """At the library level: the error names the worker and how it ended; no result is made up."""
+    pool = DecodePool(1)
+    try:
+        os.kill(pool.pids[0], signal.SIGKILL)
+        with pytest.raises(DecodeWorkerError, match="killed by signal SIGKILL"):
+            pool.take()
+    finally:
+        pool.close()
