@@ -33,12 +33,13 @@ import pymysql
 from cdc.capture.snapshot_checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
 from cdc.capture.snapshot_handover import Handover, begin_snapshot, take_handover
 from cdc.capture.snapshot_runway import Runway, estimate_runway
+from cdc.capture.snapshot_seal import ChunkSealer
 from cdc.capture.snapshot_rows import CompiledTable, LineParts, RowEncodeError, compile_table
 from cdc.capture.snapshot_tables import (
     RAW_CONVERSIONS, TableInfo, TablePlan, bindable_key, keyset_params, plan_table, select_sql, select_tables,
 )
 from cdc.capture.snapshot_wire import check_driver, read_rows
-from cdc.changelog import SegmentWriter, position_string, read_segment, segment_name
+from cdc.changelog import position_string, read_segment, segment_name
 from cdc.config import Settings
 from cdc.errors import DataError, PositionError, PreconditionError, UsageError
 from cdc.schema import SchemaHistory
@@ -128,8 +129,11 @@ def run_snapshot(
         else:
             checkpoint, plans = _resume(settings, conn, info, state, checkpoint)
         copier = _Copier(state, checkpoint, request.chunk_size, on_progress)
-        for plan in plans:
-            copier.copy_table(conn, plan, adopt=checkpoint.resumes > 0)
+        try:
+            for plan in plans:
+                copier.copy_table(conn, plan, adopt=checkpoint.resumes > 0)
+        finally:
+            copier.sealer.close()  # the last chunk is sealed and checkpointed before "done" is written
         final = replace(copier.checkpoint, status=DONE)
         state.write_checkpoint(STAGE, final.to_dict())
         conn.rollback()  # end the read-only snapshot transaction
@@ -246,8 +250,7 @@ class _Copier:
         self.checkpoint = checkpoint
         self.chunk_size = chunk_size
         self.on_progress = on_progress
-        self.writer = SegmentWriter(state.changelog, owner=STAGE)
-        self.writer.discard_stale()
+        self.sealer = ChunkSealer(state)
         h = checkpoint.handover
         self.prefix = position_string(h.file, h.pos, 0, snapshot=True)[:-12]
         dumps = orjson.dumps
@@ -273,8 +276,6 @@ class _Copier:
         while not entry.done:
             sql = select_sql(plan, after_key=last is not None, limit=limit)
             count, last_key = self._copy_chunk(conn, plan, sql, None if last is None else keyset_params(last))
-            if count:
-                self.writer.seal()
             done = not plan.has_pk or count < self.chunk_size
             entry = replace(entry, done=done, rows=entry.rows + count, chunks=entry.chunks + (1 if count else 0),
                             last_key=last_key if count else entry.last_key)
@@ -294,8 +295,10 @@ class _Copier:
         """
         first = self.checkpoint.row_counter
 
+        writer = self.sealer.writer
+
         def sink(n: int, lines: list[bytes]) -> None:
-            self.writer.write(self.position(n), b"".join(lines))
+            writer.write(self.position(n), b"".join(lines))
 
         try:
             count, last_line = read_rows(conn, sql, params, self._compiler(plan), first, sink)
@@ -322,6 +325,7 @@ class _Copier:
 
     def _adopt_sealed(self, plan: TablePlan, entry: TableState) -> TableState:
         """Take over segments sealed before a crash whose checkpoint never advanced (never rewrite them)."""
+        self.sealer.wait()  # the previous table's last chunk is sealed: it is not one to adopt
         while True:
             path = self.state.changelog / segment_name(self.position(self.checkpoint.row_counter))
             if not path.exists():
@@ -334,12 +338,13 @@ class _Copier:
                                     hint="the state directory was changed by hand: start over in a new one")
             entry = replace(entry, done=not plan.has_pk, rows=entry.rows + count, chunks=entry.chunks + 1,
                             last_key=[last["key"][k] for k in plan.key])
-            self._advance(entry, count)
+            self._advance(entry, count, seal=False)
 
-    def _advance(self, entry: TableState, count: int) -> None:
+    def _advance(self, entry: TableState, count: int, *, seal: bool = True) -> None:
+        """Count the chunk in; seal its segment and write the checkpoint in the background (in that order)."""
         cp = self.checkpoint
         self.checkpoint = replace(cp, tables={**cp.tables, entry.name: entry}, row_counter=cp.row_counter + count)
-        self.state.write_checkpoint(STAGE, self.checkpoint.to_dict())
+        self.sealer.commit(self.checkpoint.to_dict(), seal=seal and count > 0)
 
     def _report(self, plan: TablePlan, entry: TableState) -> None:
         if self.on_progress:

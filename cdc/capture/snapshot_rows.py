@@ -78,7 +78,7 @@ def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
     if len(fields) != len(columns):
         raise ValueError(f"the SELECT of {plan.name} returned {len(fields)} columns, the schema has {len(columns)}")
     consts: dict[str, Any] = {
-        "NULL": b"null", "b2a": binascii.b2a_base64, "ESC": _NEEDS_ESCAPE, "TEXT": _text_fragment,
+        "NULL": b"null", "QUOTED": b'"%b"', "b2a": binascii.b2a_base64, "ESC": _NEEDS_ESCAPE, "TEXT": _text_fragment,
         "LONG": _long_value, "RowEncodeError": RowEncodeError, "VALUE_ERRORS": VALUE_ERRORS,
         "T": _template(plan, parts),
     }
@@ -90,7 +90,12 @@ def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
     index = {c.name: i for i, c in enumerate(columns)}
     key_order = [index[name] for name in _sorted_names(plan.key)]
     args = ", ".join([f"f{i}" for i in order] + [f"f{i}" for i in key_order] + ["n", "n"])
-    source = _SOURCE.format(reads=_indent(reads, 12), row_reads=_indent(reads, 4), args=args)
+    # In the packet loop, a first byte of 0xFE (EOF) or 0xFF (ERR) would read as a long length: stop there
+    # (checked only on that rare branch, not once per row).
+    end_of_rows = ["elif size_0 == 0xFF or (size_0 == 0xFE and size < 9):", "    p -= 4", "    break"]
+    first = reads.index("else:")
+    loop_reads = reads[:first] + end_of_rows + reads[first:]
+    source = _SOURCE.format(first_reads=_indent(loop_reads, 12), row_reads=_indent(reads, 4), args=args)
     namespace = dict(consts)
     exec(compile(source, f"<snapshot reader {plan.name}>", "exec"), namespace)  # noqa: S102 - our own source
     return CompiledTable(namespace["parse"], namespace["row"], tuple(int(f.type_code) for f in fields))
@@ -108,11 +113,8 @@ def parse(buf, p, end, n, seq, out):
             q = p + 4 + size
             if q > end or size == 0xFFFFFF or buf[p + 3] != seq:
                 break
-            h = buf[p + 4]
-            if h == 0xFF or (h == 0xFE and size < 9):
-                break
             p += 4
-{reads}
+{first_reads}
             if p != q:
                 raise ValueError("row packet of %d bytes, its values take %d" % (size, size + p - q))
             append(T % ({args}))
@@ -134,13 +136,15 @@ def row(buf, n):
 
 def _read_column(i: int, expression: str) -> list[str]:
     """Statements reading column i at p (a length-encoded string, 0xFB for NULL) into fragment f{i}."""
-    value = f"buf[p + 1:p + 1 + size_{i}]"
+    value = "buf[p:e]"
     first = [f"f{i} = {value}"] if expression == "v" else [f"v = {value}", f"f{i} = {expression}"]
     return [
         f"size_{i} = buf[p]",
         f"if size_{i} < 251:",
+        "    p += 1",
+        f"    e = p + size_{i}",
         *(f"    {line}" for line in first),
-        f"    p += 1 + size_{i}",
+        "    p = e",
         f"elif size_{i} == 251:",
         f"    f{i} = NULL",
         "    p += 1",
@@ -157,7 +161,7 @@ def _expression(i: int, column: Column, decoding: tuple[str | None, Any], consts
     if kind in INTEGER_TYPES and not zerofill:
         return "v"
     if (kind in _QUOTED_AS_IS and not zerofill) or (kind in ("datetime", "time") and not fsp):
-        return "b'\"' + v + b'\"'"
+        return "QUOTED % v"
     if kind in ("datetime", "time", "timestamp"):
         # The server prints exactly fsp fraction digits; the change log always has 6 (none when fsp = 0).
         pad = "0" * (6 - fsp) if fsp else ""
@@ -167,7 +171,7 @@ def _expression(i: int, column: Column, decoding: tuple[str | None, Any], consts
         consts[f"END{i}"] = (pad + "\"").encode()
         return f"b'\"' + v + END{i}"
     if kind in TEXT_TYPES or kind in ("enum", "json"):
-        return "(b'\"' + v + b'\"' if v.isascii() and not ESC(v) else TEXT(v))"
+        return "(QUOTED % v if v.isascii() and not ESC(v) else TEXT(v))"
     if kind in BINARY_TYPES or kind in SPATIAL_TYPES:
         return "b'\"' + b2a(v, newline=False) + b'\"'"
     if kind == "decimal":  # ZEROFILL: the value without the padding, as the binlog gives it

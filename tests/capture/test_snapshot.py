@@ -207,10 +207,12 @@ def test_json_summary_through_the_cli(mariadb: MariaDB, fresh_db: str, state: Pa
 
 def test_strict_refuses_a_short_runway(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
     # 1 second of retention: "short" once the estimate passes half of it. The rate is measured on a probe of
-    # the table; 200,000 rows keep the estimate above 0.5 s even at 400,000 rows/s (the copy does ~40,000),
-    # where 50,000 rows sat on the threshold on an idle machine.
-    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
-    mariadb.execute("INSERT INTO t SELECT seq FROM seq_1_to_200000", database=fresh_db)
+    # the table (halved for writing); 400,000 rows of four columns keep the estimate above 0.5 s up to a
+    # probe of 1,600,000 rows/s (the compiled reader probes ~500,000 on an idle machine), where 200,000
+    # rows of one INT column sat on the threshold.
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, s VARCHAR(40), t DATETIME(6), d DECIMAL(12,2))")
+    mariadb.execute("INSERT INTO t SELECT seq, CONCAT('name ', seq), '2026-11-22 07:00:01.5' + INTERVAL seq SECOND, "
+                    "seq / 100 FROM seq_1_to_400000", database=fresh_db)
     mariadb.execute(f"ANALYZE TABLE `{fresh_db}`.t")
     old = mariadb.variable("binlog_expire_logs_seconds")
     try:
@@ -227,4 +229,4 @@ def test_strict_refuses_a_short_runway(mariadb: MariaDB, fresh_db: str, state: P
         mariadb.execute(f"SET GLOBAL binlog_expire_logs_seconds = {int(old)}")
     assert [w for w in warnings if w.startswith("binlog runway is short: ")] == warnings[:1]
     assert warnings[0].endswith("raise retention with `cdc set-retention`")
-    assert summary.to_dict()["rows"] == 200_000 and summary.to_dict()["runway"]["short"] is True
+    assert summary.to_dict()["rows"] == 400_000 and summary.to_dict()["runway"]["short"] is True
