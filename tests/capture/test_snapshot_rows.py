@@ -9,6 +9,8 @@ rows of more than 16 MiB (split over several packets).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from cdc.changelog import encode_line, list_segments, position_string
 from cdc.schema import read_table_schema
 from cdc.values import encode_row
 from tests.capture import workload
-from tests.capture.test_snapshot_support import make_settings, state  # noqa: F401
+from tests.capture.test_snapshot_support import make_settings, mysql_args, state, subprocess_env  # noqa: F401
 from tests.rig import MariaDB
 
 ODD_TABLE = 'odd%s "types" %d'
@@ -197,3 +199,25 @@ def test_a_killed_connection_mid_result_is_an_error_not_a_short_chunk(mariadb: M
         assert 0 < sum(seen) < 300_000
     finally:
         conn.close()
+
+
+def _peak_rss_mib(server: MariaDB, state_dir: Path, table: str) -> int:
+    """Peak RSS of a `cdc snapshot` subprocess copying `table` in one chunk."""
+    code = ("import resource, sys\nfrom commands.main import run\nsys.argv = ['cdc', *sys.argv[1:]]\n"
+            "try:\n    run()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code, "snapshot", *mysql_args(server), "--state-dir", str(state_dir),
+                             "--tables", table, "--chunk-size", "1000000", "--json"],
+                            capture_output=True, text=True, timeout=300, env=subprocess_env(state_dir.parent))
+    assert result.returncode == 0, result.stderr
+    return int(result.stderr.strip().splitlines()[-1])
+
+
+def test_memory_stays_bounded_over_a_120_mb_chunk(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    for rows in (1000, 400_000):
+        mariadb.execute(f"CREATE TABLE t{rows} (id INT PRIMARY KEY, v VARCHAR(300))", database=fresh_db)
+        mariadb.execute(f"INSERT INTO t{rows} SELECT seq, REPEAT('v', 300) FROM seq_1_to_{rows}", database=fresh_db)
+    small = _peak_rss_mib(mariadb, tmp_path / "small", f"{fresh_db}.t1000")
+    big = _peak_rss_mib(mariadb, tmp_path / "big", f"{fresh_db}.t400000")
+    # One SELECT streams 120 MB of values and 170 MB of lines: only a block and a batch of lines are held.
+    assert big - small < 30, (small, big)
