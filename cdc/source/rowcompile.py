@@ -54,38 +54,66 @@ def _base64(size: int, pad_to: int) -> Inline:
     return Inline((f"q = p + {size} + ({_length(size)})", f"$v = b2a({data}, newline=False).decode('ascii')", "p = q"))
 
 
+_CODES = {1: "B", 2: "H", 4: "I"}
+
+
 def _decimal(precision: int, scale: int) -> Inline:
-    """encoded_reads._decimal_text written out: the groups' shifts and masks become literals."""
+    """encoded_reads._decimal_text written out, one struct call per value.
+
+    Each group of digits is one big-endian field (3-byte groups: a byte and a short), so no integer wider
+    than 32 bits is ever built: a 72-bit int.from_bytes and its masks cost twice as much per value.
+    The sign is the top bit of the first byte; a negative value has every bit inverted.
+    """
     intg = precision - scale
     int_groups = ([(_DIG2BYTES[intg % 9], intg % 9)] if intg % 9 else []) + [(4, 9)] * (intg // 9)
     frac_groups = [(4, 9)] * (scale // 9) + ([(_DIG2BYTES[scale % 9], scale % 9)] if scale % 9 else [])
-    size = sum(width for width, _ in int_groups + frac_groups)
-    top, full = 1 << (8 * size - 1), (1 << (8 * size)) - 1
-    shift, whole = 8 * size, "0"
-    for width, digits in int_groups:
-        shift -= 8 * width
-        part = f"(raw >> {shift} & {(1 << (8 * width)) - 1})"
-        whole = part if whole == "0" else f"({whole}) * {10 ** digits} + {part}"
-    # %-formatting: an f-string's format specs cost a format() call each, several times slower here.
-    spec, args = "%s%d", ["s", whole]
-    for width, digits in frac_groups:
-        shift -= 8 * width
-        spec += ("." if spec == "%s%d" else "") + f"%0{digits}d"
-        args.append(f"raw >> {shift} & {(1 << (8 * width)) - 1}")
-    text = f"{spec!r} % ({', '.join(args)})"
-    return Inline((f"raw = int.from_bytes(buf[p:p + {size}], 'big')",
-                   f"if raw & {top}: raw, s = raw ^ {top}, ''",
-                   f"else: raw, s = (raw ^ {full}) & {full ^ top}, '-'",
-                   f"$v = {text}", f"p += {size}"))
+    fields: list[int] = []  # width in bytes of each struct field, in order
+    for width, _ in int_groups + frac_groups:
+        fields += [1, 2] if width == 3 else [width]
+    fmt = ">" + "".join(_CODES[width] for width in fields)
+    top = 1 << (8 * fields[0] - 1)
+
+    def group_values(negative: bool) -> list[str]:
+        """One expression per group, from the fields d$k_0, d$k_1... (inverted for a negative value)."""
+        def field(i: int) -> str:
+            mask = ((1 << (8 * fields[i])) - 1) if negative else 0
+            if i == 0:
+                mask = (mask ^ top) if negative else top  # the sign bit reads as 0 either way
+            return f"(d$k_{i} ^ {mask})" if mask else f"d$k_{i}"
+        values, i = [], 0
+        for width, _ in int_groups + frac_groups:
+            values.append(f"({field(i)} << 16 | {field(i + 1)})" if width == 3 else field(i))
+            i += 2 if width == 3 else 1
+        return values
+
+    def text(negative: bool) -> str:
+        values = group_values(negative)
+        whole = "0"
+        for value, (_, digits) in zip(values, int_groups):
+            whole = value if whole == "0" else f"({whole}) * {10 ** digits} + {value}"
+        # %-formatting: an f-string's format specs cost a format() call each, several times slower here.
+        spec = ("-" if negative else "") + "%d" + ("." if frac_groups else "")
+        spec += "".join(f"%0{digits}d" for _, digits in frac_groups)
+        return f"{spec!r} % ({', '.join([whole, *values[len(int_groups):]])},)"
+
+    names = ", ".join(f"d$k_{i}" for i in range(len(fields)))
+    return Inline((f"{names}, = unpack_dec$k(buf, p)", f"if d$k_0 & {top}: $v = {text(False)}",
+                   f"else: $v = {text(True)}", f"p += {struct.calcsize(fmt)}"),
+                  consts={"unpack_dec$k": struct.Struct(fmt).unpack_from})
 
 
 def _datetime2(fsp: int) -> Inline:
+    """DATETIME2: 5 big-endian bytes (read as a byte and an int, under 32 bits each) and 0-3 fraction bytes."""
     fsize, scale = _fraction_reader(fsp)
+    fraction_fields = {0: "", 1: "B", 2: "H", 3: "BH"}[fsize]
     spec = "%04d-%02d-%02d %02d:%02d:%02d" + (".%06d" if fsize else "")
-    fraction = f", int.from_bytes(buf[p + 5:p + {5 + fsize}], 'big') * {scale}" if fsize else ""
-    return Inline(("d = int.from_bytes(buf[p:p + 5], 'big')", "y, m = divmod(d >> 22 & 131071, 13)",
+    names = ["h", "d"] + [f"f{i}" for i in range(len(fraction_fields))]
+    fraction = {0: "", 1: ", f0", 2: ", f0", 3: ", (f0 << 16 | f1)"}[fsize] + (f" * {scale}" if fsize and scale != 1 else "")
+    return Inline((f"{', '.join(names)}, = unpack_dt$k(buf, p)",
+                   "y, m = divmod((h << 10 | d >> 22) & 131071, 13)",
                    f"$v = {spec!r} % (y, m, d >> 17 & 31, d >> 12 & 31, d >> 6 & 63, d & 63{fraction})",
-                   f"p += {5 + fsize}"))
+                   f"p += {5 + fsize}"),
+                  consts={"unpack_dt$k": struct.Struct(">BI" + fraction_fields).unpack_from})
 
 
 _DATE = Inline(("d = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16",
