@@ -52,7 +52,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed by accident goes to stderr, never between the frames
-    requests = os.fdopen(0, "rb")
+    requests = os.fdopen(0, "rb", buffering=2**20)  # bodies of several events per read
     try:
         _serve(requests, replies)
     except BrokenPipeError:  # tail is gone: nobody is left to answer

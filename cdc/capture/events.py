@@ -53,7 +53,8 @@ class Capture:
 
     def __init__(self, state: StateDir, mysql: MySQLSettings, filters: Filters, start: Start, server_uuid: str, *,
                  flush_interval: float, segment_bytes: int, spill_bytes: int, stdout: BinaryIO | None = None,
-                 on_progress: Callable[[Progress], None] | None = None, pool: DecodePool | None = None) -> None:
+                 on_progress: Callable[[Progress], None] | None = None, pool: DecodePool | None = None,
+                 control: pymysql.Connection | None = None) -> None:
         self.mysql, self.filters, self.on_progress, self.pool = mysql, filters, on_progress, pool
         self.out = Committer(state, start, server_uuid, flush_interval=flush_interval, segment_bytes=segment_bytes,
                              spill_bytes=spill_bytes, stdout=stdout)
@@ -63,7 +64,7 @@ class Capture:
         self._file = start.position.file
         self._in_txn = self._begun = False
         self._txn_gtid: str | None = None
-        self._ctl: Any = None
+        self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
         # Effects in binlog order: (function, args), or (None, (decoder, event, meta)) for a job in the pool.
         self._pending: deque[tuple[Callable[..., None] | None, tuple[Any, ...]]] = deque()
         self.events = 0

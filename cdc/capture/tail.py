@@ -21,7 +21,7 @@ from cdc.capture.start import STAGE, StartRequest, resolve_start
 from cdc.config import Settings
 from cdc.errors import CdcError, TransientError
 from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
-from cdc.source.connect import connection
+from cdc.source.connect import open_connection
 from cdc.source.server import describe_server
 from cdc.state import StateDir
 
@@ -85,14 +85,19 @@ def run_tail(
 def _run(state: StateDir, settings: Settings, options: TailOptions, pool: DecodePool | None,
          should_stop: Callable[[], bool], on_progress: Callable[[Progress], None] | None,
          on_note: Callable[[str], None] | None, stdout: BinaryIO | None) -> TailSummary:
-    with connection(settings.mysql) as conn:
+    conn = open_connection(settings.mysql)  # kept as the capture's control connection: one connect less
+    try:
         info = describe_server(conn)
         start = resolve_start(state, options.start, conn, info.server_uuid, rebase=options.rebase)
         state.bind_server(info.identity(), rebase=options.rebase)
         target = None if options.follow else current_position(conn)
-    capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
-                      flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
-                      spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress, pool=pool)
+        capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
+                          flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
+                          spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress, pool=pool,
+                          control=conn)
+    except BaseException:
+        conn.close()
+        raise
     summary = TailSummary(str(start.position), str(start.position), start.origin, target and str(target),
                           decode_workers=pool.size if pool is not None else 0)
     began = time.monotonic()
