@@ -99,3 +99,14 @@ def test_reader_server_id_is_stable_non_zero_and_configurable() -> None:
     assert derived != MySQLSettings(host="db2", port=3306, user="cdc").reader_server_id()
     assert 1_000_000_000 <= derived < 2**32
     assert MySQLSettings(server_id=42).reader_server_id() == 42
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parents[1] / "examples").glob("*.toml")))
+def test_every_example_config_loads(name: str, tmp_path: Path) -> None:
+    """The examples are what users copy: each must load with no unknown key and its values typed."""
+    path = Path(__file__).parents[1] / "examples" / name
+    settings = load_settings({}, config_path=path, env={}, cwd=tmp_path)
+    assert settings.sources  # every key came from the file, nothing silently ignored
+    if name == "cdc.s3.toml":
+        assert settings.mysql.hash_columns == ("hr.employees.personal_email",)
+        assert settings.aws.roll_size == 128 and settings.aws.roll_interval == 60
