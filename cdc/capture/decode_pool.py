@@ -131,7 +131,9 @@ class DecodePool:
         self._workers = [_Worker() for _ in range(workers)]
         self._limit = limit * workers
         self._submitted = self._taken = 0
-        self._keys: dict[int, int] = {}  # id(decoder) -> key the workers know it by
+        # decoder -> the key the workers know it by; holding the decoder (not its id) means a new decoder can
+        # never inherit a dropped one's key through a reused id.
+        self._keys: dict[RowDecoder, int] = {}
         self._next_key = 0
 
     @property
@@ -153,15 +155,15 @@ class DecodePool:
 
     def define(self, decoder: RowDecoder) -> int:
         """The workers' key of this decoder, sending it to them the first time."""
-        key = self._keys.get(id(decoder))
+        key = self._keys.get(decoder)
         if key is None:
-            key = self._keys[id(decoder)] = self._next_key
+            key = self._keys[decoder] = self._next_key
             self._next_key += 1
             self._broadcast(("define", key, decoder.columns, decoder.schema, decoder.exclude, decoder.hashed))
         return key
 
     def forget(self, decoder: RowDecoder) -> None:
-        key = self._keys.pop(id(decoder), None)
+        key = self._keys.pop(decoder, None)
         if key is not None:
             self._broadcast(("forget", key))
 
