@@ -1,6 +1,6 @@
 """Commit -> sealed-segment latency of `cdc tail --follow` under a steady workload, p50 and p99.
 
-    .venv/bin/python benchmarks/bench_latency.py [--seconds 20] [--rate 50] [--flush-interval 1.0 0.25]
+    .venv/bin/python benchmarks/bench_latency.py [--seconds 20] [--rate 50] [--flush-interval 0.5 0.25] [--decode-workers N]
 
 For each --flush-interval: start `cdc tail --follow` (a subprocess, as a user runs it) on a throwaway
 MariaDB, commit --rate small transactions per second (5 rows each, the issue-8 column mix) for
@@ -62,6 +62,8 @@ def watch(directory: Path, seen: dict[str, float], stop: threading.Event) -> Non
 def measure(server: MariaDB, state: Path, args: argparse.Namespace, flush_interval: float, first_id: int) -> list[float]:
     argv = [sys.executable, "-m", "cdc", "tail", "--follow", "--from-now", "--databases", "bench",
             "--flush-interval", str(flush_interval), "--state-dir", str(state)]
+    if args.decode_workers is not None:
+        argv += ["--decode-workers", str(args.decode_workers)]
     tail = subprocess.Popen(argv, cwd=ROOT, env=env_for(server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     seen: dict[str, float] = {}
     stop = threading.Event()
@@ -97,12 +99,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--rate", type=float, default=50.0, help="transactions per second")
-    parser.add_argument("--flush-interval", type=float, nargs="+", default=[1.0, 0.25])
+    parser.add_argument("--flush-interval", type=float, nargs="+", default=[0.5, 0.25])
+    parser.add_argument("--decode-workers", type=int, default=None, help="tail's --decode-workers (default: its own)")
     args = parser.parse_args()
     with MariaDB() as server, tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
         server.execute("CREATE DATABASE bench")
         server.execute(TABLE_SQL)
-        print(f"{args.rate:.0f} transactions/s of {ROWS_PER_TXN} rows for {args.seconds:.0f}s, `cdc tail --follow`")
+        workers = "" if args.decode_workers is None else f" --decode-workers {args.decode_workers}"
+        print(f"{args.rate:.0f} transactions/s of {ROWS_PER_TXN} rows for {args.seconds:.0f}s, `cdc tail --follow{workers}`")
         print(f"{'--flush-interval':>16} {'commits':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
         for i, interval in enumerate(args.flush_interval):
             latencies = measure(server, Path(tmp) / f"state-{i}", args, interval, 1 + i * 10_000_000)
