@@ -1,22 +1,34 @@
 """Benchmark: spark-merge of 1,000,000 changes into a 1,000,000-row table vs a DuckDB single-SQL merge.
 
-    .venv/bin/python benchmarks/bench_merge.py [--rows 1000000] [--changes 1000000]
+    flock /tmp/bench.lock .venv/bin/python benchmarks/bench_merge.py [--rows 1000000] [--changes 1000000]
+        [--repeat 3] [--baseline /path/to/older/checkout] [--no-cold]
 
 Workload: the table is loaded by a first merge of snapshot rows; then the changes: 30% of the keys
 touched repeatedly (updates), deletes, and new keys. DuckDB computes the same new state in one
-statement over the same files. Printed: seconds and Spark/DuckDB ratios, warm (session already up)
-and cold (session start included), and where the Spark merge's time goes (scan: read + parse the
-JSON lines; compact: last change per key joined with the lake; lake / batch: the Parquet writes).
-DuckDB writes only the new table state; Spark also writes the Snowflake batch.
+statement over the same files. Every Spark merge runs on the same data (the state directory is reset
+to the loaded table between runs) and sits between two DuckDB runs; its ratio is to their mean, so
+both engines saw the same load on a shared machine. Per repeat: warm (a merge in a process whose
+SparkSession is already up) and cold (`python -m cdc.spark.job` as a fresh process: interpreter,
+JVM and session start included). --baseline runs an older checkout's code the same way, interleaved,
+for before/after pairs measured back to back. Printed: every repeat's seconds and ratios, the median
+ratios, where the warm merge's time goes (`phases`), and a check that each Spark lake version holds
+exactly DuckDB's rows. DuckDB writes only the new table state; Spark also writes the Snowflake batch.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -25,7 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cdc.changelog import SegmentWriter, position_string  # noqa: E402
-from cdc.config import SparkSettings  # noqa: E402
 from cdc.schema import Column, SchemaHistory, TableSchema  # noqa: E402
 from cdc.state import StateDir  # noqa: E402
 
@@ -95,58 +106,211 @@ COPY (
 """
 
 
-def duckdb_merge(change_files: list[str], base: Path, out: Path) -> tuple[float, int]:
-    """Seconds DuckDB takes for the same merge in one statement, and the rows of its new table state."""
+def duckdb_merge(change_files: list[str], base: Path, out: Path) -> tuple[float, float]:
+    """Wall and CPU seconds DuckDB takes for the same merge in one statement (new table state written to `out`)."""
     import duckdb
 
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()  # DuckDB's threads are this process's
     con = duckdb.connect()
     con.execute(DUCKDB_MERGE.format(files=change_files, lake=base, out=out))
-    rows = con.execute(f"SELECT count(*) FROM '{out}'").fetchone()[0]
-    return time.monotonic() - t0, rows
+    return time.monotonic() - t0, time.process_time() - cpu0
+
+
+def same_rows(lake_version: Path, duck_out: Path) -> int:
+    """Rows that differ between a Spark lake version and DuckDB's output (0: the same new state)."""
+    import duckdb
+
+    cols = "id, name, amount, updated, _cdc_op, _cdc_position"
+    spark_rows, duck_rows = f"SELECT {cols} FROM read_parquet('{lake_version}/*.parquet')", f"SELECT {cols} FROM '{duck_out}'"
+    con = duckdb.connect()
+    return sum(con.execute(f"SELECT count(*) FROM (({a}) EXCEPT ALL ({b}))").fetchone()[0]
+               for a, b in ((spark_rows, duck_rows), (duck_rows, spark_rows)))
+
+
+class Checkpointed:
+    """The state directory as loaded (table merged once), restorable after each timed merge."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths = {p for p in root.rglob("*")}
+        self.small = {p: p.read_bytes() for p in self.paths if p.is_file() and p.suffix == ".json"}
+
+    def restore(self) -> None:
+        for path in sorted(set(self.root.rglob("*")) - self.paths, key=lambda p: len(p.parts), reverse=True):
+            path.unlink() if path.is_file() else path.rmdir()
+        for path, data in self.small.items():
+            path.write_bytes(data)
+
+
+class Worker:
+    """A warm spark-merge process (benchmarks/merge_worker.py) importing cdc from `code`."""
+
+    def __init__(self, code: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "merge_worker.py"), "--code", str(code)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.session = self._read()["session"]
+
+    def merge(self, state: Path, max_segments: int | None = None) -> dict[str, object]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"state": str(state), "max_segments": max_segments}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def _read(self) -> dict[str, object]:
+        assert self.proc.stdout is not None
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise SystemExit(f"merge worker exited with {self.proc.wait()}")
+        return json.loads(reply)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def cold_merge(code: Path, state: Path) -> tuple[float, dict[str, float]]:
+    """Wall seconds of `python -m cdc.spark.job` from `code` (what a user's fresh `cdc spark-merge` pays), phases."""
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "cdc.spark.job", "--state-dir", str(state), "--driver-memory", "4g"],
+                          cwd=code, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
+    seconds = time.monotonic() - t0
+    if done.returncode:
+        raise SystemExit(f"cold merge failed ({done.returncode}):\n{done.stderr}")
+    summary = json.loads(done.stdout)
+    # process = everything outside merge(): interpreter, imports, JVM exit
+    return seconds, {**summary["phases"], "process": round(seconds - summary["seconds"], 3)}
+
+
+@dataclass(frozen=True)
+class Measured:
+    seconds: float
+    ratio: float  # to the mean wall time of the DuckDB runs around it
+    cpu: float | None = None
+    cpu_ratio: float | None = None
+
+    def __str__(self) -> str:
+        cpu = f", cpu {self.cpu:5.1f}s {self.cpu_ratio:5.1f}x" if self.cpu is not None else ""
+        return f"{self.seconds:5.1f}s {self.ratio:5.1f}x{cpu}"
+
+
+@dataclass
+class Variant:
+    label: str
+    code: Path
+    worker: Worker
+    runs: dict[str, list[Measured]] = field(default_factory=lambda: {"warm": [], "cold": []})
+    phases: dict[str, list[dict[str, float]]] = field(default_factory=lambda: {"warm": [], "cold": []})
+
+
+class Bench:
+    """Spark runs, each between two DuckDB runs on the same data; the state reset after each."""
+
+    def __init__(self, state: StateDir, loaded: Checkpointed, change_files: list[str], base: Path, lake: Path) -> None:
+        self.state, self.loaded, self.change_files, self.base, self.lake = state, loaded, change_files, base, lake
+        self.duck_out = state.root.with_name(state.root.name + "-duckdb.parquet")  # outside what restore() resets
+        self.last_duck = self.duck()
+        self.mismatches = 0
+
+    def duck(self) -> tuple[float, float]:
+        self.last_duck = duckdb_merge(self.change_files, self.base, self.duck_out)
+        return self.last_duck
+
+    def timed(self, run: Callable[[], tuple[float, float | None]]) -> tuple[Measured, float]:
+        """The Spark run measured against the mean of the DuckDB runs around it (and that mean's wall seconds)."""
+        before = self.last_duck
+        seconds, cpu = run()
+        self.mismatches += same_rows(self.lake / "v000000000002", self.duck_out)
+        self.loaded.restore()
+        after = self.duck()
+        duck, duck_cpu = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+        return Measured(seconds, seconds / duck, cpu, None if cpu is None else cpu / duck_cpu), duck
+
+    def run(self, variant: Variant, kind: str) -> str:
+        phases: dict[str, float] = {}
+
+        def warm() -> tuple[float, float | None]:
+            reply = variant.worker.merge(self.state.root)
+            phases.update(reply["summary"]["phases"])  # type: ignore[index]
+            return float(reply["seconds"]), float(reply["cpu"])  # type: ignore[arg-type]
+
+        def cold() -> tuple[float, float | None]:
+            seconds, found = cold_merge(variant.code, self.state.root)
+            phases.update(found)
+            return seconds, None
+
+        measured, duck = self.timed(warm if kind == "warm" else cold)
+        variant.runs[kind].append(measured)
+        variant.phases[kind].append(phases)
+        return f"{variant.label} {kind} {measured} (duckdb {duck:.2f}s)"
+
+    def warm_up(self, variant: Variant) -> None:
+        """One untimed merge: a warm session has run queries before (JIT, loaded classes, codegen caches)."""
+        variant.worker.merge(self.state.root)
+        self.loaded.restore()
+
+
+def load_state(rows: int, changes: int, worker: Worker) -> tuple[StateDir, Checkpointed, list[str], Path, Path, float]:
+    from cdc.changelog import list_segments
+
+    state = StateDir(Path(tempfile.mkdtemp(prefix="cdc-bench-merge-")))
+    workload(state, rows, changes)
+    segments = list_segments(state.changelog)
+    n_snapshot = len([s for s in segments if "-s0" in s.name])
+    load = worker.merge(state.root, max_segments=n_snapshot)
+    directory = state.root / "lake" / "bench.t"  # lake.table_dir; not imported: --code may be another checkout
+    base = directory / json.loads((directory / "_current.json").read_text())["current"]
+    change_files = [str(p) for p in list_segments(state.changelog, load["summary"]["segments"][-1])]
+    return state, Checkpointed(state.root), change_files, base, directory, float(load["seconds"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout measured (default: this one)")
+    parser.add_argument("--baseline", type=Path, help="an older checkout, run interleaved with this one")
+    parser.add_argument("--no-cold", action="store_true", help="warm runs only")
     args = parser.parse_args()
-    from cdc.changelog import list_segments
-    from cdc.spark import merge
-    from cdc.spark.lake import read_pointer, table_dir
-    from cdc.spark.session import build_session
+    variants = [Variant("new", args.code.resolve(), Worker(args.code.resolve()))]
+    if args.baseline:
+        variants.append(Variant("old", args.baseline.resolve(), Worker(args.baseline.resolve())))
+    state, loaded, change_files, base, lake, load_seconds = load_state(args.rows, args.changes, variants[0].worker)
+    bench = Bench(state, loaded, change_files, base, lake)
+    print(f"rows {args.rows:,}  changes {args.changes:,}  initial load (1 merge of the snapshot rows): {load_seconds:.1f}s"
+          f"  session start: " + ", ".join(f"{v.label} {v.worker.session:.1f}s" for v in variants), flush=True)
+    for variant in variants:
+        bench.warm_up(variant)
+    for repeat in range(1, args.repeat + 1):
+        for variant in variants:
+            for kind in ("warm",) if args.no_cold else ("warm", "cold"):
+                print(f"repeat {repeat}: {bench.run(variant, kind)}", flush=True)
+    for variant in variants:
+        variant.worker.close()
+    shutil.rmtree(state.root)
+    bench.duck_out.unlink()
+    report(variants, bench.mismatches)
 
-    state = StateDir(Path(tempfile.mkdtemp(prefix="cdc-bench-merge-")))
-    workload(state, args.rows, args.changes)
-    segments = list_segments(state.changelog)
-    started = time.monotonic()
-    spark = build_session(SparkSettings(driver_memory="4g"))
-    session_start = time.monotonic() - started
-    n_snapshot = len([s for s in segments if "-s0" in s.name])
-    load = merge(state, spark=spark, max_segments=n_snapshot)
-    directory = table_dir(state.root / "lake", "bench", "t")
-    base = directory / read_pointer(directory)["current"]
-    change_files = [str(p) for p in list_segments(state.changelog, load.segments[-1])]
-    # DuckDB right before and right after the Spark merge, averaged: on a shared machine the load
-    # changes within minutes, and a ratio means something only if both sides saw the same load.
-    duck_before, _ = duckdb_merge(change_files, base, state.root / "duckdb-1.parquet")
-    t0 = time.monotonic()
-    summary = merge(state, spark=spark)
-    spark_warm = time.monotonic() - t0
-    spark.stop()
-    duck_after, duck_rows = duckdb_merge(change_files, base, state.root / "duckdb-2.parquet")
-    duck = (duck_before + duck_after) / 2
-    table = summary.tables[0]
-    assert table.lake_rows == duck_rows, (table.lake_rows, duck_rows)
-    print(f"rows {args.rows:,}  changes {args.changes:,}  -> lake {table.lake_rows:,} rows, batch {table.batch_rows:,} rows")
-    print(f"initial load (1 merge of {args.rows:,} snapshot rows): {load.seconds:.1f}s")
-    print(f"session start     {session_start:6.1f}s")
-    print(f"spark merge warm  {spark_warm:6.1f}s   ratio to DuckDB {spark_warm / duck:5.1f}x")
-    print(f"spark merge cold  {spark_warm + session_start:6.1f}s   ratio to DuckDB {(spark_warm + session_start) / duck:5.1f}x")
-    print(f"duckdb single SQL {duck:6.1f}s   (mean of {duck_before:.1f}s before and {duck_after:.1f}s after Spark)")
-    print("where the warm Spark merge's time goes: " + ", ".join(
-        f"{name} {seconds:.1f}s" for name, seconds in summary.phases.items())
-        + f", other (switch, manifest, checkpoint) {spark_warm - sum(summary.phases.values()):.1f}s")
+
+def report(variants: list[Variant], mismatches: int) -> None:
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; rows differing from DuckDB's state: {mismatches}")
+    for v in variants:
+        for kind, runs in v.runs.items():
+            if not runs:
+                continue
+            line = (f"{v.label} {kind}: median {statistics.median(m.seconds for m in runs):5.1f}s, median ratio "
+                    f"{statistics.median(m.ratio for m in runs):5.1f}x (ratios {' '.join(f'{m.ratio:.1f}' for m in runs)})")
+            if runs[0].cpu is not None:
+                line += (f"; cpu median {statistics.median(m.cpu for m in runs):5.1f}s, median cpu ratio "  # type: ignore[misc]
+                         f"{statistics.median(m.cpu_ratio for m in runs):5.1f}x")  # type: ignore[misc]
+            print(line)
+            names = sorted({n for p in v.phases[kind] for n in p})
+            print(f"{v.label} {kind} phases (median s): " + ", ".join(
+                f"{n} {statistics.median(p.get(n, 0.0) for p in v.phases[kind]):.1f}" for n in names))
+        if v.runs["warm"]:
+            print(f"{v.label} session start in a process (once) + median warm merge: "
+                  f"{v.worker.session + statistics.median(m.seconds for m in v.runs['warm']):5.1f}s")
 
 
 if __name__ == "__main__":
