@@ -24,7 +24,7 @@ from cdc.source.connect import query, variables
 from cdc.source.server import ServerInfo
 
 RUNWAY_SHARE = 0.5
-PROBE_ROWS = 5000  # enough for a stable rate, small beside any table worth estimating
+PROBE_ROWS = 2000  # enough for a stable rate, small beside any table worth estimating
 # The probe's lines are thrown away: any position and source will do.
 _PROBE_PARTS = LineParts(b"0000000000:000000000000:s", b',"src":{"row":', b'},"table":', b',"v":1}\n')
 # RDS with `binlog retention hours` NULL purges binlogs as soon as no replica needs them
