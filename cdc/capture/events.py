@@ -224,8 +224,8 @@ class Capture:
         body = event.raw.row_bytes() if pool is not None and decoder.has_fast_path and not pool.full else None
         if body is None:
             self._later(self._add_rows, meta, *self._encode_here(decoder, event, meta))
-            while len(self._pending) > _MAX_QUEUED:  # bounded memory: wait for the oldest job
-                self._apply_next(wait=True)
+            if len(self._pending) > _MAX_QUEUED:  # bounded memory: wait for the oldest job
+                self.settle(keep=_MAX_QUEUED)
             return
         pool.submit(decoder, body, meta)  # type: ignore[union-attr]
         self._pending.append((None, (decoder, event, meta)))
@@ -284,10 +284,10 @@ class Capture:
         self._add_rows(meta, *result)
         return True
 
-    def settle(self, wait: bool = True) -> None:
-        """Apply the queued steps whose rows are decoded; with `wait`, all of them."""
+    def settle(self, wait: bool = True, keep: int = 0) -> None:
+        """Apply the queued steps whose rows are decoded; with `wait`, all of them but the last `keep`."""
         try:
-            while self._pending and self._apply_next(wait):
+            while len(self._pending) > keep and self._apply_next(wait):
                 pass
         except BaseException:
             # Nothing behind a failed step may be applied (its transaction would be incomplete): drop it all,

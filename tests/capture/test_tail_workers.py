@@ -12,6 +12,7 @@ import pytest
 
 from cdc.capture import Filters, StartRequest, TailOptions, run_tail
 from cdc.capture.decode_pool import DecodePool, DecodeWorkerError
+from cdc.errors import DataError
 from tests.capture.conftest import binlog_start, changelog_bytes, settings_for, spawn_tail, tail_once
 from tests.capture.workload import create_all_types_table, run_workload
 from tests.rig import MariaDB
@@ -130,3 +131,25 @@ def test_a_pool_whose_worker_died_raises_instead_of_returning() -> None:
             pool.take()
     finally:
         pool.close()
+
+
+def test_a_value_the_fast_path_refuses_goes_through_the_library_in_tail(mariadb: MariaDB, fresh_db: str,
+                                                                          tmp_path: Path) -> None:
+    """Byte 0x81 in a latin1 column: cdc.values reads MySQL's latin1 as Python's cp1252, which has no character
+    for it (MySQL maps it to U+0081), so the fast path raises and the worker answers "slow"; tail decodes that
+    event itself through the library and stops with the same error, column and position as without workers;
+    the transaction committed before it is sealed and checkpointed either way. If cdc.values learns MySQL's
+    latin1, this test needs another value the fast path refuses."""
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, s VARCHAR(10) CHARACTER SET latin1)")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1, 'café')")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (2, UNHEX('81'))")
+    errors = []
+    for workers in (0, 1):
+        state = tmp_path / str(workers)
+        with pytest.raises(DataError) as caught:
+            _tail(mariadb, state, fresh_db, start, workers)
+        errors.append(caught.value.message)
+        assert changelog_bytes(state).count(b'"op":"c"') == 1 and b"caf\xc3\xa9" in changelog_bytes(state)
+    assert errors[0] == errors[1]
+    assert f"{fresh_db}.t at " in errors[0] and "'s'" in errors[0], errors[0]
