@@ -1,6 +1,7 @@
 """Snapshot throughput: `cdc snapshot` beside `mariadb-dump` of the same tables, on a throwaway MariaDB.
 
-    .venv/bin/python benchmarks/bench_snapshot.py [--narrow-rows 300000] [--wide-rows 20000] [--chunk-size N] [--profile]
+    .venv/bin/python benchmarks/bench_snapshot.py [--narrow-rows 300000] [--wide-rows 20000] [--chunk-size N] [--workers N]
+                                                [--repeat 3] [--profile]
 
 Two tables: `narrow` (int key, int, varchar, datetime(6), decimal) and `all_types` (every type of
 docs/formats.md, hostile values, tests/capture/workload.py). For each: rows/s of cdc snapshot
@@ -52,7 +53,7 @@ def fill(server: MariaDB, narrow_rows: int, wide_rows: int) -> None:
     server.execute(f"ANALYZE TABLE {DB}.narrow, {DB}.{workload.TABLE}")
 
 
-def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, chunk_size: int) -> tuple[int, float]:
+def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, request: SnapshotRequest) -> tuple[int, float]:
     work.mkdir(exist_ok=True)
     state = work / f"state-{table}"
     settings = load_settings({"mysql.host": server.host, "mysql.port": server.port, "mysql.user": "root",
@@ -61,7 +62,7 @@ def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, chunk_size
     start = time.perf_counter()
     if profiler:
         profiler.enable()
-    summary = run_snapshot(settings, SnapshotRequest(chunk_size=chunk_size))
+    summary = run_snapshot(settings, request)
     if profiler:
         profiler.disable()
     elapsed = time.perf_counter() - start
@@ -87,6 +88,7 @@ def main() -> None:
     parser.add_argument("--narrow-rows", type=int, default=300_000)
     parser.add_argument("--wide-rows", type=int, default=20_000)
     parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE)
+    parser.add_argument("--workers", type=int, default=1, help="cdc snapshot --workers")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side, alternating; the best counts")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
@@ -94,13 +96,14 @@ def main() -> None:
         work = Path(tmp)
         fill(server, args.narrow_rows, args.wide_rows)
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs, "
-              f"chunk size {args.chunk_size}, best of {args.repeat}")
+              f"chunk size {args.chunk_size}, workers {args.workers}, best of {args.repeat}")
         print(f"{'table':<10} {'rows':>8} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9}")
         for table in ("narrow", workload.TABLE):
             dump_seconds, cdc_seconds, rows = float("inf"), float("inf"), 0
             for run in range(args.repeat):
                 dump_seconds = min(dump_seconds, bench_dump(server, table, work))
-                rows, seconds = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, args.chunk_size)
+                request = SnapshotRequest(chunk_size=args.chunk_size, workers=args.workers)
+                rows, seconds = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request)
                 cdc_seconds = min(cdc_seconds, seconds)
             print(f"{table:<10} {rows:>8} {rows / cdc_seconds:>12,.0f} {rows / dump_seconds:>12,.0f} "
                   f"{dump_seconds / cdc_seconds:>9.2f}")

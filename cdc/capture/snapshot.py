@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -32,15 +33,17 @@ import pymysql
 
 from cdc.capture.snapshot_checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
 from cdc.capture.snapshot_handover import Handover, begin_snapshot, take_handover
+from cdc.capture.snapshot_parallel import Helpers, split_table, view_position
 from cdc.capture.snapshot_runway import Runway, estimate_runway
 from cdc.capture.snapshot_seal import ChunkSealer
 from cdc.capture.snapshot_rows import CompiledTable, LineParts, RowEncodeError, compile_table
 from cdc.capture.snapshot_tables import (
-    RAW_CONVERSIONS, TableInfo, TablePlan, bindable_key, keyset_params, plan_table, select_sql, select_tables,
+    RAW_CONVERSIONS, TableInfo, TablePlan, bindable_key, keyset_params, plan_table, prepare_session, select_sql,
+    select_tables,
 )
 from cdc.capture.snapshot_wire import check_driver, read_rows
 from cdc.changelog import position_string, read_segment, segment_name
-from cdc.config import Settings
+from cdc.config import MySQLSettings, Settings
 from cdc.errors import DataError, PositionError, PreconditionError, UsageError
 from cdc.schema import SchemaHistory
 from cdc.source.connect import connection, query
@@ -56,6 +59,7 @@ class SnapshotRequest:
     lock: str = "auto"
     allow_no_pk: bool = False
     strict: bool = False
+    workers: int = 1  # processes reading one table's parts at once (MariaDB; see snapshot_parallel)
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ def run_snapshot(
     """Take (or resume) the snapshot into the change log; return what was copied."""
     if request.chunk_size < 1:
         raise UsageError(f"--chunk-size {request.chunk_size} must be at least 1")
+    if request.workers < 1:
+        raise UsageError(f"--workers {request.workers} must be at least 1")
     warnings: list[str] = []
 
     def warn(message: str) -> None:
@@ -117,7 +123,7 @@ def run_snapshot(
     started = time.monotonic()
     with state.lock(STAGE), connection(settings.mysql, conv=RAW_CONVERSIONS) as conn:
         check_driver(conn)
-        _prepare_session(conn)
+        prepare_session(conn)
         info = describe_server(conn)
         state.bind_server(info.identity())
         checkpoint = read_checkpoint(state)
@@ -128,7 +134,7 @@ def run_snapshot(
             checkpoint, plans, runway = _start(settings, conn, info, state, request, warn)
         else:
             checkpoint, plans = _resume(settings, conn, info, state, checkpoint)
-        copier = _Copier(state, checkpoint, request.chunk_size, on_progress)
+        copier = _Copier(state, checkpoint, request, settings.mysql, on_progress)
         try:
             for plan in plans:
                 copier.copy_table(conn, plan, adopt=checkpoint.resumes > 0)
@@ -138,14 +144,6 @@ def run_snapshot(
         state.write_checkpoint(STAGE, final.to_dict())
         conn.rollback()  # end the read-only snapshot transaction
     return SnapshotSummary(DONE, final.resumes > 0, final, time.monotonic() - started, runway, tuple(warnings))
-
-
-def _prepare_session(conn: pymysql.Connection) -> None:
-    with conn.cursor() as cursor:
-        # TIMESTAMP columns are returned in the session time zone: make it UTC (docs/formats.md).
-        cursor.execute("SET SESSION time_zone = '+00:00'")
-        # A chunk is streamed unbuffered; give the server time to push it if we are slow to read.
-        cursor.execute("SET SESSION net_write_timeout = 600")
 
 
 def _start(
@@ -244,11 +242,13 @@ def _table_sizes(conn: pymysql.Connection) -> dict[tuple[str, str], tuple[int, i
 class _Copier:
     """Writes chunks as sealed segments of `r` lines and advances snapshot.json after each."""
 
-    def __init__(self, state: StateDir, checkpoint: SnapshotCheckpoint, chunk_size: int,
-                 on_progress: ProgressFn | None) -> None:
+    def __init__(self, state: StateDir, checkpoint: SnapshotCheckpoint, request: SnapshotRequest,
+                 mysql: MySQLSettings, on_progress: ProgressFn | None) -> None:
         self.state = state
         self.checkpoint = checkpoint
-        self.chunk_size = chunk_size
+        self.chunk_size = request.chunk_size
+        self.workers = request.workers
+        self.mysql = mysql
         self.on_progress = on_progress
         self.sealer = ChunkSealer(state)
         h = checkpoint.handover
@@ -273,18 +273,55 @@ class _Copier:
         self._report(plan, entry)
         last = None if entry.last_key is None else bindable_key(plan, entry.last_key)
         limit = self.chunk_size if plan.has_pk else None  # without a key, one pass and one segment
-        while not entry.done:
-            sql = select_sql(plan, after_key=last is not None, limit=limit)
-            count, last_key = self._copy_chunk(conn, plan, sql, None if last is None else keyset_params(last))
-            done = not plan.has_pk or count < self.chunk_size
-            entry = replace(entry, done=done, rows=entry.rows + count, chunks=entry.chunks + (1 if count else 0),
-                            last_key=last_key if count else entry.last_key)
-            self._advance(entry, count)
+        ahead, helpers = self._start_helpers(conn, plan, entry)  # rows read here before the helpers' parts
+        try:
+            while not entry.done:
+                if helpers is not None and ahead == 0:
+                    entry = self._take_helper_chunks(plan, entry, helpers)
+                    helpers.stop()
+                    helpers = None  # done, or a helper failed: this connection reads on from the last key
+                    last = None if entry.last_key is None else bindable_key(plan, entry.last_key)
+                    continue
+                chunk = limit if helpers is None or limit is None else min(limit, ahead)
+                sql = select_sql(plan, after_key=last is not None, limit=chunk)
+                count, last_key = self._copy_chunk(conn, plan, sql, None if last is None else keyset_params(last))
+                done = chunk is None or count < chunk
+                ahead -= count
+                entry = replace(entry, done=done, rows=entry.rows + count, chunks=entry.chunks + (1 if count else 0),
+                                last_key=last_key if count else entry.last_key)
+                self._advance(entry, count)
+                self._report(plan, entry)
+                if last_key is not None:
+                    # Bound from the encoded key, exactly as a resumed run does (a DECIMAL as text would
+                    # compare as a double).
+                    last = bindable_key(plan, last_key)
+        finally:
+            if helpers is not None:
+                helpers.stop()
+
+    def _start_helpers(self, conn: pymysql.Connection, plan: TablePlan, entry: TableState) -> tuple[int, Helpers | None]:
+        """Fork helpers for the later parts of a big table not started yet (MariaDB only: see snapshot_parallel)."""
+        view = view_position(conn) if self.workers > 1 and entry.rows == 0 and not entry.done else None
+        if view is None:
+            return 0, None
+        ahead, parts = split_table(conn, plan, self.workers, self.checkpoint.row_counter, self._compiler(plan))
+        if not parts:
+            return 0, None
+        self.sealer.wait()  # fork with the sealing thread idle
+        return ahead, Helpers(self.mysql, plan, self.parts, parts, self.chunk_size, view, self.state.changelog)
+
+    def _take_helper_chunks(self, plan: TablePlan, entry: TableState, helpers: Helpers) -> TableState:
+        """Seal the helpers' chunks in row order, a checkpoint after each, as if this connection had read them."""
+        for chunk in helpers.chunks():
+            if chunk.first_row != self.checkpoint.row_counter:
+                return entry
+            entry = replace(entry, rows=entry.rows + chunk.count, chunks=entry.chunks + 1, last_key=chunk.last_key)
+            self._advance(entry, chunk.count, chunk_file=chunk.path)
             self._report(plan, entry)
-            if last_key is not None:
-                # Bound from the encoded key, exactly as a resumed run does (a DECIMAL as text would
-                # compare as a double).
-                last = bindable_key(plan, last_key)
+        if helpers.complete:
+            entry = replace(entry, done=True)
+            self._advance(entry, 0)
+        return entry
 
     def _copy_chunk(self, conn: pymysql.Connection, plan: TablePlan, sql: str,
                     params: list[Any] | None) -> tuple[int, list[Any] | None]:
@@ -340,11 +377,15 @@ class _Copier:
                             last_key=[last["key"][k] for k in plan.key])
             self._advance(entry, count, seal=False)
 
-    def _advance(self, entry: TableState, count: int, *, seal: bool = True) -> None:
+    def _advance(self, entry: TableState, count: int, *, seal: bool = True, chunk_file: Path | None = None) -> None:
         """Count the chunk in; seal its segment and write the checkpoint in the background (in that order)."""
         cp = self.checkpoint
         self.checkpoint = replace(cp, tables={**cp.tables, entry.name: entry}, row_counter=cp.row_counter + count)
-        self.sealer.commit(self.checkpoint.to_dict(), seal=seal and count > 0)
+        if chunk_file is not None:  # a helper's chunk: its file becomes the segment
+            final = self.state.changelog / segment_name(self.position(cp.row_counter))
+            self.sealer.install(chunk_file, final, self.checkpoint.to_dict())
+        else:
+            self.sealer.commit(self.checkpoint.to_dict(), seal=seal and count > 0)
 
     def _report(self, plan: TablePlan, entry: TableState) -> None:
         if self.on_progress:

@@ -10,12 +10,14 @@ their temp files (`.seg-snapshot-*.tmp`) are both removed by discard_stale after
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from cdc.capture.snapshot_checkpoint import STAGE
 from cdc.changelog import SegmentWriter
-from cdc.state import StateDir
+from cdc.state import StateDir, fsync_dir
 
 
 class ChunkSealer:
@@ -36,6 +38,11 @@ class ChunkSealer:
         if seal:
             self.writer = self._writers[1] if self.writer is self._writers[0] else self._writers[0]
 
+    def install(self, chunk_file: Path, segment: Path, checkpoint: dict[str, Any]) -> None:
+        """Rename a chunk file written (and fsynced) elsewhere to its segment name, then write `checkpoint`."""
+        self.wait()
+        self._pending = self._worker.submit(self._installed, chunk_file, segment, checkpoint)
+
     def wait(self) -> None:
         """Block until the job in flight is durable; re-raise what it raised (a full disk, say)."""
         pending, self._pending = self._pending, None
@@ -47,6 +54,11 @@ class ChunkSealer:
             self.wait()
         finally:
             self._worker.shutdown(wait=True)
+
+    def _installed(self, chunk_file: Path, segment: Path, checkpoint: dict[str, Any]) -> None:
+        os.replace(chunk_file, segment)
+        fsync_dir(segment.parent)
+        self.state.write_checkpoint(STAGE, checkpoint)
 
     def _durable(self, writer: SegmentWriter | None, checkpoint: dict[str, Any]) -> None:
         if writer is not None:

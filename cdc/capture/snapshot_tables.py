@@ -210,6 +210,15 @@ def _same(value: Any) -> Any:
     return value
 
 
+def prepare_session(conn: pymysql.Connection) -> None:
+    """Session settings of every connection that reads snapshot rows."""
+    with conn.cursor() as cursor:
+        # TIMESTAMP columns are returned in the session time zone: make it UTC (docs/formats.md).
+        cursor.execute("SET SESSION time_zone = '+00:00'")
+        # A chunk is streamed unbuffered; give the server time to push it if we are slow to read.
+        cursor.execute("SET SESSION net_write_timeout = 600")
+
+
 def select_sql(plan: TablePlan, *, after_key: bool, limit: int | None) -> str:
     """SELECT of one chunk: rows whose key sorts after the last one read, in key order.
 

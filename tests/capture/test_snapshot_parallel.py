@@ -1,0 +1,123 @@
+"""`--workers`: helper processes read a big table's later parts in the very same snapshot, or not at all."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pymysql
+
+from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+from cdc.changelog import list_segments, position_string
+from tests.capture.test_snapshot_concurrency import writing
+from tests.capture.test_snapshot_support import changelog_lines, make_settings, state  # noqa: F401
+from tests.rig import MariaDB
+
+ROWS, BALANCE = 160_000, 1000  # parts of 50,000 rows or more are worth a helper
+
+
+def _accounts(mariadb: MariaDB, db: str) -> int:
+    """ROWS accounts of BALANCE each; return information_schema's row estimate (what the split uses)."""
+    mariadb.execute("CREATE TABLE acct (id INT PRIMARY KEY, balance INT NOT NULL, note VARCHAR(30))", database=db)
+    mariadb.execute(f"INSERT INTO acct SELECT seq, {BALANCE}, CONCAT('n', seq) FROM seq_1_to_{ROWS}", database=db)
+    mariadb.execute(f"ANALYZE TABLE `{db}`.acct")
+    return int(mariadb.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                               "AND TABLE_NAME = 'acct'", (db,))[0][0])
+
+
+def _segment_bytes(state_dir: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in list_segments(state_dir / "changelog"))
+
+
+def test_parallel_parts_write_the_same_lines_as_one_connection(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    estimate = _accounts(mariadb, fresh_db)
+    one = run_snapshot(make_settings(mariadb, tmp_path / "one", databases=(fresh_db,)), SnapshotRequest(chunk_size=7000))
+    three = run_snapshot(make_settings(mariadb, tmp_path / "three", databases=(fresh_db,)),
+                         SnapshotRequest(chunk_size=7000, workers=3))
+    h = three.checkpoint.handover
+    assert (one.checkpoint.handover, one.rows, three.rows) == (h, ROWS, ROWS)
+    assert _segment_bytes(tmp_path / "three") == _segment_bytes(tmp_path / "one")
+    # The helpers' parts start at the split rows (estimate // 3 each): their first chunks are segments of their own.
+    names = {p.name for p in list_segments(tmp_path / "three" / "changelog")}
+    size = estimate // 3
+    for first in (size, 2 * size):
+        assert f"seg-{position_string(h.file, h.pos, first, snapshot=True).replace(':', '-')}.jsonl" in names
+    assert not list((tmp_path / "three" / "changelog").glob(".seg-*"))
+    assert three.checkpoint.tables[f"{fresh_db}.acct"].last_key == [ROWS]
+
+
+def _spread_transfers(mariadb: MariaDB, db: str):  # type: ignore[no-untyped-def]
+    def work(stop: threading.Event) -> None:
+        with mariadb.connect(database=db) as conn, conn.cursor() as cur:
+            n = 0
+            while not stop.is_set():
+                a, b = (n * 7919) % ROWS + 1, (n * 104729 + 5) % ROWS + 1
+                cur.execute("BEGIN")
+                cur.execute("UPDATE acct SET balance = balance - 3 WHERE id = %s", (a,))
+                cur.execute("UPDATE acct SET balance = balance + 3 WHERE id = %s", (b,))
+                cur.execute("COMMIT")
+                n += 1
+
+    return work
+
+
+def test_parallel_snapshot_under_transfers_is_one_view_and_exact_after_tail(
+    mariadb: MariaDB, fresh_db: str, state: Path
+) -> None:
+    from tests.capture.test_snapshot_concurrency import _tail_until_now
+
+    _accounts(mariadb, fresh_db)
+    with writing(_spread_transfers(mariadb, fresh_db)):
+        time.sleep(0.1)
+        run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest(chunk_size=5000, workers=2))
+        time.sleep(0.1)
+    lines = changelog_lines(state)
+    # Transfers touched every part while it was read: only one view for all parts keeps the total.
+    assert len(lines) == ROWS and sum(line["after"]["balance"] for line in lines) == ROWS * BALANCE
+    _tail_until_now(mariadb, state)
+    final: dict[int, int] = {}
+    for line in changelog_lines(state):
+        if line["op"] in ("r", "c", "u"):
+            final[line["key"]["id"]] = line["after"]["balance"]
+    with mariadb.connect(database=fresh_db) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, balance FROM acct")
+        assert final == dict(cur.fetchall())
+
+
+def test_a_killed_helper_leaves_its_part_to_the_main_connection(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    _accounts(mariadb, fresh_db)
+    one = run_snapshot(make_settings(mariadb, tmp_path / "one", databases=(fresh_db,)), SnapshotRequest(chunk_size=2000))
+    killed: list[int] = []
+
+    def kill_first_helper(stop: threading.Event) -> None:
+        while not stop.is_set() and not killed:
+            for child in multiprocessing.active_children():
+                if child.name.startswith("snapshot-part-") and child.pid:
+                    os.kill(child.pid, signal.SIGKILL)
+                    killed.append(child.pid)
+            time.sleep(0.001)
+
+    with writing(kill_first_helper):
+        two = run_snapshot(make_settings(mariadb, tmp_path / "two", databases=(fresh_db,)),
+                           SnapshotRequest(chunk_size=2000, workers=2))
+    assert killed, "no helper process was started"
+    assert two.rows == ROWS and _segment_bytes(tmp_path / "two") == _segment_bytes(tmp_path / "one")
+    assert not list((tmp_path / "two" / "changelog").glob(".seg-*"))
+
+
+def test_workers_on_small_tables_and_bad_values(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)", database=fresh_db)
+    mariadb.execute("INSERT INTO t SELECT seq FROM seq_1_to_10", database=fresh_db)
+    summary = run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest(workers=4))
+    assert summary.rows == 10 and summary.chunks == 1  # too small to split: one connection
+    try:
+        run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest(workers=0))
+    except Exception as exc:  # noqa: BLE001
+        assert "--workers 0 must be at least 1" in str(exc)
+    else:
+        raise AssertionError("--workers 0 was accepted")
+    assert pymysql  # noqa: S101 - keeps the import for type checkers of the fixtures
