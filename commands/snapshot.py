@@ -31,6 +31,8 @@ def snapshot(
                                               "(key = all columns).")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 4) when the copy would outlive "
                                          "the binlog retention, instead of warning.")] = False,
+    workers: Annotated[int, typer.Option("--workers", help="Processes reading a big table's parts at once "
+                                         "(MariaDB, in the same snapshot; see README).")] = 1,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
@@ -41,7 +43,8 @@ def snapshot(
     settings = settings_from(config, state_dir, mysql_flags, **{
         "mysql.tables": tuple(tables or ()), "mysql.databases": tuple(databases or ()),
         "mysql.exclude_tables": tuple(exclude_tables or ())})
-    request = SnapshotRequest(chunk_size=chunk_size, lock=lock, allow_no_pk=allow_no_pk, strict=strict)
+    request = SnapshotRequest(chunk_size=chunk_size, lock=lock, allow_no_pk=allow_no_pk, strict=strict,
+                              workers=workers)
     with _progress(enabled=not as_json) as on_progress:
         summary = run_snapshot(settings, request, on_progress=on_progress, on_warning=_warn)
     _render(summary, as_json)

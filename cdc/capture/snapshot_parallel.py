@@ -186,8 +186,8 @@ def _read_part(conn: pymysql.Connection, plan: TablePlan, line_parts: LineParts,
                                          compiled_for, n, lambda first, lines: out.write(b"".join(lines)))
             out.flush()
             os.fsync(out.fileno())
-        if last_line is None:
-            path.unlink()
+        if last_line is None or os.getppid() != parent:
+            path.unlink()  # nothing read, or the main process died (kill -9): nobody will seal this file
             break
         key = orjson.loads(last_line)["key"]
         last_key = [key[k] for k in plan.key]
