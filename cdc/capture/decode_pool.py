@@ -19,6 +19,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,10 @@ from cdc.source.decode import RowDecoder
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding `cdc`, for the worker's sys.path
 _PIPE_BYTES = 2**20
 _WORKER = f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); from cdc.capture.decode_worker import main; main()"
+
+
+_RERUN_HINT = ("rerun tail: it resumes at its checkpoint. If it happens again, run with --decode-workers 0 "
+               "(decode in the tail process) and report it")
 
 
 class DecodeWorkerError(CdcError):
@@ -64,6 +69,7 @@ class _Worker:
         self._reader = self.proc.stdout.raw  # unbuffered: we read big chunks ourselves
         self._chunk = memoryview(bytearray(_PIPE_BYTES))
         self._incoming = bytearray()  # replies read but not parsed yet (the start of one may be all there is)
+        self.received = 0  # bytes read from the worker so far
         self.broken = False  # its stdin is closed: it died
         self.eof = False  # everything it wrote has been read: no more results will come
 
@@ -90,6 +96,7 @@ class _Worker:
         if not got:
             self.eof = True
             return
+        self.received += got
         incoming = self._incoming
         incoming += self._chunk[:got]
         start, end = 0, len(incoming)
@@ -127,9 +134,12 @@ class _Worker:
 class DecodePool:
     """`workers` decode processes; submit() jobs, take() their results in the same order."""
 
-    def __init__(self, workers: int, limit: int = 32) -> None:
+    def __init__(self, workers: int, limit: int = 32, stall_seconds: float = 120.0) -> None:
         self._workers = [_Worker() for _ in range(workers)]
         self._limit = limit * workers
+        # A worker that sends nothing for this long while tail waits is stuck (stopped, swapping): stop loudly
+        # rather than hang. One rows event takes milliseconds; even a 1 GiB row takes seconds.
+        self._stall = stall_seconds
         self._submitted = self._taken = 0
         # decoder -> the key the workers know it by; holding the decoder (not its id) means a new decoder can
         # never inherit a dropped one's key through a reused id.
@@ -182,12 +192,19 @@ class DecodePool:
     def take(self) -> tuple[bytes | bytearray, int] | None:
         """The next result in submission order: (block, count), or None when tail must decode it itself."""
         worker = self._workers[self._taken % len(self._workers)]
+        heard = time.monotonic()
         while not worker.results:
             if worker.eof:
                 raise DecodeWorkerError(worker.describe_end() + " before it returned all the rows sent to it",
-                                        hint="rerun tail: it resumes at its checkpoint. If it happens again, run "
-                                        "with --decode-workers 0 (decode in the tail process) and report it")
-            self._pump(None)
+                                        hint=_RERUN_HINT)
+            received = worker.received
+            self._pump(max(0.0, heard + self._stall - time.monotonic()))
+            if worker.received != received:
+                heard = time.monotonic()
+            elif time.monotonic() - heard >= self._stall and not worker.results:
+                worker.proc.kill()  # it must not go on holding work nobody will take
+                raise DecodeWorkerError(f"decode worker (pid {worker.proc.pid}) sent nothing for "
+                                        f"{self._stall:.0f} s while tail waited for it", hint=_RERUN_HINT)
         kind, data, count = worker.results.popleft()
         self._taken += 1
         if kind == b"o":

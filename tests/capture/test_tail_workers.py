@@ -153,3 +153,18 @@ def test_a_value_the_fast_path_refuses_goes_through_the_library_in_tail(mariadb:
         assert changelog_bytes(state).count(b'"op":"c"') == 1 and b"caf\xc3\xa9" in changelog_bytes(state)
     assert errors[0] == errors[1]
     assert f"{fresh_db}.t at " in errors[0] and "'s'" in errors[0], errors[0]
+
+
+def test_a_stuck_worker_is_an_error_not_a_hang() -> None:
+    """A stopped worker (SIGSTOP) answers nothing: the pool gives up after its stall time and ends the worker."""
+    pool = DecodePool(1, stall_seconds=1.0)
+    pid = pool.pids[0]
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        began = time.monotonic()
+        with pytest.raises(DecodeWorkerError, match=f"decode worker \\(pid {pid}\\) sent nothing for 1 s"):
+            pool.take()
+        assert 1.0 <= time.monotonic() - began < 10
+    finally:
+        pool.close()
+    assert _gone(pid, 10)
