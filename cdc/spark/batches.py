@@ -52,11 +52,14 @@ def batch_frame(result: DataFrame, final: TableSchema) -> DataFrame:
     )
 
 
-def lake_frame(result: DataFrame, final: TableSchema) -> DataFrame:
+def lake_frame(changed: DataFrame, untouched: DataFrame | None, final: TableSchema) -> DataFrame:
+    """Rows of the new lake version: the kept changed rows, plus the untouched rows of the previous version."""
     from pyspark.sql import functions as F
 
-    return result.filter(F.col("_keep")).select(
-        *[F.col(f"c{i}").alias(c.name) for i, c in enumerate(final.columns)], "_cdc_op", "_cdc_position", "_cdc_commit_ts")
+    names = [*[F.col(f"c{i}").alias(c.name) for i, c in enumerate(final.columns)], "_cdc_op", "_cdc_position",
+             "_cdc_commit_ts"]
+    kept = changed.filter(F.col("_keep")).select(*names)
+    return kept if untouched is None else untouched.select(*names).unionByName(kept)
 
 
 def table_folder(db: str, table: str) -> str:

@@ -1,4 +1,4 @@
-"""Compaction: one table's change lines + the previous lake version -> the new version, in one shuffle.
+"""Compaction: one table's change lines + the previous lake version -> the new version.
 
 Inside Spark, table columns are renamed to positional names (c0, c1, ...): MySQL names may hold
 dots, spaces or backticks, which Spark would read as struct paths. They get their names back
@@ -7,9 +7,12 @@ when written.
 Order is the position string (docs/formats.md): unique per row change, lexical = source order,
 snapshot `r` rows sort before the binlog changes after the hand-over. Where the time goes decides
 the shape (README, "### spark-merge"): only the key fields of a line are decoded before the
-shuffle; the lake's rows join the run's events as candidates that lose to any change (`_src` 0),
-so one groupBy by key with max_by((_src, position)) picks each key's last state and duplicated
-lines (same position) collapse; only the survivors' `after` images are then parsed and typed.
+shuffle; the run's events alone are shuffled and grouped by key, max_by(position) picking each
+key's last change (duplicated lines, same position, collapse); only those winners' `after` images
+are then parsed and typed. The lake's rows are never shuffled: the winners learn whether their key
+was in the lake from a join with the lake's key columns only, and the lake rows no winner touches
+are copied into the new version by an anti join against the winners' keys (broadcast when they are
+few, so the lake is only scanned).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from cdc.errors import DataError
 from cdc.schema import Column, TableSchema
@@ -29,6 +33,7 @@ from cdc.spark.types import col, parse_value, raw_struct, spark_type
 
 ROW_OPS = ("c", "u", "d", "r")
 META = ("_cdc_op", "_cdc_position", "_cdc_commit_ts")
+WINNER = (*META, "_del", "_after")  # what an event carries besides its key
 
 
 @dataclass(frozen=True)
@@ -56,12 +61,6 @@ def _keys(final: TableSchema) -> list[str]:
 def _values(final: TableSchema) -> list[str]:
     keys = set(_keys(final))
     return [f"c{i}" for i in range(len(final.columns)) if f"c{i}" not in keys]
-
-
-def _lake_struct(final: TableSchema) -> T.StructType:
-    """The non-key columns of a lake row, carried through the shuffle as one struct."""
-    pk = set(final.primary_key)
-    return T.StructType([T.StructField(f"c{i}", spark_type(c)) for i, c in enumerate(final.columns) if c.name not in pk])
 
 
 def _scoped(versions: list[TableSchema], final: TableSchema, info: TableInput,
@@ -127,12 +126,11 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
     new, old = key("k"), key("b")
     moved = (F.col("op") == "u") & ~reduce(lambda x, y: x & y, [n.eqNullSafe(o) for n, o in zip(new, old)])
     ts = F.col("ts").cast(T.TimestampType())
-    lake = F.lit(None).cast(_lake_struct(final))
 
     def event(keys: list[SparkColumn], delete: SparkColumn, after: SparkColumn) -> SparkColumn:
-        return F.struct(*[k.alias(name) for k, name in zip(keys, _keys(final))], F.lit(1).alias("_src"),
+        return F.struct(*[k.alias(name) for k, name in zip(keys, _keys(final))],
                         F.col("position").alias("_cdc_position"), F.col("op").alias("_cdc_op"),
-                        ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"), lake.alias("_lake"))
+                        ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"))
 
     last = event(new, F.col("op") == "d", F.when(F.col("op") != "d", F.col("after")))
     gone = event(old, F.lit(True), F.lit(None).cast(T.StringType()))
@@ -141,59 +139,77 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
 
 
 def read_base(spark: SparkSession, path: str, final: TableSchema) -> DataFrame:
-    """The previous lake version, evolved to the final schema (added columns null, dropped ones gone)."""
+    """The previous lake version as c0..cn + _cdc_*, evolved to the final schema (added columns null, dropped gone)."""
     old = spark.read.parquet(path)
     present = set(old.columns)
-    pk = set(final.primary_key)
-    keys, values = [], []
-    for i, c in enumerate(final.columns):
-        value = col(c.name).cast(spark_type(c)) if c.name in present else F.lit(None).cast(spark_type(c))
-        (keys if c.name in pk else values).append(value.alias(f"c{i}"))
-    struct = F.struct(*values) if values else F.lit(None).cast(_lake_struct(final))
-    return old.select(*keys, F.lit(0).alias("_src"), *[F.col(m) for m in (META[1], META[0], META[2])],
-                      F.lit(False).alias("_del"), F.lit(None).cast(T.StringType()).alias("_after"),
-                      struct.alias("_lake"))
+    values = [(col(c.name).cast(spark_type(c)) if c.name in present else F.lit(None).cast(spark_type(c))).alias(f"c{i}")
+              for i, c in enumerate(final.columns)]
+    return old.select(*values, *[F.col(m) for m in META])
 
 
-def merge_onto(events: DataFrame, base: DataFrame | None, versions: list[TableSchema], final: TableSchema,
-               info: TableInput) -> DataFrame:
-    """Events and lake rows grouped by key (one shuffle): what to keep and what to emit.
+def last_changes(events: DataFrame, base: DataFrame | None, versions: list[TableSchema], final: TableSchema,
+                 info: TableInput) -> DataFrame:
+    """Each key the run's events touch, with its outcome (one shuffle of the events, none of the lake).
 
     Result columns: c0..cn, _cdc_*, `_keep` (row of the new lake version), `_action` (INSERT/DELETE
-    for the Snowflake batch, null if the key has no net change) and `_isupdate` (INSERT of a key
-    the lake already had). A delete of a key the lake never had nets out to nothing; a truncate
-    turns every older state (lake row or event) into a delete.
+    for the Snowflake batch, null if the key has no net change), `_isupdate` (INSERT of a key the
+    lake already had) and `_in_lake`. A delete of a key the lake never had nets out to nothing; a
+    truncate turns every older state into a delete.
     """
     keys = _keys(final)
-    rows = events if base is None else events.unionByName(base)
-    payload = F.struct(*[F.col(c) for c in ("_src", "_cdc_position", "_cdc_op", "_cdc_commit_ts", "_del", "_after",
-                                            "_lake")])
-    won = rows.groupBy(*keys).agg(F.max_by(payload, F.struct("_src", "_cdc_position")).alias("w"),
-                                  F.min("_src").alias("_oldest"))
-    w = F.col("w")
-    scoped = _scoped(versions, final, info, w["_cdc_position"])
+    # Last change per key: a window over the events shuffled by key (one shuffle, one sort). A
+    # groupBy with max_by over the row sorts twice (map-side partial aggregate, then final), because
+    # an aggregate over strings cannot hash; the partial step saves nothing when a key's changes are
+    # spread over the whole input.
+    last = Window.partitionBy(*keys).orderBy(F.col("_cdc_position").desc())
+    won = events.withColumn("_n", F.row_number().over(last)).filter(F.col("_n") == 1).drop("_n")
+    if base is None:
+        won = won.withColumn("_in_lake", F.lit(False))
+    else:
+        # Only the lake's key columns are read and shuffled for this. A merge join: the winners come
+        # out of the window sorted by key, and Spark would otherwise broadcast the lake's keys (a small
+        # file to its estimate, a hash table of every key in the lake in fact).
+        lake_keys = base.select(*keys, F.lit(True).alias("_in_lake")).hint("merge")
+        won = won.join(lake_keys, keys, "left").withColumn("_in_lake", F.coalesce("_in_lake", F.lit(False)))
+    scoped = _scoped(versions, final, info, F.col("_cdc_position"))
     # Each image parsed once, in its own projection: in the one below, Spark would prune a from_json
     # per column read from it and parse the same text once per column.
-    won = won.select(*keys, "w", "_oldest", *[F.from_json(w["_after"], raw_struct(v.column_names)).alias(f"_a{n}")
-                                              for n, (v, _) in enumerate(scoped)])
-    from_lake, in_lake = w["_src"] == 0, F.col("_oldest") == 0
-    truncated = info.truncate_position is not None
-    cut = (from_lake | (w["_cdc_position"] < F.lit(info.truncate_position))) if truncated else F.lit(False)
-    deleted = w["_del"] | cut
-    upsert = ~deleted & ~from_lake
+    won = won.select(*keys, *WINNER, "_in_lake", *[F.from_json("_after", raw_struct(v.column_names)).alias(f"_a{n}")
+                                                  for n, (v, _) in enumerate(scoped)])
+    in_lake = F.col("_in_lake")
+    cut = F.col("_cdc_position") < F.lit(info.truncate_position) if info.truncate_position is not None else F.lit(False)
+    deleted = F.col("_del") | cut
     values = _decoded(scoped, final)
-    cut_meta = {"_cdc_op": F.lit("d"), "_cdc_position": F.lit(info.truncate_position),
-                "_cdc_commit_ts": F.lit(info.truncate_ts).cast(T.TimestampType())}
-    meta = [F.when(cut, cut_meta[m]).otherwise(w[m]).alias(m) for m in META]
-    action = F.when(upsert, F.lit("INSERT")).when(deleted & in_lake, F.lit("DELETE"))
+    meta = [F.when(cut, _cut_meta(info)[m]).otherwise(F.col(m)).alias(m) for m in META]
+    action = F.when(~deleted, F.lit("INSERT")).when(in_lake, F.lit("DELETE"))
     ordered = [F.col(c) if c in keys else values[c] for c in (f"c{i}" for i in range(len(final.columns)))]
     return won.select(*ordered, *meta, (~deleted).alias("_keep"), action.alias("_action"),
-                      (upsert & in_lake).alias("_isupdate"))
+                      (~deleted & in_lake).alias("_isupdate"), in_lake.alias("_in_lake"))
+
+
+def untouched(base: DataFrame, changed: DataFrame, final: TableSchema, broadcast: bool) -> DataFrame:
+    """The lake rows whose key the run did not touch (c0..cn, _cdc_*): an anti join on the key columns."""
+    keys = changed.select(*_keys(final))
+    return base.join(F.broadcast(keys) if broadcast else keys, _keys(final), "left_anti")
+
+
+def truncated_rows(rows: DataFrame, final: TableSchema, info: TableInput) -> DataFrame:
+    """Untouched lake rows of a truncated table, as the batch's DELETEs (key only, the truncate's coordinates)."""
+    keys = set(_keys(final))
+    cut = _cut_meta(info)
+    return rows.select(*[F.col(c) if c in keys else F.lit(None).cast(rows.schema[c].dataType).alias(c)
+                         for c in (f"c{i}" for i in range(len(final.columns)))],
+                       *[cut[m].alias(m) for m in META], F.lit(False).alias("_keep"), F.lit("DELETE").alias("_action"),
+                       F.lit(False).alias("_isupdate"))
+
+
+def _cut_meta(info: TableInput) -> dict[str, SparkColumn]:
+    return {"_cdc_op": F.lit("d"), "_cdc_position": F.lit(info.truncate_position),
+            "_cdc_commit_ts": F.lit(info.truncate_ts).cast(T.TimestampType())}
 
 
 def _decoded(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema) -> dict[str, SparkColumn]:
-    """Non-key columns of the winner: the lake's typed values, or its parsed `after` image (_a<n>) typed."""
-    w = F.col("w")
+    """Non-key columns of the winner: its parsed `after` image (_a<n>) typed to the final schema."""
     images = {v.position: F.col(f"_a{n}") for n, (v, _) in enumerate(scoped)}
     out = {}
     for i, c in enumerate(final.columns):
@@ -205,5 +221,5 @@ def _decoded(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableS
                 return F.lit(None).cast(spark_type(c))
             return _typed(images[version.position].getField(c.name), version.column(c.name), c)
 
-        out[f"c{i}"] = F.when(w["_src"] == 0, w["_lake"][f"c{i}"]).otherwise(_by_version(scoped, value)).alias(f"c{i}")
+        out[f"c{i}"] = _by_version(scoped, value).alias(f"c{i}")
     return out

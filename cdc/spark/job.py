@@ -36,6 +36,10 @@ from cdc.state import StateDir, read_json, write_json_atomic
 STAGE = "spark-merge"
 CHECKPOINT = "merge"
 CHECKPOINT_VERSION = 1
+# Up to this many touched keys, the anti join that copies the untouched lake rows broadcasts the keys
+# (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
+# wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
+BROADCAST_KEYS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -186,7 +190,6 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
 def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,
                  batch_dir: Path, staging: Path, phases: dict[str, float]) -> dict[str, Any]:
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     from cdc.spark import compact
 
@@ -199,36 +202,54 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
     base_name = lake.base_version(directory, run)
     base = compact.read_base(spark, str(directory / base_name), final) if base_name else None
     versions = history.versions(info.db, info.table)
-    events = compact.table_events(raw, versions, final, info.as_input())
-    result = compact.merge_onto(events, base, versions, final, info.as_input())
-    result = result.persist(StorageLevel.MEMORY_AND_DISK)
+    table_input = info.as_input()
+    events = compact.table_events(raw, versions, final, table_input)
+    changed = compact.last_changes(events, base, versions, final, table_input).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        with _timed(phases, "compact"):  # the first action on `result`: read, compaction, cached
-            counts = result.agg(
-                F.sum(F.col("_keep").cast("long")).alias("lake"),
-                F.count(F.when(F.col("_action") == "INSERT", 1)).alias("inserts"),
-                F.count(F.when(F.col("_action") == "DELETE", 1)).alias("deletes")).first()
+        with _timed(phases, "compact"):  # the first action on `changed`: read, compaction, cached
+            counts = _counts(changed)
+        rest = None if base is None else compact.untouched(base, changed, final, counts["touched"] <= BROADCAST_KEYS)
+        # The lake has one row per key, so the rows no event touched are its rows minus the touched ones.
+        untouched = (lake.version_rows(directory / base_name) - counts["in_lake"]) if base_name else 0
+        truncated = table_input.truncate_position is not None
+        if truncated and rest is not None:  # every untouched row is gone: a DELETE in the batch
+            changed_rows = changed.drop("_in_lake").unionByName(compact.truncated_rows(rest, final, table_input))
+            lake_rows, deletes, rest = counts["kept"], counts["deletes"] + untouched, None
+        else:
+            changed_rows, lake_rows, deletes = changed, counts["kept"] + untouched, counts["deletes"]
         version = lake.version_name(run)
         with _timed(phases, "lake"):
-            batches.lake_frame(result, final).write.mode("overwrite").parquet(str(directory / version))
+            batches.lake_frame(changed, rest, final).write.mode("overwrite").parquet(str(directory / version))
         name, folder = f"{info.db}.{info.table}", batches.table_folder(info.db, info.table)
-        manifest_entry = None
-        if counts["inserts"] + counts["deletes"]:
+        manifest_entry, inserts = None, counts["inserts"]
+        if inserts + deletes:
             with _timed(phases, "batch"):
-                batches.batch_frame(result, final).write.mode("overwrite").parquet(str(staging / folder))
+                batches.batch_frame(changed_rows, final).write.mode("overwrite").parquet(str(staging / folder))
             manifest_entry = {
                 "files": batches.publish_files(staging / folder, batch_dir / folder),
-                "rows": counts["inserts"] + counts["deletes"], "inserts": counts["inserts"],
-                "deletes": counts["deletes"], "schema_position": final.position, "columns": final.column_names,
+                "rows": inserts + deletes, "inserts": inserts, "deletes": deletes,
+                "schema_position": final.position, "columns": final.column_names,
             }
     finally:
-        result.unpersist()
+        changed.unpersist()
     pointer = {"current": version, "previous": base_name, "batch_id": batches.batch_id(run),
                "schema_position": final.position, "primary_key": list(final.primary_key),
-               "columns": [asdict(c) for c in final.columns], "rows": int(counts["lake"] or 0)}
-    result_doc = asdict(TableResult(name, info.rows, int(counts["lake"] or 0), counts["inserts"] + counts["deletes"],
-                                    counts["inserts"], counts["deletes"], final.position))
+               "columns": [asdict(c) for c in final.columns], "rows": lake_rows}
+    result_doc = asdict(TableResult(name, info.rows, lake_rows, inserts + deletes, inserts, deletes, final.position))
     return {"dir": directory.name, "pointer": pointer, "manifest": manifest_entry, "result": result_doc}
+
+
+def _counts(changed: Any) -> dict[str, int]:
+    """Touched keys, kept rows, keys the lake had, the batch's inserts and deletes (one pass over the cache)."""
+    from pyspark.sql import functions as F
+
+    row = changed.agg(
+        F.count(F.lit(1)).alias("touched"),
+        F.count(F.when(F.col("_keep"), 1)).alias("kept"),
+        F.count(F.when(F.col("_in_lake"), 1)).alias("in_lake"),
+        F.count(F.when(F.col("_action") == "INSERT", 1)).alias("inserts"),
+        F.count(F.when(F.col("_action") == "DELETE", 1)).alias("deletes")).first()
+    return {k: int(v or 0) for k, v in row.asDict().items()}
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,13 @@ def base_version(directory: Path, run: int) -> str | None:
     return str(pointer["current"])
 
 
+def version_rows(version: Path) -> int:
+    """Rows of a written lake version, from its Parquet footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(path).metadata.num_rows for path in version.glob("*.parquet"))
+
+
 def switch(directory: Path, pointer: dict[str, Any]) -> None:
     """Make `pointer["current"]` the table's version (atomic), then drop versions nobody can need."""
     write_json_atomic(directory / POINTER, {"version": POINTER_VERSION, **pointer})

@@ -60,7 +60,11 @@ def check_batch(before: dict[Any, Any], after: dict[Any, Any], got: dict[Any, An
             assert row["_CDC_POSITION"] == after[key]["_cdc_position"]
 
 
-def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark: Any) -> None:
+@pytest.mark.parametrize("broadcast_keys", [1_000_000, 0], ids=["broadcast", "shuffle"])
+def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark: Any, broadcast_keys: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of copying the untouched lake rows: anti join with the touched keys broadcast, or shuffled."""
+    monkeypatch.setattr("cdc.spark.job.BROADCAST_KEYS", broadcast_keys)
     state = StateDir(tmp_path / "state")
     w = build(state.root, seed=11)
     cuts = [len(w.lines) // 4, len(w.lines) // 2, len(w.lines)]
