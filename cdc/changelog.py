@@ -6,6 +6,7 @@ spark-merge) only ever see sealed segments, listed in lexical = source order.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ SEGMENT_SUFFIX = ".jsonl"
 _FILE_SEQ = re.compile(r"\.(\d+)$")
 
 
+@functools.lru_cache(maxsize=256)  # called for every rows event with the same few names
 def file_seq(binlog_file: str) -> int:
     """The numeric extension of a binlog file name: `mariadb-bin.000003` -> 3."""
     match = _FILE_SEQ.search(binlog_file)
