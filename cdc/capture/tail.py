@@ -124,27 +124,17 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
             capture.finish()
             return
         reader = BinlogReader(settings.mysql, capture.position, reader_options)
-        idle_since: float | None = None
+        seen = capture.events
         try:
-            for event in reader.events():
-                failing_since = None
-                if should_stop():  # mid-transaction too: the open transaction is simply re-read next run
-                    capture.abort_transaction()
-                    summary.stopped = "stopped by signal"
-                    break
-                capture.handle(event)
-                if capture.at_boundary and _finished(capture, target, should_stop, summary):
-                    break
-                if capture.decoding and not reader.has_input():
-                    capture.settle()  # the server sends nothing right now: commit what the workers decoded
-                idle_since = _check_idle(event.kind, idle_since, capture, target, options.read_timeout)
+            _read(capture, reader, target, summary, should_stop, options.read_timeout)
             capture.finish()
             return
         except TransientError as exc:
             # Drop the open transaction (it is re-read from its start), keep what was committed.
             _wind_down(capture)
             now = time.monotonic()
-            failing_since = failing_since or now
+            if failing_since is None or capture.events != seen:  # events came since the last failure
+                failing_since = now
             if now - failing_since > options.reconnect_timeout:
                 raise TransientError(f"{exc.message}; gave up after {options.reconnect_timeout:.0f}s of retries "
                                      f"(checkpoint at {capture.position})", hint=exc.hint) from None
@@ -156,6 +146,23 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
             raise
         finally:
             reader.close()
+
+
+def _read(capture: Capture, reader: BinlogReader, target: Position | None, summary: TailSummary,
+          should_stop: Callable[[], bool], read_timeout: float) -> None:
+    """Hand events to the capture until the target, a stop, or an error."""
+    idle_since: float | None = None
+    for event in reader.events():
+        if should_stop():  # mid-transaction too: the open transaction is simply re-read next run
+            capture.abort_transaction()
+            summary.stopped = "stopped by signal"
+            return
+        capture.handle(event)
+        if capture.at_boundary and _finished(capture, target, should_stop, summary):
+            return
+        if capture.decoding and not reader.has_input():
+            capture.settle()  # the server sends nothing right now: commit what the workers decoded
+        idle_since = _check_idle(event.kind, idle_since, capture, target, read_timeout)
 
 
 def _wind_down(capture: Capture) -> None:

@@ -27,7 +27,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 
 from cdc.changelog import file_seq
 from cdc.schema import Column, TableSchema, read_table_schema
-from cdc.source import binlog
+from cdc.source import binlog, binlog_rows
 from cdc.source.decode import RowDecoder, schema_from_map
 from cdc.source.encoded_reads import EncodedImageReader
 from cdc.values import encoder_for
@@ -148,7 +148,7 @@ def test_fast_path_equals_the_fixed_library_readers(mariadb: MariaDB, captured: 
     fast, decoders = _ours(mariadb, captured)
     assert decoders and all(isinstance(d._fast, EncodedImageReader) for d in decoders)  # the fast path ran
     with monkeypatch.context() as patched:
-        patched.setattr(binlog._RowsGuard, "row_bytes", lambda self: None)  # the library's readers, our fixes
+        patched.setattr(binlog_rows._RowsGuard, "row_bytes", lambda self: None)  # the library's readers, our fixes
         slow, _ = _ours(mariadb, captured)
     assert len(fast) > 300 and {op for op, _, _ in fast} == {"c", "u", "d"}
     assert fast == slow
@@ -159,7 +159,7 @@ def test_fast_path_with_excluded_and_hashed_columns(mariadb: MariaDB, captured: 
     exclude, hashed = frozenset({"c_text", "c_bit"}), frozenset({"c_varchar", "c_decimal", "id"})
     fast, _ = _ours(mariadb, captured, exclude, hashed)
     with monkeypatch.context() as patched:
-        patched.setattr(binlog._RowsGuard, "row_bytes", lambda self: None)
+        patched.setattr(binlog_rows._RowsGuard, "row_bytes", lambda self: None)
         slow, _ = _ours(mariadb, captured, exclude, hashed)
     assert fast == slow
     after = next(a for op, _, a in fast if op == "c" and a is not None)
