@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pymysqlreplication.constants import FIELD_TYPE
 
 from cdc.schema import Column
 from cdc.source.rowformat import _DIG2BYTES, _INTS, Reader, _enum, _fixed, _fraction_reader, _int24
 from cdc.values import INTEGER_TYPES, TEXT_TYPES, codec_for
+
+T = TypeVar("T")
 
 
 def _length(length_size: int) -> Callable[[bytes, int], int]:
@@ -127,12 +129,17 @@ def string_shape(column: Any, ours: Column) -> tuple[int, str, Any] | None:
     return None
 
 
-def _string_reader(column: Any, ours: Column) -> Reader | None:
+def by_string_shape(column: Any, ours: Column, text: Callable[[int, str], T],
+                    base64: Callable[[int, int], T]) -> T | None:
+    """text(length size, codec) or base64(length size, pad width) for a string column, None for others.
+
+    The one dispatch of string columns, for these readers and for cdc.source.rowcompile's inlined ones.
+    """
     shape = string_shape(column, ours)
     if shape is None:
         return None
     size, kind, arg = shape
-    return _text(size, arg) if kind == "text" else _base64(size, arg)
+    return text(size, arg) if kind == "text" else base64(size, arg)
 
 
 def encoded_reader_for(column: Any, ours: Column) -> Reader | None:
@@ -157,7 +164,7 @@ def encoded_reader_for(column: Any, ours: Column) -> Reader | None:
     if t == FIELD_TYPE.ENUM and kind == "enum":
         return _enum(column.size, list(column.enum_values or [""]))  # the label is its change-log value
     if t in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING, FIELD_TYPE.BLOB):
-        return _string_reader(column, ours)
+        return by_string_shape(column, ours, _text, _base64)
     return None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from pymysqlreplication.constants import FIELD_TYPE
 
 from cdc.schema import Column
-from cdc.source.encoded_reads import EncodedImageReader, string_shape
+from cdc.source.encoded_reads import EncodedImageReader, by_string_shape
 from cdc.source.rowformat import _DIG2BYTES, _INTS, Reader, _fraction_reader
 from cdc.values import INTEGER_TYPES
 
@@ -125,14 +125,6 @@ def _enum(size: int, labels: list[str]) -> Inline:
                   consts={"labels$k": tuple(labels)})
 
 
-def _string(column: Any, ours: Column) -> Inline | None:
-    shape = string_shape(column, ours)
-    if shape is None:
-        return None
-    size, kind, arg = shape
-    return _text(size, arg) if kind == "text" else _base64(size, arg)
-
-
 def inline_for(column: Any, ours: Column) -> Inline | None:
     """The inlined read of encoded_reads.encoded_reader_for(column, ours), or None (the column calls its reader)."""
     t, kind = column.type, ours.data_type
@@ -152,7 +144,7 @@ def inline_for(column: Any, ours: Column) -> Inline | None:
     if t == FIELD_TYPE.ENUM and kind == "enum":
         return _enum(column.size, list(column.enum_values or [""]))
     if t in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING, FIELD_TYPE.BLOB):
-        return _string(column, ours)
+        return by_string_shape(column, ours, _text, _base64)
     return None
 
 
