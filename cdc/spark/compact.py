@@ -115,9 +115,13 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
     _check_key(scoped, final)
     pk = list(final.primary_key)
     lines = raw.filter((F.col("db") == info.db) & (F.col("table") == info.table) & F.col("op").isin(*ROW_OPS))
-    parsed = lines.select(
-        "op", "position", "ts", "after", F.from_json("key", raw_struct(pk)).alias("k"),
-        F.when(F.col("op") == "u", F.from_json("before", raw_struct(pk))).alias("b"))
+    read_as_text = isinstance(raw.schema["key"].dataType, T.StringType)  # else types.keyed_line_schema
+
+    def image(name: str) -> SparkColumn:
+        return F.from_json(name, raw_struct(pk)) if read_as_text else F.col(name)
+
+    parsed = lines.select("op", "position", "ts", "after", image("key").alias("k"),
+                          F.when(F.col("op") == "u", image("before")).alias("b"))
 
     def key(image: str) -> list[SparkColumn]:
         return [_by_version(scoped, lambda v, k=k: _typed(F.col(image).getField(k), v.column(k), final.column(k)))

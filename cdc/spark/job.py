@@ -156,12 +156,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     files = [f for s in segments for f in s.files]
     compressed = any(f.endswith((".gz", ".zst")) for f in files)
     tune_for_input(spark, sum(s.bytes for s in segments) * (6 if compressed else 1))
-    # FAILFAST: a damaged line must stop the merge, not turn into a row of NULLs.
-    raw = spark.read.schema(LINE_SCHEMA).option("mode", "FAILFAST").json(files)
-    if merged_upto:
-        from pyspark.sql import functions as F
-
-        raw = raw.filter(F.col("position") > merged_upto)
+    raw = _read_lines(spark, LINE_SCHEMA, files, merged_upto)
     history = SchemaHistory(state.schema)
     batch = batches.batch_id(run)
     staging = batches.staging_dir(state.root / "batches", batch)
@@ -169,6 +164,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     entries = []
     with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
         infos = _table_inputs(raw)
+    raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
     # One table with changes: its read parses only the fields it uses, cheaper than building a cache of
     # every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several:
     # the lines are cached by the first table's read rather than read once per table.
@@ -185,6 +181,26 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         raw.unpersist()
     return {"version": 1, "batch_id": batch, "tables": entries,
             "max_position": max((i.last_position for i in infos), default=merged_upto)}
+
+
+def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None, history: SchemaHistory,
+                 infos: list[_Stats]) -> Any:
+    """The lines again, `key`/`before` read as structs of the run's primary-key columns (types.keyed_line_schema)."""
+    from cdc.spark.types import keyed_line_schema
+
+    names = [k for i in infos if i.rows for s in [history.at(i.db, i.table, i.last_position)] if s for k in s.primary_key]
+    schema = keyed_line_schema(names)
+    if schema is None:
+        return raw
+    return _read_lines(spark, schema, files, merged_upto)
+
+
+def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None) -> Any:
+    """The change lines after `merged_upto`, FAILFAST: a damaged line stops the merge, never a row of NULLs."""
+    from pyspark.sql import functions as F
+
+    lines = spark.read.schema(schema).option("mode", "FAILFAST").json(files)
+    return lines.filter(F.col("position") > merged_upto) if merged_upto else lines
 
 
 def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,

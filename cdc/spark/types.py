@@ -34,6 +34,20 @@ LINE_SCHEMA = T.StructType([
 ])
 
 
+def keyed_line_schema(key_names: list[str]) -> T.StructType | None:
+    """LINE_SCHEMA with `key` and `before` read as structs of the primary-key fields (values as raw text).
+
+    The reader then skips the other fields of a `before` image instead of copying it out as text, and
+    no from_json parses the key again per line. None when two names differ only in case (two tables'
+    keys `ID` and `id`): Spark would reject such a struct; the lines are then read as LINE_SCHEMA.
+    """
+    names = sorted(set(key_names))
+    if len({n.lower() for n in names}) != len(names):
+        return None
+    keys = raw_struct(names)
+    return T.StructType([T.StructField(f.name, keys if f.name in ("key", "before") else f.dataType) for f in LINE_SCHEMA])
+
+
 def col(name: str) -> SparkColumn:
     """A column by its exact name (MySQL names may hold dots, spaces and backticks)."""
     return F.col("`" + name.replace("`", "``") + "`")

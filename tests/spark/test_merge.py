@@ -177,3 +177,30 @@ def test_merging_the_same_input_twice_changes_nothing(tmp_path: Path, spark: Any
     again = merge(twice, spark=spark)
     assert again.batch_id == "b000000000001" and again.resumed
     assert _files(twice.root / "lake") == lake_before and _files(twice.root / "batches") == batches_before
+
+
+def test_key_names_differing_only_in_case_across_tables(tmp_path: Path, spark: Any) -> None:
+    """Tables keyed `ID` and `id`: the lines are read with raw-text keys (one struct cannot hold both names)."""
+    from cdc.changelog import SegmentWriter, encode_line, position_string
+    from cdc.schema import Column, SchemaHistory, TableSchema
+    from cdc.spark.types import keyed_line_schema
+
+    assert keyed_line_schema(["ID", "id"]) is None and keyed_line_schema(["id", "k1"]) is not None
+    state = StateDir(tmp_path / "state")
+    state.ensure()
+    history, writer = SchemaHistory(state.schema), SegmentWriter(state.changelog, owner="test")
+    for table, pk in (("upper", "ID"), ("lower", "id")):
+        history.record(TableSchema("db", table, (Column(pk, "int(11)", "int", nullable=False), Column("v", "text", "text")),
+                                   (pk,), position_string("bin.000001", 4, 0)))
+    changes = [("upper", "ID", "c", 1, None, "a"), ("lower", "id", "c", 1, None, "b"), ("upper", "ID", "u", 2, 1, "c"),
+               ("lower", "id", "u", 1, 1, "d"), ("lower", "id", "c", 7, None, "e")]
+    for pos, (table, pk, op, key, old, value) in enumerate(changes, start=1):
+        position = position_string("bin.000001", 100 * pos, 0)
+        writer.write(position, encode_line({
+            "after": {pk: key, "v": value}, "before": None if old is None else {pk: old, "v": "?"}, "db": "db",
+            "key": {pk: key}, "op": op, "position": position, "src": {}, "table": table, "ts": "2026-11-22T07:00:01Z",
+            "v": 1}))
+    writer.seal()
+    assert merge(state, spark=spark).batch_id == "b000000000001"
+    values = {t: {k: r["v"] for k, r in lake_state(state.root / "lake", ("db", t)).items()} for t in ("upper", "lower")}
+    assert values == {"upper": {(2,): "c"}, "lower": {(1,): "d", (7,): "e"}}
