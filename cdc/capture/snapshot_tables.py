@@ -228,12 +228,12 @@ def select_sql(plan: TablePlan, *, after_key: bool, limit: int | None) -> str:
     """
     columns = ", ".join(_select_expression(c) for c in plan.schema.columns)
     sql = f"SELECT {columns} FROM {qualified(plan.info.db, plan.info.table)}"
-    if plan.has_pk:
-        sql += " ORDER BY " + ", ".join(quote_ident(k) for k in plan.key)
+    order = " ORDER BY " + ", ".join(quote_ident(k) for k in plan.key) if plan.has_pk else ""
     if after_key:
         # PyMySQL %-formats a statement that has parameters: a '%' in a name must be doubled there.
-        select, _, order = sql.replace("%", "%%").partition(" ORDER BY ")
-        sql = f"{select} WHERE {keyset_predicate(plan.key)}" + (f" ORDER BY {order}" if order else "")
+        sql = f"{sql.replace('%', '%%')} WHERE {keyset_predicate(plan.key)}"
+        order = order.replace("%", "%%")
+    sql += order
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     return sql
