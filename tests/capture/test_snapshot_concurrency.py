@@ -46,14 +46,15 @@ def writing(work: Callable[[threading.Event], None]) -> Iterator[None]:
     assert not errors, errors
 
 
-def _transfers(mariadb: MariaDB, db: str) -> Callable[[threading.Event], None]:
-    """Move money between two accounts per transaction: the total never changes."""
+def transfers(mariadb: MariaDB, db: str, accounts: int = ACCOUNTS, strides: tuple[int, int] = (7, 13)
+              ) -> Callable[[threading.Event], None]:
+    """Move money between two accounts per transaction (ids stepping by `strides`): the total never changes."""
 
     def work(stop: threading.Event) -> None:
         with mariadb.connect(database=db) as conn, conn.cursor() as cur:
             n = 0
             while not stop.is_set():
-                a, b = (n * 7) % ACCOUNTS + 1, (n * 13 + 5) % ACCOUNTS + 1
+                a, b = (n * strides[0]) % accounts + 1, (n * strides[1] + 5) % accounts + 1
                 cur.execute("BEGIN")
                 cur.execute("UPDATE acct SET balance = balance - 3 WHERE id = %s", (a,))
                 cur.execute("UPDATE acct SET balance = balance + 3 WHERE id = %s", (b,))
@@ -66,7 +67,7 @@ def _transfers(mariadb: MariaDB, db: str) -> Callable[[threading.Event], None]:
 def test_snapshot_is_consistent_under_concurrent_transfers(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
     mariadb.execute("CREATE TABLE acct (id INT PRIMARY KEY, balance INT NOT NULL)", database=fresh_db)
     mariadb.execute(f"INSERT INTO acct SELECT seq, {BALANCE} FROM seq_1_to_{ACCOUNTS}", database=fresh_db)
-    with writing(_transfers(mariadb, fresh_db)):
+    with writing(transfers(mariadb, fresh_db)):
         time.sleep(0.1)
         summary = run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest(chunk_size=3))
         assert mariadb.binlog_position() > (summary.checkpoint.handover.file, summary.checkpoint.handover.pos)
@@ -88,7 +89,7 @@ def _workload(mariadb: MariaDB, db: str) -> Callable[[threading.Event], None]:
     return work
 
 
-def _tail_until_now(mariadb: MariaDB, state: Path) -> None:
+def tail_until_now(mariadb: MariaDB, state: Path) -> None:
     result = CliRunner().invoke(app, ["tail", "--until-now", *mysql_args(mariadb), "--state-dir", str(state)])
     assert result.exit_code == 0, result.output
 
@@ -101,7 +102,7 @@ def test_snapshot_during_writes_then_tail_equals_source(mariadb: MariaDB, fresh_
         time.sleep(0.2)
         run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest(chunk_size=4))
         time.sleep(0.2)
-    _tail_until_now(mariadb, state)
+    tail_until_now(mariadb, state)
     with mariadb.connect() as conn:
         expected = workload.expected_rows(conn, fresh_db, workload.TABLE)
     assert workload.replay(changelog_lines(state), fresh_db, workload.TABLE) == expected
@@ -154,7 +155,7 @@ def test_kill_9_during_writes_rerun_then_tail_equals_source(mariadb: MariaDB, fr
                                capture_output=True, text=True, cwd=state.parent, timeout=120,
                            env=subprocess_env(state.parent))
         assert rerun.returncode == 0, rerun.stderr
-    _tail_until_now(mariadb, state)
+    tail_until_now(mariadb, state)
     with mariadb.connect() as conn:
         expected = workload.expected_rows(conn, fresh_db, workload.TABLE)
     assert workload.replay(changelog_lines(state), fresh_db, workload.TABLE) == expected

@@ -14,7 +14,7 @@ from pathlib import Path
 from cdc.capture.snapshot import SnapshotRequest, run_snapshot
 from cdc.changelog import list_segments, position_string
 from cdc.state import read_json
-from tests.capture.test_snapshot_concurrency import writing
+from tests.capture.test_snapshot_concurrency import tail_until_now, transfers, writing
 from tests.capture.test_snapshot_support import (  # noqa: F401
     ARGV, changelog_lines, make_settings, mysql_args, state, subprocess_env,
 )
@@ -54,35 +54,18 @@ def test_parallel_parts_write_the_same_lines_as_one_connection(mariadb: MariaDB,
     assert three.checkpoint.tables[f"{fresh_db}.acct"].last_key == [ROWS]
 
 
-def _spread_transfers(mariadb: MariaDB, db: str):  # type: ignore[no-untyped-def]
-    def work(stop: threading.Event) -> None:
-        with mariadb.connect(database=db) as conn, conn.cursor() as cur:
-            n = 0
-            while not stop.is_set():
-                a, b = (n * 7919) % ROWS + 1, (n * 104729 + 5) % ROWS + 1
-                cur.execute("BEGIN")
-                cur.execute("UPDATE acct SET balance = balance - 3 WHERE id = %s", (a,))
-                cur.execute("UPDATE acct SET balance = balance + 3 WHERE id = %s", (b,))
-                cur.execute("COMMIT")
-                n += 1
-
-    return work
-
-
 def test_parallel_snapshot_under_transfers_is_one_view_and_exact_after_tail(
     mariadb: MariaDB, fresh_db: str, state: Path
 ) -> None:
-    from tests.capture.test_snapshot_concurrency import _tail_until_now
-
     _accounts(mariadb, fresh_db)
-    with writing(_spread_transfers(mariadb, fresh_db)):
+    with writing(transfers(mariadb, fresh_db, ROWS, strides=(7919, 104729))):  # every part
         time.sleep(0.1)
         run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest(chunk_size=5000, workers=2))
         time.sleep(0.1)
     lines = changelog_lines(state)
     # Transfers touched every part while it was read: only one view for all parts keeps the total.
     assert len(lines) == ROWS and sum(line["after"]["balance"] for line in lines) == ROWS * BALANCE
-    _tail_until_now(mariadb, state)
+    tail_until_now(mariadb, state)
     final: dict[int, int] = {}
     for line in changelog_lines(state):
         if line["op"] in ("r", "c", "u"):
