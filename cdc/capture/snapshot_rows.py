@@ -3,7 +3,7 @@
 The server's text protocol already spells most values the way the change log does (docs/formats.md):
 an INT is its digits, a DECIMAL its exact text, a DATETIME(6) `2026-11-22 07:00:01.123456`. Parsing
 that text into Python objects (int, Decimal, datetime) only to format it back cost more than the rest
-of the snapshot (issue 8: PyMySQL's row parsing and converters were ~75% of the time). So each table
+of the snapshot (issue 8: PyMySQL's row parsing and converters were 78% of the time). So each table
 gets one generated function that walks the row packets of a result in a byte buffer and, per column,
 applies the smallest transformation from the server's bytes to the JSON bytes of its change-log
 value, then fills a line template built once (keys sorted as orjson sorts them). SET, FLOAT and ZEROFILL
