@@ -107,13 +107,15 @@ def merge(
                 from cdc.spark.session import build_session
 
                 with _timed(summary.phases, "session"):
-                    spark = build_session(settings or SparkSettings())
+                    spark = build_session(settings or SparkSettings(), record_classes=True)
             try:
                 journal = _run(spark, state, segments, run, target_dir, checkpoint.get("last_position"), on_progress,
                                summary.phases)
             finally:
                 if own:
-                    spark.stop()
+                    from cdc.spark.session import stop_session
+
+                    stop_session(spark)
             write_json_atomic(journal_path, journal)
             tables = {t["result"]["table"]: t["manifest"] for t in journal["tables"] if t["manifest"]}
             manifest = batches.write_manifest(batch_dir, batch, (segments[0].name, segments[-1].name), tables)

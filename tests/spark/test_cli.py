@@ -74,3 +74,26 @@ def test_bad_conf_is_a_config_error(bad: str) -> None:
 
     with pytest.raises(ConfigError, match="is not key=value"):
         parse_conf([bad])
+
+
+def test_class_archive_recorded_once_then_used_and_a_damaged_one_dropped(tmp_path: Path) -> None:
+    """The first run's JVM records Spark's classes (AppCDS); later runs map them; a damaged archive costs nothing but speed."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache)}
+    outputs = []
+    for run in range(3):
+        state = tmp_path / f"state{run}"
+        w = build(state, seed=4)
+        w.write_segments(w.lines, per_segment=10_000)
+        done = subprocess.run([sys.executable, "-m", "cdc.spark.job", "--state-dir", str(state), "--master", "local[2]",
+                               "--driver-memory", "1g"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        archives = list((cache / "cdc").glob("spark-classes-*.jsa"))
+        if run == 0:
+            assert json.loads(done.stdout)["batch_id"] == "b000000000001"  # stdout is the summary alone
+            assert len(archives) == 1 and not list((cache / "cdc").glob(".*.tmp"))
+            archives[0].write_bytes(archives[0].read_bytes()[: 1 << 20])  # damaged (truncated) before run 2
+        elif run == 1:
+            assert archives == []  # dropped: the JVM could not map it, the merge started without it
+        outputs.append({t: read_lake_table(state / "lake", *t).by_key() for t in (T1, T2)})  # type: ignore[union-attr]
+    assert outputs[0] == outputs[1] == outputs[2] == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
