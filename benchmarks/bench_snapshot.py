@@ -1,13 +1,15 @@
 """Snapshot throughput: `cdc snapshot` beside `mariadb-dump` of the same tables, on a throwaway MariaDB.
 
-    .venv/bin/python benchmarks/bench_snapshot.py [--narrow-rows 300000] [--wide-rows 20000] [--chunk-size N] [--workers N]
-                                                [--repeat 3] [--profile]
+    .venv/bin/python benchmarks/bench_snapshot.py [--narrow-rows 300000] [--wide-rows 20000]
+        [--chunk-size 10000] [--workers 1] [--repeat 3] [--profile]
 
 Two tables: `narrow` (int key, int, varchar, datetime(6), decimal) and `all_types` (every type of
 docs/formats.md, hostile values, tests/capture/workload.py). For each: rows/s of cdc snapshot
 (read, encode exactly, write sealed change-log segments with fsync, checkpoint per chunk) and of
-`mariadb-dump --single-transaction --quick` writing SQL to a file, and the ratio cdc/dump.
---profile prints the top of a cProfile of cdc's run (the hot loop is snapshot._Copier._write_rows).
+`mariadb-dump --single-transaction --quick` writing SQL to a file, and the ratio cdc/dump; each side
+runs --repeat times, alternating, and its best run counts (the machine is shared: see the load average).
+--profile prints the top of a cProfile of cdc's first run (the hot loop is the `parse` function
+cdc/capture/snapshot_rows.py generates per table).
 """
 
 from __future__ import annotations
