@@ -299,7 +299,8 @@ class _Copier:
             if helpers is not None:
                 helpers.stop()
 
-    def _start_helpers(self, conn: pymysql.Connection, plan: TablePlan, entry: TableState) -> tuple[int, Helpers | None]:
+    def _start_helpers(self, conn: pymysql.Connection, plan: TablePlan,
+                       entry: TableState) -> tuple[int, Helpers | None]:
         """Fork helpers for the later parts of a big table not started yet (MariaDB only: see snapshot_parallel)."""
         view = view_position(conn) if self.workers > 1 and entry.rows == 0 and not entry.done else None
         if view is None:

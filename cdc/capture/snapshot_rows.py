@@ -78,9 +78,9 @@ def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
     if len(fields) != len(columns):
         raise ValueError(f"the SELECT of {plan.name} returned {len(fields)} columns, the schema has {len(columns)}")
     consts: dict[str, Any] = {
-        "NULL": b"null", "QUOTED": b'"%b"', "b2a": binascii.b2a_base64, "ESC": _NEEDS_ESCAPE, "TEXT": _text_fragment,
-        "LONG": _long_value, "dumps": orjson.dumps, "Decimal": Decimal, "RowEncodeError": RowEncodeError, "VALUE_ERRORS": VALUE_ERRORS,
-        "T": _template(plan, parts),
+        "NULL": b"null", "QUOTED": b'"%b"', "b2a": binascii.b2a_base64, "ESC": _NEEDS_ESCAPE,
+        "TEXT": _text_fragment, "LONG": _long_value, "dumps": orjson.dumps, "Decimal": Decimal,
+        "RowEncodeError": RowEncodeError, "VALUE_ERRORS": VALUE_ERRORS, "T": _template(plan, parts),
     }
     reads: list[str] = []
     for i, column in enumerate(columns):

@@ -89,7 +89,7 @@ def read_retention(conn: pymysql.Connection, info: ServerInfo) -> tuple[float | 
 
 
 def measure_rate(conn: pymysql.Connection, plans: Sequence[TablePlan], chunk_size: int) -> float | None:
-    """Rows per second reading the first chunk (at most PROBE_ROWS) of the biggest table into lines, as the copy does."""
+    """Rows per second turning the first chunk (at most PROBE_ROWS) of the biggest table into lines like the copy."""
     biggest = max(plans, key=lambda p: p.info.data_length, default=None)
     if biggest is None:
         return None

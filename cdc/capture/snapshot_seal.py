@@ -25,7 +25,8 @@ class ChunkSealer:
 
     def __init__(self, state: StateDir) -> None:
         self.state = state
-        self._writers = (SegmentWriter(state.changelog, owner=STAGE), SegmentWriter(state.changelog, owner=f"{STAGE}-b"))
+        self._writers = (SegmentWriter(state.changelog, owner=STAGE),
+                         SegmentWriter(state.changelog, owner=f"{STAGE}-b"))
         self._writers[0].discard_stale()  # the glob .seg-snapshot-*.tmp covers both writers
         self.writer = self._writers[0]
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-seal")

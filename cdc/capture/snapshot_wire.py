@@ -58,12 +58,11 @@ def read_rows(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, 
         try:
             return wire.run(first_row, sink)
         except BaseException:
-            result.unbuffered_active = False
             if not wire.finished:
                 conn._force_close()  # noqa: SLF001
             raise
         finally:
-            result.unbuffered_active = False
+            result.unbuffered_active = False  # read to its end here, or abandoned with the connection
 
 
 class _Wire:
