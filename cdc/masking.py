@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
+from cdc.config import MySQLSettings
 from cdc.errors import UsageError
 from cdc.schema import Column, SchemaHistory, TableSchema
 from cdc.state import StateDir, read_json, write_json_atomic
@@ -48,6 +49,24 @@ class ColumnRules:
         hashed = {split_column(s, "--hash-columns") for s in self.hash_columns}
         if excluded & hashed:
             raise UsageError(f"columns both excluded and hashed: {sorted('.'.join(c) for c in excluded & hashed)}")
+
+    @classmethod
+    def from_settings(cls, mysql: MySQLSettings) -> ColumnRules:
+        return cls(mysql.exclude_columns, mysql.hash_columns)
+
+    def check_key(self, schema: TableSchema, key: Sequence[str] | None = None) -> None:
+        """Refuse rules that touch the key (the primary key, or every column of a table without one).
+
+        Rows are identified, paginated and merged by their key, so it must stay as the source has it.
+        """
+        excluded, hashed = self.columns(schema.db, schema.table)
+        touched = (excluded | hashed) & set(schema.primary_key if key is None else key)
+        if touched:
+            raise UsageError(
+                f"{schema.db}.{schema.table}: exclude_columns/hash_columns name key column(s) {sorted(touched)} "
+                "(the primary key, or every column without one); rows are identified, paginated and merged "
+                "by their key, so it must stay as the source has it",
+                hint=f"drop those columns from the rules, or leave {schema.db}.{schema.table} out (exclude_tables)")
 
     def columns(self, db: str, table: str) -> tuple[frozenset[str], frozenset[str]]:
         """(excluded, hashed) column names of one table."""

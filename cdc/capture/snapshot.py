@@ -45,6 +45,7 @@ from cdc.capture.snapshot_wire import check_driver, read_rows
 from cdc.changelog import position_string, read_segment, segment_name
 from cdc.config import MySQLSettings, Settings
 from cdc.errors import DataError, PositionError, PreconditionError, UsageError
+from cdc.masking import ColumnRules, bind_rules
 from cdc.schema import SchemaHistory
 from cdc.source.connect import connection, query
 from cdc.source.server import ServerInfo, describe_server
@@ -153,6 +154,10 @@ def _start(
     tables = select_tables(conn, settings.mysql)
     # Refuse tables without a key and estimate the runway before any lock is taken.
     early = [plan_table(conn, t, "", allow_no_pk=request.allow_no_pk) for t in tables]
+    rules = ColumnRules.from_settings(settings.mysql)
+    for plan in early:
+        rules.check_key(plan.schema, plan.key)
+    bind_rules(state, rules)  # the rules tail must use too (refused if a capture already used others)
     runway = estimate_runway(conn, info, early, request.chunk_size)
     if runway.is_short:
         if request.strict:
@@ -183,6 +188,7 @@ def _resume(
     settings: Settings, conn: pymysql.Connection, info: ServerInfo, state: StateDir, checkpoint: SnapshotCheckpoint
 ) -> tuple[SnapshotCheckpoint, list[TablePlan]]:
     h = checkpoint.handover
+    bind_rules(state, ColumnRules.from_settings(settings.mysql))  # the rules the first chunks were written with
     _check_selection(settings, conn, checkpoint)
     _check_binlog_kept(conn, h)
     begin_snapshot(conn)
@@ -356,7 +362,8 @@ class _Copier:
             types = tuple(int(f.type_code) for f in fields)
             cached = self._compiled.get(plan.name)
             if cached is None or cached.field_types != types:
-                cached = self._compiled[plan.name] = compile_table(plan, self.parts, fields, converters)
+                cached = self._compiled[plan.name] = compile_table(plan, self.parts, fields, converters,
+                                                                   ColumnRules.from_settings(self.mysql))
             return cached
 
         return compiled_for

@@ -36,6 +36,7 @@ from cdc.capture.snapshot_tables import (
 )
 from cdc.capture.snapshot_wire import read_rows
 from cdc.config import MySQLSettings
+from cdc.masking import ColumnRules
 from cdc.source.connect import connection, query
 
 MIN_PART_ROWS = 50_000  # below this, starting a process and a connection costs more than it saves
@@ -165,18 +166,20 @@ def _helper_main(mysql: MySQLSettings, plan: TablePlan, line_parts: LineParts, p
             if view_position(conn) != view:
                 send.send(("other-view",))  # something committed since the main snapshot: not the same rows
                 return
-            _read_part(conn, plan, line_parts, part, chunk_size, directory, send, parent)
+            _read_part(conn, plan, line_parts, part, chunk_size, directory, send, parent,
+                       ColumnRules.from_settings(mysql))
     except BaseException as exc:  # noqa: BLE001 - reported; the main connection reads the part instead
         send.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
 def _read_part(conn: pymysql.Connection, plan: TablePlan, line_parts: LineParts, part: Part, chunk_size: int,
-               directory: Path, send: multiprocessing.connection.Connection, parent: int) -> None:
+               directory: Path, send: multiprocessing.connection.Connection, parent: int,
+               rules: ColumnRules) -> None:
     compiled: list[CompiledTable] = []
 
     def compiled_for(fields: Sequence[Any], converters: Sequence[Any]) -> CompiledTable:
         if not compiled:
-            compiled.append(compile_table(plan, line_parts, fields, converters))
+            compiled.append(compile_table(plan, line_parts, fields, converters, rules))
         return compiled[0]
 
     n, last, remaining = part.first_row, bindable_key(plan, part.after_key), part.rows

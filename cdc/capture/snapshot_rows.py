@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from cdc.capture.snapshot_tables import TablePlan, column_encoder
+from cdc.masking import ColumnRules, hash_value
 from cdc.schema import Column
 from cdc.values import BINARY_TYPES, INTEGER_TYPES, SPATIAL_TYPES, TEXT_TYPES, encoder_for
 
@@ -72,21 +73,27 @@ class CompiledTable:
 
 
 def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
-                  converters: Sequence[tuple[str | None, Any]]) -> CompiledTable:
-    """Generate and compile the readers of `plan` for a result with these PyMySQL fields and converters."""
+                  converters: Sequence[tuple[str | None, Any]], rules: ColumnRules = ColumnRules()) -> CompiledTable:
+    """Generate and compile the readers of `plan` for a result with these PyMySQL fields and converters.
+
+    Column rules apply here, before a line exists: an excluded column is read past and left out of
+    the line, a hashed one becomes the sha256 hex of its change-log value (as tail writes it).
+    """
     columns = plan.schema.columns
+    excluded, hashed = rules.columns(plan.info.db, plan.info.table)
     if len(fields) != len(columns):
         raise ValueError(f"the SELECT of {plan.name} returned {len(fields)} columns, the schema has {len(columns)}")
     consts: dict[str, Any] = {
         "NULL": b"null", "QUOTED": b'"%b"', "b2a": binascii.b2a_base64, "ESC": _NEEDS_ESCAPE,
         "TEXT": _text_fragment, "LONG": _long_value, "dumps": orjson.dumps, "Decimal": Decimal,
-        "RowEncodeError": RowEncodeError, "VALUE_ERRORS": VALUE_ERRORS, "T": _template(plan, parts),
+        "RowEncodeError": RowEncodeError, "VALUE_ERRORS": VALUE_ERRORS,
+        "T": _template(plan, parts, excluded), "HASH": _hash_fragment,
     }
     reads: list[str] = []
     for i, column in enumerate(columns):
         expression = _expression(i, column, converters[i], consts)
-        reads.extend(_read_column(i, expression))
-    order = _sorted_indexes([c.name for c in columns])
+        reads.extend(_read_column(i, f"HASH({expression})" if column.name in hashed else expression))
+    order = [i for i in _sorted_indexes([c.name for c in columns]) if columns[i].name not in excluded]
     index = {c.name: i for i, c in enumerate(columns)}
     key_order = [index[name] for name in _sorted_names(plan.key)]
     args = ", ".join([f"f{i}" for i in order] + [f"f{i}" for i in key_order] + ["n", "n"])
@@ -228,10 +235,16 @@ def _long_value(buf: bytes, p: int) -> tuple[bytes, int]:
     return buf[start:end], end
 
 
-def _template(plan: TablePlan, parts: LineParts) -> bytes:
+def _hash_fragment(fragment: bytes) -> bytes:
+    """A value's JSON -> the JSON string of its sha256 hex (NULL never gets here: it stays null)."""
+    return b'"%s"' % hash_value(orjson.loads(fragment)).encode()  # type: ignore[union-attr]
+
+
+def _template(plan: TablePlan, parts: LineParts, excluded: frozenset[str]) -> bytes:
     """The line with `%b` for each value (after: columns sorted, then key: key columns sorted) and `%d` twice."""
     dumps = orjson.dumps
-    after = b",".join(_escape(dumps(name)) + b":%b" for name in _sorted_names(plan.schema.column_names))
+    kept = [name for name in plan.schema.column_names if name not in excluded]
+    after = b",".join(_escape(dumps(name)) + b":%b" for name in _sorted_names(kept))
     key = b",".join(_escape(dumps(name)) + b":%b" for name in _sorted_names(plan.key))
     return (b'{"after":{' + after + b'},"before":null,"db":' + _escape(dumps(plan.info.db))
             + b',"key":{' + key + b'},"op":"r","position":"' + _escape(parts.prefix) + b'%012d"'
