@@ -150,19 +150,27 @@ def _class_archive_options(record: bool) -> tuple[str, Path | None, tuple[Path, 
     archive = cache / f"spark-classes-{key}.jsa"
     # CDS notes go to stdout by default (--json must stay clean); a crash report goes to the temp dir.
     quiet = f"-Xlog:disable -Xlog:all=error:stderr -XX:ErrorFile={tempfile.gettempdir()}/cdc-jvm-error-%p.log"
+    _drop_stale_recordings(cache)
     if archive.exists():
         return f"{quiet} -XX:SharedArchiveFile={archive}", archive, None
     if not record:
         return "", None, None
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        for stale in cache.glob(".spark-classes-*.tmp"):  # a recording run killed before its JVM exited
-            if time.time() - stale.stat().st_mtime > 600:
-                stale.unlink(missing_ok=True)
     except OSError:
         return "", None, None
     written = cache / f".{archive.name}.{os.getpid()}.tmp"
     return f"{quiet} -XX:ArchiveClassesAtExit={written}", None, (written, archive)
+
+
+def _drop_stale_recordings(cache: Path) -> None:
+    """Remove archives a recording JVM wrote but nobody adopted (its run was killed, or it outlived stop_session's wait)."""
+    try:
+        for stale in cache.glob(".spark-classes-*.tmp"):
+            if time.time() - stale.stat().st_mtime > 600:  # older than any dump still being written
+                stale.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _java() -> str:

@@ -97,3 +97,15 @@ def test_class_archive_recorded_once_then_used_and_a_damaged_one_dropped(tmp_pat
             assert archives == []  # dropped: the JVM could not map it, the merge started without it
         outputs.append({t: read_lake_table(state / "lake", *t).by_key() for t in (T1, T2)})  # type: ignore[union-attr]
     assert outputs[0] == outputs[1] == outputs[2] == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
+
+
+def test_unadopted_class_archives_are_dropped_after_ten_minutes(tmp_path: Path) -> None:
+    """A recording JVM that outlived its run (killed, or slower than stop_session's wait) leaves a temp archive."""
+    from cdc.spark.session import _drop_stale_recordings
+
+    old, fresh = tmp_path / ".spark-classes-k.jsa.11.tmp", tmp_path / ".spark-classes-k.jsa.12.tmp"
+    for path in (old, fresh):
+        path.write_bytes(b"archive")
+    os.utime(old, (time.time() - 601, time.time() - 601))
+    _drop_stale_recordings(tmp_path)
+    assert not old.exists() and fresh.exists()  # the fresh one may still be being written
