@@ -6,9 +6,10 @@ proleptic-Gregorian dates (0001-01-01 sentinels must not be "rebased").
 
 Start-up: a driver JVM this process launches loads Spark's classes from a class-data-sharing
 archive (Java's AppCDS) kept in ~/.cache/cdc/: the first run records the archive when its JVM
-exits (stop_session), later runs map it instead of loading and verifying ~10,000 classes from the
-jars. Measured: a cold 100,000-change merge in a fresh process went from ~25 s to ~17 s (README,
-"### spark-merge"). A stale or unreadable archive only costs that speed: the JVM ignores it.
+exits (stop_session), later runs map it instead of loading and verifying Spark's classes from the
+jars. Measured: a 100,000-change merge in a fresh process took 15-19 s with it, 22-43 s without (README,
+"### spark-merge"). A stale archive only costs that speed (the JVM ignores it); a damaged one makes the
+JVM fail at start, so build_session drops it and starts again without.
 """
 
 from __future__ import annotations
