@@ -1,7 +1,7 @@
 """Benchmark: spark-merge of 1,000,000 changes into a 1,000,000-row table vs a DuckDB single-SQL merge.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/bench_merge.py [--rows 1000000] [--changes 1000000]
-        [--repeat 3] [--baseline /path/to/older/checkout] [--no-cold]
+        [--repeat 3] [--baseline /path/to/older/checkout] [--no-cold | --no-warm]
 
 Workload: the table is loaded by a first merge of snapshot rows; then the changes: 30% of the keys
 touched repeatedly (updates), deletes, and new keys. DuckDB computes the same new state in one
@@ -276,6 +276,7 @@ def main() -> None:
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout measured (default: this one)")
     parser.add_argument("--baseline", type=Path, help="an older checkout, run interleaved with this one")
     parser.add_argument("--no-cold", action="store_true", help="warm runs only")
+    parser.add_argument("--no-warm", action="store_true", help="cold runs only")
     args = parser.parse_args()
     variants = [Variant("new", args.code.resolve(), Worker(args.code.resolve()))]
     if args.baseline:
@@ -288,7 +289,7 @@ def main() -> None:
         bench.warm_up(variant, not args.no_cold)
     for repeat in range(1, args.repeat + 1):
         for variant in variants:
-            for kind in ("warm",) if args.no_cold else ("warm", "cold"):
+            for kind in [k for k, skip in (("warm", args.no_warm), ("cold", args.no_cold)) if not skip]:
                 print(f"repeat {repeat}: {bench.run(variant, kind)}", flush=True)
     for variant in variants:
         variant.worker.close()
