@@ -28,6 +28,7 @@ from typing import Any
 
 from cdc.config import AWSSettings, SparkSettings
 from cdc.errors import CdcError, DataError
+from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
 from cdc.spark import batches, lake
 from cdc.spark.sources import Segment, list_input
@@ -159,7 +160,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     compressed = any(f.endswith((".gz", ".zst")) for f in files)
     tune_for_input(spark, sum(s.bytes for s in segments) * (6 if compressed else 1))
     raw = _read_lines(spark, LINE_SCHEMA, files, merged_upto)
-    history = SchemaHistory(state.schema)
+    history = masked_history(state)  # excluded columns gone, hashed ones text: what the change lines hold
     batch = batches.batch_id(run)
     staging = batches.staging_dir(state.root / "batches", batch)
     shutil.rmtree(staging, ignore_errors=True)
