@@ -49,10 +49,11 @@ def tail(
     mysql_flags: dict[str, Any],
 ) -> None:
     """Capture row changes from the binlog into the change log, then checkpoint."""
-    settings = settings_from(config, state_dir, mysql_flags, **{"mysql.databases": _names(databases),
-                             "mysql.tables": _names(tables), "mysql.exclude_tables": _names(exclude_tables)})
-    filters = Filters(settings.mysql.databases, settings.mysql.tables, settings.mysql.exclude_tables,
-                      _names(exclude_columns), _names(hash_columns))
+    settings = settings_from(config, state_dir, mysql_flags, **{
+        "mysql.databases": _names(databases), "mysql.tables": _names(tables),
+        "mysql.exclude_tables": _names(exclude_tables), "mysql.exclude_columns": _names(exclude_columns),
+        "mysql.hash_columns": _names(hash_columns)})
+    filters = Filters.from_settings(settings.mysql)
     options = TailOptions(StartRequest(start_position, start_gtid, from_now), follow, rebase, filters, flush_interval,
                           segment_mib * 2**20, heartbeat=min(1.0, read_timeout / 4), read_timeout=read_timeout,
                           reconnect_timeout=reconnect_timeout, decode_workers=decode_workers)

@@ -20,7 +20,7 @@ from cdc.capture.start import Start
 from cdc.capture.txn import split_line
 from cdc.changelog import position_string
 from cdc.config import MySQLSettings
-from cdc.errors import DataError, TransientError, UsageError
+from cdc.errors import DataError, TransientError
 from cdc.schema import SchemaHistory, TableSchema, read_table_schema
 from cdc.source.binlog import Event, Position
 from cdc.source.connect import open_connection
@@ -163,10 +163,8 @@ class Capture:
         decoder = None
         if self.filters.wants(event.db or "", event.table or ""):
             schema = self._schema_for(event)
+            self.filters.rules.check_key(schema)
             excluded, hashed = self.filters.columns(schema.db, schema.table)
-            if excluded & set(schema.primary_key):
-                raise UsageError(f"--exclude-columns removes primary-key column(s) {sorted(excluded & set(schema.primary_key))} "
-                                 f"of {schema.db}.{schema.table}", hint="hash them instead (--hash-columns)")
             decoder = RowDecoder(schema, excluded, hashed, list(raw.columns))
         if cached is not None:
             self._forget(cached[1])

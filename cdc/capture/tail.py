@@ -20,6 +20,7 @@ from cdc.capture.filters import Filters
 from cdc.capture.start import STAGE, StartRequest, resolve_start
 from cdc.config import Settings
 from cdc.errors import CdcError, TransientError
+from cdc.masking import bind_rules
 from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
 from cdc.source.connect import open_connection
 from cdc.source.server import describe_server
@@ -90,6 +91,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
         info = describe_server(conn)
         start = resolve_start(state, options.start, conn, info.server_uuid, rebase=options.rebase)
         state.bind_server(info.identity(), rebase=options.rebase)
+        bind_rules(state, options.filters.rules)  # the rules snapshot and earlier tails wrote with
         target = None if options.follow else current_position(conn)
         capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
                           flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,

@@ -16,15 +16,14 @@ Zero dates, negative TIME fractions and string charsets are read right in cdc.so
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from dataclasses import replace
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
 
 from cdc.errors import DataError
+from cdc.masking import hash_value
 from cdc.schema import Column, TableSchema
 from cdc.source.rowcompile import CompiledImageReader, Inline, inline_for
 from cdc.source.encoded_reads import EncodedImageReader, encoded_reader_for
@@ -178,14 +177,6 @@ def _fix_for(column: Column) -> Fix | None:
     if column.data_type == "binary":
         return _fix_binary(int(column.type.split("(")[1].rstrip(")")) if "(" in column.type else 1)
     return None
-
-
-def hash_value(value: Any) -> str | None:
-    """sha256 hex of a value as the change log would hold it (strings: their UTF-8; else their JSON)."""
-    if value is None:
-        return None
-    data = value.encode("utf-8") if isinstance(value, str) else orjson.dumps(value)
-    return hashlib.sha256(data).hexdigest()
 
 
 class RowDecoder:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cdc.source.decode import hash_value
+from cdc.masking import hash_value
 from tests.capture.conftest import binlog_start, changelog_lines, tail_once
 from tests.capture.workload import expected_rows
 from tests.rig import MariaDB
