@@ -8,6 +8,7 @@ read by snapshot and the same row read from the binlog produce the same JSON.
 from __future__ import annotations
 
 import base64
+import codecs
 import datetime as dt
 import struct
 from collections.abc import Callable, Iterable
@@ -25,9 +26,40 @@ SPATIAL_TYPES = frozenset(
      "geometrycollection", "geomcollection"}
 )
 
-# MySQL charset names -> Python codecs. MySQL's latin1 is Windows-1252, not ISO-8859-1.
+
+
+def _mysql_latin1_table() -> str:
+    """MySQL's latin1 is Windows-1252, except that it maps cp1252's five unassigned bytes (0x81, 0x8D,
+    0x8F, 0x90, 0x9D) to the C1 controls U+0081... that share their number, so every byte is a character;
+    Python's cp1252 refuses those five, which would stop capture on values MySQL stores happily."""
+    def char(byte: int) -> str:
+        try:
+            return bytes([byte]).decode("cp1252")
+        except UnicodeDecodeError:
+            return chr(byte)
+    return "".join(char(b) for b in range(256))
+
+
+_LATIN1_DECODING = _mysql_latin1_table()
+_LATIN1_ENCODING = codecs.charmap_build(_LATIN1_DECODING)
+MYSQL_LATIN1 = "mysql_latin1"
+
+
+def _find_codec(name: str) -> codecs.CodecInfo | None:
+    if name != MYSQL_LATIN1:
+        return None
+    return codecs.CodecInfo(
+        name=MYSQL_LATIN1,
+        encode=lambda text, errors="strict": codecs.charmap_encode(text, errors, _LATIN1_ENCODING),
+        decode=lambda data, errors="strict": codecs.charmap_decode(data, errors, _LATIN1_DECODING),
+    )
+
+
+codecs.register(_find_codec)  # in every process that imports cdc.values (decode workers too)
+
+# MySQL charset names -> Python codecs.
 CHARSET_CODECS = {
-    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ascii": "ascii",
+    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": MYSQL_LATIN1, "ascii": "ascii",
     "ucs2": "utf-16-be", "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
     "cp1250": "cp1250", "cp1251": "cp1251", "cp1256": "cp1256", "cp1257": "cp1257", "cp850": "cp850",
     "cp852": "cp852", "cp866": "cp866", "latin2": "iso8859-2", "latin5": "iso8859-9", "latin7": "iso8859-13",
