@@ -250,12 +250,9 @@ class _Copier:
 
     def __init__(self, state: StateDir, checkpoint: SnapshotCheckpoint, request: SnapshotRequest,
                  mysql: MySQLSettings, on_progress: ProgressFn | None) -> None:
-        self.state = state
-        self.checkpoint = checkpoint
-        self.chunk_size = request.chunk_size
-        self.workers = request.workers
-        self.mysql = mysql
-        self.on_progress = on_progress
+        self.state, self.checkpoint, self.mysql, self.on_progress = state, checkpoint, mysql, on_progress
+        self.chunk_size, self.workers = request.chunk_size, request.workers
+        self.rules = ColumnRules.from_settings(mysql)
         self.sealer = ChunkSealer(state)
         h = checkpoint.handover
         self.prefix = position_string(h.file, h.pos, 0, snapshot=True)[:-12]
@@ -362,8 +359,7 @@ class _Copier:
             types = tuple(int(f.type_code) for f in fields)
             cached = self._compiled.get(plan.name)
             if cached is None or cached.field_types != types:
-                cached = self._compiled[plan.name] = compile_table(plan, self.parts, fields, converters,
-                                                                   ColumnRules.from_settings(self.mysql))
+                cached = self._compiled[plan.name] = compile_table(plan, self.parts, fields, converters, self.rules)
             return cached
 
         return compiled_for
