@@ -62,6 +62,9 @@ class SegmentWriter:
         self._handle: Any = None
         self._temp: Path | None = None
         self._first_position: str | None = None
+        # A write that failed may have left part of its bytes in the file (a big write is split by the OS),
+        # so the open segment must never be sealed after it: seal re-raises this until abandon().
+        self._failed: BaseException | None = None
         self.lines = 0
         self.bytes = 0
 
@@ -83,7 +86,8 @@ class SegmentWriter:
         try:  # per change line: a plain try costs nothing until it raises, unlike a `with` block
             self._handle.write(line)
         except OSError as exc:
-            raise (disk_full_error(exc, self._temp) or exc) from exc
+            self._failed = disk_full_error(exc, self._temp) or exc
+            raise self._failed from exc
         self.lines += lines
         self.bytes += len(line)
 
@@ -95,6 +99,8 @@ class SegmentWriter:
         """Make the open segment durable under its final name; None if nothing was written."""
         if self._handle is None or self._temp is None or self._first_position is None:
             return None
+        if self._failed is not None:
+            raise self._failed
         final = self.directory / segment_name(self._first_position)
         with disk_full_as_error(self._temp):
             self._handle.flush()
@@ -118,6 +124,7 @@ class SegmentWriter:
                 pass
         if self._temp is not None:
             self._temp.unlink(missing_ok=True)
+        self._failed = None
         self._handle = None
         self._temp = None
         self._first_position = None
