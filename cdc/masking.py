@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,13 +54,14 @@ class ColumnRules:
     def from_settings(cls, mysql: MySQLSettings) -> ColumnRules:
         return cls(mysql.exclude_columns, mysql.hash_columns)
 
-    def check_key(self, schema: TableSchema, key: Sequence[str] | None = None) -> None:
+    def check_key(self, schema: TableSchema) -> None:
         """Refuse rules that touch the key (the primary key, or every column of a table without one).
 
         Rows are identified, paginated and merged by their key, so it must stay as the source has it.
+        Snapshot and tail both call this, so a table is refused by both or by neither.
         """
         excluded, hashed = self.columns(schema.db, schema.table)
-        touched = (excluded | hashed) & set(schema.primary_key if key is None else key)
+        touched = (excluded | hashed) & set(schema.primary_key or schema.column_names)
         if touched:
             raise UsageError(
                 f"{schema.db}.{schema.table}: exclude_columns/hash_columns name key column(s) {sorted(touched)} "

@@ -68,3 +68,12 @@ def test_masked_history_is_what_downstream_sees_and_is_read_only(tmp_path: Path)
     assert SchemaHistory(state.schema).latest("shop", "people") == PEOPLE  # capture keeps the real types
     with pytest.raises(RuntimeError, match="read-only"):
         history.record(PEOPLE)
+
+
+def test_rules_on_key_columns_are_refused_and_a_table_without_a_key_is_keyed_by_every_column() -> None:
+    with pytest.raises(UsageError, match=r"key column\(s\) \['id'\]"):
+        ColumnRules(hash_columns=("shop.people.id",)).check_key(PEOPLE)
+    ColumnRules(("shop.people.ssn",), ("shop.people.email",)).check_key(PEOPLE)  # non-key columns are fine
+    keyless = TableSchema("shop", "log", PEOPLE.columns, ())
+    with pytest.raises(UsageError, match=r"key column\(s\) \['email'\]"):
+        ColumnRules(hash_columns=("shop.log.email",)).check_key(keyless)

@@ -156,7 +156,7 @@ def _start(
     early = [plan_table(conn, t, "", allow_no_pk=request.allow_no_pk) for t in tables]
     rules = ColumnRules.from_settings(settings.mysql)
     for plan in early:
-        rules.check_key(plan.schema, plan.key)
+        rules.check_key(plan.schema)
     bind_rules(state, rules)  # the rules tail must use too (refused if a capture already used others)
     runway = estimate_runway(conn, info, early, request.chunk_size)
     if runway.is_short:

@@ -267,23 +267,12 @@ def _compare_all(conn: pymysql.Connection, info: Any, tables: list[TableInfo], r
     results = []
     for table in tables:
         plan = plan_table(conn, table, "", allow_no_pk=False)  # inside the pinned snapshot
-        _check_key_not_hashed(plan, rules)
         for reader in readers:
             result = _compare_one(conn, plan, reader, marks[reader.name], request, rules)
             results.append(result)
             if on_progress is not None:
                 on_progress(result)
     return results
-
-
-def _check_key_not_hashed(plan: TablePlan, rules: ColumnRules) -> None:
-    # Pages are read in source key order; a target keyed by hashes sorts differently, so the
-    # range-by-range comparison would report every range as different.
-    hashed = set(plan.key) & rules.columns(plan.schema.db, plan.schema.table)[1]
-    if hashed:
-        raise UsageError(f"{plan.name}: primary-key column(s) {sorted(hashed)} are hashed (hash_columns); "
-                         "verify compares by key and cannot match hashed keys to source keys",
-                         hint=f"leave {plan.name} out (--tables) or compare it by row counts yourself")
 
 
 def _compare_one(conn: pymysql.Connection, plan: TablePlan, reader: Reader, mark: Watermark,
