@@ -22,14 +22,12 @@ Verified against MariaDB 10.11 (see tests/capture/test_tail_binlog.py):
 
 from __future__ import annotations
 
-import functools
 import select
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
-import pymysql.connections
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication import event as lib_event
 from pymysqlreplication import row_event as lib_rows
@@ -39,7 +37,7 @@ from cdc.changelog import file_seq
 from cdc.config import MySQLSettings
 from cdc.errors import CdcError, ConnectError, DataError, PositionError, TransientError
 from cdc.source.binlog_rows import DeleteRows, UpdateRows, WriteRows
-from cdc.source.connect import connection_kwargs, is_tls_failure, map_error, tls_error
+from cdc.source.connect import Connection, connection_kwargs, is_tls_failure, map_error, tls_error
 
 ER_MASTER_FATAL_READING_BINLOG = 1236
 ER_SLAVE_SAME_ID = 4052  # MariaDB: sent to the *older* reader when another connects with its server_id
@@ -171,26 +169,6 @@ def _refuse_unknown(raw: Any, kind: type, file: str, pos: int) -> None:
         )
 
 
-class _Connection(pymysql.connections.Connection):
-    """PyMySQL's connection, with its PREFERRED-mode TLS context built once per process.
-
-    Without TLS options PyMySQL builds a context per connection that loads the system's CA bundle (~35 ms of
-    CPU) only to verify nothing (no CA: CERT_NONE, no host check); every binlog stream opens two connections.
-    Contexts are meant to be shared, and explicit TLS settings (an SSLContext from cdc.source.connect) pass
-    through unchanged.
-    """
-
-    def _create_ssl_ctx(self, sslp: Any) -> Any:
-        if isinstance(sslp, dict) and not sslp:
-            return _preferred_context()
-        return super()._create_ssl_ctx(sslp)
-
-
-@functools.cache
-def _preferred_context() -> Any:
-    return pymysql.connections.Connection._create_ssl_ctx(None, {})  # type: ignore[arg-type]  # self unused
-
-
 @dataclass
 class ReaderOptions:
     heartbeat: float = 1.0  # seconds; the server sends a heartbeat when idle this long
@@ -214,7 +192,7 @@ class BinlogReader:
             self._stream_connects += 1
             if self._stream_connects > 1:
                 raise TransientError(f"lost the binlog connection to {self.settings.describe()}")
-        return _Connection(**kwargs)
+        return Connection(**kwargs)
 
     def events(self) -> Iterator[Event]:
         """Yield events from `start`; raise TransientError on a lost/frozen connection, PositionError if purged."""

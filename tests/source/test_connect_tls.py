@@ -156,3 +156,16 @@ def test_disabled_means_plaintext(tls_server: MariaDB, tmp_path: Path) -> None:
     # cdc_tls REQUIRE SSL: refused in plaintext, which proves DISABLED did not negotiate TLS.
     with pytest.raises(ConnectError, match="access denied"):
         _cipher(_settings(tls_server, tmp_path, "DISABLED"))
+
+
+def test_preferred_connections_share_one_tls_context(tls_server: MariaDB, certs: Path, tmp_path: Path) -> None:
+    # PyMySQL would build a context (loading the CA bundle) per connection; PREFERRED verifies nothing, so
+    # one context serves every connection and both still negotiate TLS.
+    settings = _settings(tls_server, tmp_path, "PREFERRED")
+    with connection(settings.mysql) as first, connection(settings.mysql) as second:
+        assert first.ctx is second.ctx
+        for conn in (first, second):
+            assert query(conn, "SHOW SESSION STATUS LIKE 'Ssl_cipher'")[0]["Value"] != ""
+    verified = _settings(tls_server, tmp_path, "VERIFY_CA", certs / "ca.pem")
+    with connection(verified.mysql) as own:
+        assert own.ctx is not first.ctx and own.ctx.verify_mode.name == "CERT_REQUIRED"
