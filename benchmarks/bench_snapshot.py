@@ -1,15 +1,17 @@
 """Snapshot throughput: `cdc snapshot` beside `mariadb-dump` of the same tables, on a throwaway MariaDB.
 
     .venv/bin/python benchmarks/bench_snapshot.py [--narrow-rows 300000] [--wide-rows 20000]
-        [--chunk-size 10000] [--workers 1] [--repeat 3] [--profile]
+        [--chunk-size 10000] [--workers 1] [--repeat 3] [--profile] [--python-baseline]
 
 Two tables: `narrow` (int key, int, varchar, datetime(6), decimal) and `all_types` (every type of
 docs/formats.md, hostile values, tests/capture/workload.py). For each: rows/s of cdc snapshot
 (read, encode exactly, write sealed change-log segments with fsync, checkpoint per chunk) and of
 `mariadb-dump --single-transaction --quick` writing SQL to a file, and the ratio cdc/dump; each side
 runs --repeat times, alternating, and its best run counts (the machine is shared: see the load average).
---profile prints the top of a cProfile of cdc's first run (the hot loop is the `parse` function
-cdc/capture/snapshot_rows.py generates per table).
+--profile prints the top of a cProfile of cdc's first run (the hot loop is the C row reader,
+cdc/capture/_snapshot_native.c, or without it the `parse` function cdc/capture/snapshot_rows.py
+generates per table). --python-baseline also runs cdc with CDC_NATIVE=0 (the generated Python
+reader) in the same rounds, so the C reader's gain is measured side by side too.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cdc.capture import snapshot_native as native_api  # noqa: E402
 from cdc.capture.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, run_snapshot  # noqa: E402
 from cdc.config import load_settings  # noqa: E402
 from tests.capture import workload  # noqa: E402
@@ -55,9 +58,11 @@ def fill(server: MariaDB, narrow_rows: int, wide_rows: int) -> None:
     server.execute(f"ANALYZE TABLE {DB}.narrow, {DB}.{workload.TABLE}")
 
 
-def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, request: SnapshotRequest) -> tuple[int, float]:
+def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, request: SnapshotRequest,
+              native: bool = True) -> tuple[int, float]:
     work.mkdir(exist_ok=True)
-    state = work / f"state-{table}"
+    state = work / f"state-{table}-{'c' if native else 'py'}"
+    os.environ["CDC_NATIVE"] = "1" if native else "0"  # read by compile_table at each run
     settings = load_settings({"mysql.host": server.host, "mysql.port": server.port, "mysql.user": "root",
                               "mysql.tables": (f"{DB}.{table}",), "state_dir": str(state)}, env={}, cwd=work)
     profiler = cProfile.Profile() if profile else None
@@ -69,7 +74,8 @@ def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, request: S
         profiler.disable()
     elapsed = time.perf_counter() - start
     if profiler:
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(18)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    shutil.rmtree(state)  # the next run's page cache and disk start alike
     return summary.rows, elapsed
 
 
@@ -93,22 +99,32 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="cdc snapshot --workers")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side, alternating; the best counts")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--python-baseline", action="store_true", help="also run the Python reader (CDC_NATIVE=0)")
+    parser.add_argument("--tables", nargs="+", default=["narrow", workload.TABLE])
     args = parser.parse_args()
+    if native_api.native_module() is None:
+        raise SystemExit(f"the C row reader is not in use: {native_api.PROBLEM or 'CDC_NATIVE=0 is set'}")
     with MariaDB() as server, tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
         work = Path(tmp)
         fill(server, args.narrow_rows, args.wide_rows)
-        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs, "
-              f"chunk size {args.chunk_size}, workers {args.workers}, best of {args.repeat}")
-        print(f"{'table':<10} {'rows':>8} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9}")
-        for table in ("narrow", workload.TABLE):
-            dump_seconds, cdc_seconds, rows = float("inf"), float("inf"), 0
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+              f"{os.cpu_count()} CPUs, chunk size {args.chunk_size}, workers {args.workers}, best of {args.repeat}")
+        print(f"{'table':<10} {'rows':>8} {'reader':>6} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9}")
+        readers = [True, False] if args.python_baseline else [True]
+        for table in args.tables:
+            dump_seconds, rows = float("inf"), 0
+            best = {native: float("inf") for native in readers}
             for run in range(args.repeat):
                 dump_seconds = min(dump_seconds, bench_dump(server, table, work))
                 request = SnapshotRequest(chunk_size=args.chunk_size, workers=args.workers)
-                rows, seconds = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request)
-                cdc_seconds = min(cdc_seconds, seconds)
-            print(f"{table:<10} {rows:>8} {rows / cdc_seconds:>12,.0f} {rows / dump_seconds:>12,.0f} "
-                  f"{dump_seconds / cdc_seconds:>9.2f}")
+                for native in readers:
+                    rows, seconds = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request,
+                                              native)
+                    best[native] = min(best[native], seconds)
+            for native in readers:
+                print(f"{table:<10} {rows:>8} {'C' if native else 'Python':>6} {rows / best[native]:>12,.0f} "
+                      f"{rows / dump_seconds:>12,.0f} {dump_seconds / best[native]:>9.2f}")
+        print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

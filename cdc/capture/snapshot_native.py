@@ -1,0 +1,44 @@
+"""Load the snapshot's row reader in C (cdc/capture/_snapshot_native.c), built by `pip install -e .`.
+
+The generated Python reader of cdc.capture.snapshot_rows stays the reference and the fallback: it
+reads every row when the extension was not built (no C compiler: the build is optional), when the
+built one is stale (its ABI_VERSION is not this file's), or when CDC_NATIVE=0 is set (the
+differential tests and benchmarks/bench_snapshot.py run both readers side by side that way).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+ABI_VERSION = 1  # must match _snapshot_native.c's: what the reader() arguments mean
+# Column actions (the C enum, checked at import): what the reader does with a column's bytes.
+RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON = range(8)
+SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)
+_NAMES = ("RAW", "QUOTED", "TEMPORAL", "TIMESTAMP", "TEXT", "BASE64", "SKIP", "PYTHON", "SLOT_ROW_PADDED", "SLOT_ROW")
+
+
+def _load() -> tuple[ModuleType | None, str | None]:
+    try:
+        from cdc.capture import _snapshot_native as module
+    except ImportError as exc:
+        return None, f"the C row reader is not built ({exc}): run `pip install -e .`"
+    if getattr(module, "ABI_VERSION", None) != ABI_VERSION:
+        return None, f"the built C row reader is stale (ABI {getattr(module, 'ABI_VERSION', None)}, "\
+                     f"want {ABI_VERSION}): run `pip install -e .` again"
+    if [getattr(module, name) for name in _NAMES] != [globals()[name] for name in _NAMES]:
+        return None, "the built C row reader numbers its actions differently: run `pip install -e .` again"
+    return module, None
+
+
+_MODULE, PROBLEM = _load()
+
+
+def is_disabled() -> bool:
+    """CDC_NATIVE=0: read with the Python reader even where the C one is built."""
+    return os.environ.get("CDC_NATIVE", "1").strip() == "0"
+
+
+def native_module() -> ModuleType | None:
+    """The C reader's module when it is built, current and not disabled; else None."""
+    return None if is_disabled() else _MODULE
