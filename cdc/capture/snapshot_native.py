@@ -9,6 +9,7 @@ differential tests and benchmarks/bench_snapshot.py run both readers side by sid
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import ModuleType
 
 ABI_VERSION = 1  # must match _snapshot_native.c's: what the reader() arguments mean
@@ -28,6 +29,11 @@ def _load() -> tuple[ModuleType | None, str | None]:
                      f"want {ABI_VERSION}): run `pip install -e .` again"
     if [getattr(module, name) for name in _NAMES] != [globals()[name] for name in _NAMES]:
         return None, "the built C row reader numbers its actions differently: run `pip install -e .` again"
+    # In a checkout, a source edited (or pulled) after the build means the build is out of date;
+    # scripts/setup.sh reinstalls only when pyproject.toml changes.
+    source = Path(__file__).with_name("_snapshot_native.c")
+    if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
+        return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
     return module, None
 
 
