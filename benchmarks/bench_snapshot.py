@@ -21,12 +21,16 @@ import cProfile
 import os
 import pstats
 import random
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -58,37 +62,66 @@ def fill(server: MariaDB, narrow_rows: int, wide_rows: int) -> None:
     server.execute(f"ANALYZE TABLE {DB}.narrow, {DB}.{workload.TABLE}")
 
 
+@dataclass
+class Best:
+    """The fastest run of one side: wall seconds, and the CPU seconds of that side and of the server in it."""
+
+    seconds: float = float("inf")
+    cpu: float = 0.0
+    server_cpu: float = 0.0
+
+    def keep(self, seconds: float, cpu: float, server_cpu: float) -> None:
+        if seconds < self.seconds:
+            self.seconds, self.cpu, self.server_cpu = seconds, cpu, server_cpu
+
+
+def server_cpu(server: MariaDB) -> float:
+    """CPU seconds mariadbd has used so far (/proc/<pid>/stat utime + stime)."""
+    fields = Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(run: Callable[[], Any], server: MariaDB, who: int) -> tuple[Any, float, float, float]:
+    """(result, wall seconds, CPU seconds of `who` (RUSAGE_SELF or _CHILDREN), the server's CPU seconds)."""
+    def cpu() -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    cpu0, server0, start = cpu(), server_cpu(server), time.perf_counter()
+    result = run()
+    elapsed = time.perf_counter() - start
+    return result, elapsed, cpu() - cpu0, server_cpu(server) - server0
+
+
 def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, request: SnapshotRequest,
-              native: bool = True) -> tuple[int, float]:
+              native: bool = True) -> tuple[int, float, float, float]:
     work.mkdir(exist_ok=True)
     state = work / f"state-{table}-{'c' if native else 'py'}"
     os.environ["CDC_NATIVE"] = "1" if native else "0"  # read by compile_table at each run
     settings = load_settings({"mysql.host": server.host, "mysql.port": server.port, "mysql.user": "root",
                               "mysql.tables": (f"{DB}.{table}",), "state_dir": str(state)}, env={}, cwd=work)
     profiler = cProfile.Profile() if profile else None
-    start = time.perf_counter()
     if profiler:
         profiler.enable()
-    summary = run_snapshot(settings, request)
+    summary, elapsed, cpu, busy = measured(lambda: run_snapshot(settings, request), server, resource.RUSAGE_SELF)
     if profiler:
         profiler.disable()
-    elapsed = time.perf_counter() - start
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats("cdc/(capture|source|state|changelog)", 30)
     shutil.rmtree(state)  # the next run's page cache and disk start alike
-    return summary.rows, elapsed
+    return summary.rows, elapsed, cpu, busy
 
 
-def bench_dump(server: MariaDB, table: str, work: Path) -> float:
+def bench_dump(server: MariaDB, table: str, work: Path) -> tuple[float, float, float]:
     dump = shutil.which("mariadb-dump") or shutil.which("mysqldump")
     if dump is None:
         raise SystemExit("mariadb-dump not found: apt-get install mariadb-client")
     out = work / f"{table}.sql"
     argv = [dump, "--no-defaults", f"--host={server.host}", f"--port={server.port}", "--user=root",
             "--single-transaction", "--quick", "--hex-blob", f"--result-file={out}", DB, table]
-    start = time.perf_counter()
-    subprocess.run(argv, check=True)
-    return time.perf_counter() - start
+    _, elapsed, cpu, busy = measured(lambda: subprocess.run(argv, check=True), server, resource.RUSAGE_CHILDREN)
+    return elapsed, cpu, busy
 
 
 def main() -> None:
@@ -109,21 +142,23 @@ def main() -> None:
         fill(server, args.narrow_rows, args.wide_rows)
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
               f"{os.cpu_count()} CPUs, chunk size {args.chunk_size}, workers {args.workers}, best of {args.repeat}")
-        print(f"{'table':<10} {'rows':>8} {'reader':>6} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9}")
+        print(f"{'table':<10} {'rows':>8} {'reader':>6} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9} "
+              f"{'CPU s cdc/dump':>15} {'server CPU s cdc/dump':>22}")
         readers = [True, False] if args.python_baseline else [True]
         for table in args.tables:
-            dump_seconds, rows = float("inf"), 0
-            best = {native: float("inf") for native in readers}
+            dump, best, rows = Best(), {native: Best() for native in readers}, 0
             for run in range(args.repeat):
-                dump_seconds = min(dump_seconds, bench_dump(server, table, work))
+                dump.keep(*bench_dump(server, table, work))
                 request = SnapshotRequest(chunk_size=args.chunk_size, workers=args.workers)
                 for native in readers:
-                    rows, seconds = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request,
-                                              native)
-                    best[native] = min(best[native], seconds)
+                    rows, *figures = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request,
+                                               native)
+                    best[native].keep(*figures)
             for native in readers:
-                print(f"{table:<10} {rows:>8} {'C' if native else 'Python':>6} {rows / best[native]:>12,.0f} "
-                      f"{rows / dump_seconds:>12,.0f} {dump_seconds / best[native]:>9.2f}")
+                ours = best[native]
+                print(f"{table:<10} {rows:>8} {'C' if native else 'Python':>6} {rows / ours.seconds:>12,.0f} "
+                      f"{rows / dump.seconds:>12,.0f} {dump.seconds / ours.seconds:>9.2f} "
+                      f"{ours.cpu:>7.2f}/{dump.cpu:<7.2f} {ours.server_cpu:>11.2f}/{dump.server_cpu:<10.2f}")
         print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

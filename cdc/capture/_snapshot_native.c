@@ -18,7 +18,7 @@
 #include <string.h>
 
 /* Raised when this file changes what the Python side must pass or may expect (snapshot_native.py). */
-#define ABI_VERSION 1
+#define ABI_VERSION 2
 
 enum action { A_RAW, A_QUOTED, A_TEMPORAL, A_TIMESTAMP, A_TEXT, A_BASE64, A_SKIP, A_PYTHON, A_COUNT };
 #define SLOT_ROW_PADDED (-1) /* %012d of the row number */
@@ -34,6 +34,8 @@ typedef struct {
     PyObject *literals;  /* tuple of nslots + 1 bytes: the line's fixed pieces */
     Py_ssize_t nslots;
     Py_ssize_t *slots;   /* per slot: a column index, SLOT_ROW_PADDED or SLOT_ROW */
+    Py_ssize_t literal_len; /* the literals' total length */
+    double growth;       /* bytes of lines per byte of row packets, as last seen */
     PyObject *fallback;  /* the generated Python parse(buf, p, end, n, seq, out) */
 } Reader;
 
@@ -305,29 +307,65 @@ static void release(Value *values, Py_ssize_t count)
         Py_CLEAR(values[i].obj);
 }
 
-/* The finished line of one row whose values are all measured. */
-static PyObject *build_line(Reader *self, const Value *values, long long n)
+/* The lines of one parse call, written straight into one bytes object: a bytes object per line and
+ * their join cost more than the rest of the loop (benchmarks/bench_snapshot.py --profile). */
+typedef struct {
+    PyObject *bytes; /* NULL until the first line */
+    Py_ssize_t used, cap;
+} Block;
+
+/* Room for `need` more bytes; 0, or -1 with an error set. */
+static int reserve(Block *block, Py_ssize_t need, Py_ssize_t hint)
+{
+    if (block->bytes != NULL && block->used + need <= block->cap)
+        return 0;
+    Py_ssize_t cap = block->cap * 2 > hint ? block->cap * 2 : hint;
+    if (cap < block->used + need)
+        cap = block->used + need;
+    if (block->bytes == NULL)
+        block->bytes = PyBytes_FromStringAndSize(NULL, cap);
+    else if (_PyBytes_Resize(&block->bytes, cap) < 0)
+        return -1;
+    if (block->bytes == NULL)
+        return -1;
+    block->cap = cap;
+    return 0;
+}
+
+/* Append the block (trimmed) to out, if it holds any line; 0, or -1 with an error set. */
+static int flush(Block *block, PyObject *out)
+{
+    if (block->bytes == NULL)
+        return 0;
+    int status = _PyBytes_Resize(&block->bytes, block->used);
+    if (status == 0)
+        status = PyList_Append(out, block->bytes);
+    Py_CLEAR(block->bytes);
+    block->used = block->cap = 0;
+    return status;
+}
+
+/* Write the finished line of one row whose values are all measured; 0, or -1 with an error set. */
+static int write_line(Reader *self, const Value *values, long long n, Block *block, Py_ssize_t hint)
 {
     char padded[32], plain[32];
     int padded_len = snprintf(padded, sizeof padded, "%012lld", n);
     int plain_len = snprintf(plain, sizeof plain, "%lld", n);
-    Py_ssize_t total = 0;
-    for (Py_ssize_t k = 0; k <= self->nslots; k++)
-        total += PyBytes_GET_SIZE(PyTuple_GET_ITEM(self->literals, k));
+    Py_ssize_t total = self->literal_len;
     for (Py_ssize_t k = 0; k < self->nslots; k++) {
         Py_ssize_t slot = self->slots[k];
         total += slot == SLOT_ROW_PADDED ? padded_len : (slot == SLOT_ROW ? plain_len : values[slot].out_len);
     }
-    PyObject *line = PyBytes_FromStringAndSize(NULL, total);
-    if (line == NULL)
-        return NULL;
-    char *w = PyBytes_AS_STRING(line);
+    if (reserve(block, total, hint) < 0)
+        return -1;
+    char *w = PyBytes_AS_STRING(block->bytes) + block->used;
+    block->used += total;
     for (Py_ssize_t k = 0;; k++) {
         PyObject *literal = PyTuple_GET_ITEM(self->literals, k);
         memcpy(w, PyBytes_AS_STRING(literal), PyBytes_GET_SIZE(literal));
         w += PyBytes_GET_SIZE(literal);
         if (k == self->nslots)
-            break;
+            return 0;
         Py_ssize_t slot = self->slots[k];
         if (slot == SLOT_ROW_PADDED) {
             memcpy(w, padded, padded_len);
@@ -338,7 +376,6 @@ static PyObject *build_line(Reader *self, const Value *values, long long n)
         } else
             w = write_value(self, slot, &values[slot], w);
     }
-    return line;
 }
 
 /* Read and measure every value of the row packet b[p:q]: 0, -1 (hand over) or -2 (an error is set). */
@@ -379,6 +416,8 @@ static PyObject *Reader_parse(Reader *self, PyObject *args)
     if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     PyObject *result = NULL;
+    Block block = {NULL, 0, 0};
+    Py_ssize_t start = p;
     Value *values = PyMem_Calloc(self->ncols ? self->ncols : 1, sizeof(Value));
     if (values == NULL) {
         PyErr_NoMemory();
@@ -388,40 +427,39 @@ static PyObject *Reader_parse(Reader *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "parse: p and end must lie within the buffer");
         goto done;
     }
+    /* The block's first size: as many bytes of lines per byte of packets as the last call made. */
+    Py_ssize_t hint = (Py_ssize_t)((double)(end - p) * self->growth) + 4096;
     const unsigned char *b = view.buf;
     while (p + 4 < end) {
         Py_ssize_t size = b[p] | b[p + 1] << 8 | b[p + 2] << 16;
         Py_ssize_t q = p + 4 + size;
         if (q > end || size == MAX_PACKET || b[p + 3] != seq)
             break;
-        if (size == 0) {
-            result = hand_over(self, buf, p, end, n, seq, out);
-            goto done;
-        }
-        unsigned char first = b[p + 4];
-        if (first == 0xFF || (first == 0xFE && size < 9))
+        int status = size == 0 ? -1 : 0;
+        unsigned char first = status == 0 ? b[p + 4] : 0;
+        if (status == 0 && (first == 0xFF || (first == 0xFE && size < 9)))
             break; /* an ERR or EOF packet: the caller's business */
-        int status = read_row(self, b, p + 4, q, values);
-        if (status == -2)
-            goto done;
-        if (status == -1) {
-            result = hand_over(self, buf, p, end, n, seq, out);
+        if (status == 0)
+            status = read_row(self, b, p + 4, q, values);
+        if (status == -1) { /* not sure: the Python reader takes this row and the rest */
+            if (flush(&block, out) == 0)
+                result = hand_over(self, buf, p, end, n, seq, out);
             goto done;
         }
-        PyObject *line = build_line(self, values, n);
+        status = status == 0 ? write_line(self, values, n, &block, hint) : status;
         release(values, self->ncols);
-        if (line == NULL)
-            goto done;
-        int appended = PyList_Append(out, line);
-        Py_DECREF(line);
-        if (appended < 0)
+        if (status < 0)
             goto done;
         p = q;
         n += 1;
         seq = (seq + 1) & 255;
     }
-    result = Py_BuildValue("(nLi)", p, n, seq);
+    if (p > start && block.used > 0)
+        self->growth = (double)block.used / (double)(p - start);
+    if (flush(&block, out) == 0)
+        result = Py_BuildValue("(nLi)", p, n, seq);
 done:
+    Py_XDECREF(block.bytes);
     PyMem_Free(values);
     PyBuffer_Release(&view);
     return result;
@@ -440,7 +478,8 @@ static void Reader_dealloc(Reader *self)
 
 static PyMethodDef Reader_methods[] = {
     {"parse", (PyCFunction)Reader_parse, METH_VARARGS,
-     "parse(buf, p, end, n, seq, out) -> (p, n, seq): the generated Python parse, in C."},
+     "parse(buf, p, end, n, seq, out) -> (p, n, seq): the generated Python parse, in C; the lines of one "
+     "call are appended to out as one bytes object."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -524,6 +563,10 @@ static PyObject *make_reader(PyObject *module, PyObject *args)
         self->actions[i] = (unsigned char)PyLong_AsLong(PyTuple_GET_ITEM(actions, i));
     for (Py_ssize_t k = 0; k < self->nslots; k++)
         self->slots[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, k));
+    self->literal_len = 0;
+    for (Py_ssize_t k = 0; k <= self->nslots; k++)
+        self->literal_len += PyBytes_GET_SIZE(PyTuple_GET_ITEM(literals, k));
+    self->growth = 4.0;
     return (PyObject *)self;
 }
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-ABI_VERSION = 1  # must match _snapshot_native.c's: what the reader() arguments mean
+ABI_VERSION = 2  # must match _snapshot_native.c's: what the reader() arguments mean
 # Column actions (the C enum, checked at import): what the reader does with a column's bytes.
 RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON = range(8)
 SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)

@@ -69,7 +69,8 @@ class CompiledTable:
     """The generated readers of one table; `parse` stops at anything it does not handle itself.
 
     parse(buf, p, end, n, seq, out) -> (p, n, seq): appends one line per complete, in-sequence,
-    ordinary row packet from buf[p:end], numbering rows from n; returns where it stopped.
+    ordinary row packet from buf[p:end], numbering rows from n; returns where it stopped. The Python
+    reader appends each line as a bytes object, the C one all lines of a call as one.
     row(payload, n) -> line: one row from a whole packet payload (rows of 16 MiB and more).
     """
 

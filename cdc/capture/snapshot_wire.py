@@ -28,7 +28,8 @@ from cdc.errors import PreconditionError
 BLOCK = 256 * 1024
 MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet (rows of 16 MiB and more)
 
-Sink = Callable[[int, list[bytes]], None]  # (row number of the first line, lines)
+# (row number of the first line, bytes objects holding whole lines: one per line, or one per block)
+Sink = Callable[[int, list[bytes]], None]
 CompileFn = Callable[[Sequence[Any], Sequence[tuple[str | None, Any]]], CompiledTable]
 
 
@@ -65,6 +66,11 @@ def read_rows(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, 
             result.unbuffered_active = False  # read to its end here, or abandoned with the connection
 
 
+def _last_line(block: bytes) -> bytes:
+    """The last of the whole lines in `block` (the C reader appends one block of lines per call)."""
+    return block[block.rfind(b"\n", 0, len(block) - 1) + 1:]
+
+
 class _Wire:
     """The byte buffer between the socket and the generated parser."""
 
@@ -86,7 +92,7 @@ class _Wire:
             self.p, n, self.seq = parse(self.buf, self.p, len(self.buf), n, self.seq, out)
             if out:
                 sink(batch_start, out)
-                last = out[-1]
+                last = _last_line(out[-1])
             stop = self._stopped_at()
             if stop == "eof":
                 return n - first, last

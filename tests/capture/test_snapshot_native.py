@@ -64,18 +64,26 @@ class Pair:
         self.first_seq = seq if self.first_seq is None else self.first_seq
         if not isinstance(python[0], tuple) or python[0][0] != "raised":
             self.stream.append(buf[p:python[0][0]])
-        return replay(self.py.parse, buf, p, end, n, seq, out)
+        return replay(self.c.parse, buf, p, end, n, seq, out)  # the wire goes on with C's blocks
 
 
 def outcome(parse: Any, buf: bytes, p: int, end: int, n: int, seq: int) -> tuple[Any, list[bytes]]:
-    """(where parse stopped, or what it raised; the lines it appended, even before an error)."""
+    """(where parse stopped, or what it raised; the lines it appended, even before an error).
+
+    The Python reader appends a bytes object per line, the C one a block of lines per call: both are
+    compared as the lines they hold."""
     out: list[bytes] = []
     try:
-        return parse(buf, p, end, n, seq, out), out
+        return parse(buf, p, end, n, seq, out), split_lines(out)
     except RowEncodeError as exc:
-        return ("raised", "RowEncodeError", exc.row, type(exc.cause).__name__, str(exc.cause)), out
+        return ("raised", "RowEncodeError", exc.row, type(exc.cause).__name__, str(exc.cause)), split_lines(out)
     except Exception as exc:  # noqa: BLE001 - any other error must be the same one too
-        return ("raised", type(exc).__name__, str(exc)), out
+        return ("raised", type(exc).__name__, str(exc)), split_lines(out)
+
+
+def split_lines(out: list[bytes]) -> list[bytes]:
+    assert all(block.endswith(b"\n") for block in out)  # whole lines only
+    return [line + b"\n" for line in b"".join(out).split(b"\n")[:-1]]
 
 
 def traced(parse: Any, buf: bytes, p: int, end: int, n: int, seq: int) -> tuple[tuple[Any, list[bytes]], int]:
@@ -119,8 +127,13 @@ def read_both(conn: pymysql.Connection, db: str, table: str,
         return CompiledTable(pairs[-1].parse, pairs[-1].py.row, pairs[-1].py.field_types)
 
     lines: list[bytes] = []
-    read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0,
-              lambda n, batch: lines.extend(batch))
+
+    def sink(n: int, batch: list[bytes]) -> None:
+        assert n == len(lines)
+        lines.extend(split_lines(batch))
+
+    count, last = read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, sink)
+    assert count == len(lines) and last == lines[-1]
     return pairs[0], lines
 
 
