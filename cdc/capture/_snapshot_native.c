@@ -345,12 +345,36 @@ static int flush(Block *block, PyObject *out)
     return status;
 }
 
+/* %d of a row number (snprintf took a fifth of a narrow row's time). */
+static int format_row(char *w, long long n)
+{
+    if (n < 0)
+        return snprintf(w, 32, "%lld", n);
+    char digits[24];
+    int count = 0;
+    unsigned long long v = (unsigned long long)n;
+    do {
+        digits[count++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (int k = 0; k < count; k++)
+        w[k] = digits[count - 1 - k];
+    return count;
+}
+
 /* Write the finished line of one row whose values are all measured; 0, or -1 with an error set. */
 static int write_line(Reader *self, const Value *values, long long n, Block *block, Py_ssize_t hint)
 {
     char padded[32], plain[32];
-    int padded_len = snprintf(padded, sizeof padded, "%012lld", n);
-    int plain_len = snprintf(plain, sizeof plain, "%lld", n);
+    int plain_len = format_row(plain, n);
+    int padded_len = plain_len;
+    memcpy(padded, plain, plain_len);
+    if (n >= 0 && plain_len < 12) { /* %012d: zeros in front */
+        padded_len = 12;
+        memset(padded, '0', 12 - plain_len);
+        memcpy(padded + 12 - plain_len, plain, plain_len);
+    } else if (n < 0)
+        padded_len = snprintf(padded, sizeof padded, "%012lld", n);
     Py_ssize_t total = self->literal_len;
     for (Py_ssize_t k = 0; k < self->nslots; k++) {
         Py_ssize_t slot = self->slots[k];
