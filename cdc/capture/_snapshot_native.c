@@ -4,7 +4,8 @@
  * Python loop cost ~2 us a row, 0.2-0.36 of mariadb-dump's rows/s: issue 8), following a column
  * program compile_table builds once per table: per column one action (integer digits as they are,
  * quoted text as it is, temporal text padded, text validated and escaped, binary in base64, an
- * excluded column read past, or a call of the column's Python fragment for everything else).
+ * excluded column read past, ZEROFILL/YEAR digits without their leading zeros, BIT as a number, or
+ * a call of the column's Python fragment for everything else and for any value these are not sure of).
  *
  * Exactness rule: whenever a row holds anything this code is not sure of (a malformed packet, a
  * value running past its packet, invalid UTF-8, a Python fragment that raised), it stops and hands
@@ -18,9 +19,14 @@
 #include <string.h>
 
 /* Raised when this file changes what the Python side must pass or may expect (snapshot_native.py). */
-#define ABI_VERSION 2
+#define ABI_VERSION 3
 
-enum action { A_RAW, A_QUOTED, A_TEMPORAL, A_TIMESTAMP, A_TEXT, A_BASE64, A_SKIP, A_PYTHON, A_COUNT };
+enum action {
+    A_RAW, A_QUOTED, A_TEMPORAL, A_TIMESTAMP, A_TEXT, A_BASE64, A_SKIP, A_PYTHON,
+    A_INTEGER_TEXT, /* b'%d' % int(v): leading zeros dropped (ZEROFILL, YEAR) */
+    A_BIT,          /* b'%d' % int.from_bytes(v, 'big') */
+    A_COUNT
+};
 #define SLOT_ROW_PADDED (-1) /* %012d of the row number */
 #define SLOT_ROW (-2)        /* %d of the row number */
 #define MAX_PACKET 0xFFFFFF
@@ -45,6 +51,7 @@ typedef struct {
     Py_ssize_t out_len; /* bytes of its JSON in the line */
     PyObject *obj;      /* a PYTHON column's fragment (owned until the line is built) */
     int is_null;
+    char digits[24];    /* INTEGER_TEXT's sign, BIT's decimal */
 } Value;
 
 static const char HEX[] = "0123456789abcdef";
@@ -166,6 +173,49 @@ static char *write_base64(char *w, const unsigned char *s, Py_ssize_t n)
     return w;
 }
 
+/* %d of an unsigned value into w (snprintf cost more than the rest of a narrow row's numbers); its length. */
+static int format_unsigned(char *w, unsigned long long v)
+{
+    char digits[24];
+    int count = 0;
+    do {
+        digits[count++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (int k = 0; k < count; k++)
+        w[k] = digits[count - 1 - k];
+    return count;
+}
+
+/* %d of a row number. */
+static int format_row(char *w, long long n)
+{
+    return n < 0 ? snprintf(w, 32, "%lld", n) : format_unsigned(w, (unsigned long long)n);
+}
+
+/* int(v) printed, for plain [-]digits: the leading zeros are dropped by pointing v->data past them
+ * (v->digits[0] holds the sign). 0, or -1 when v is not plain digits: Python's int() decides then. */
+static int integer_text(Value *v)
+{
+    const unsigned char *s = v->data;
+    Py_ssize_t n = v->len, k = 0;
+    int negative = n > 0 && s[0] == '-';
+    k = negative;
+    if (k == n)
+        return -1;
+    for (Py_ssize_t j = k; j < n; j++)
+        if (s[j] < '0' || s[j] > '9')
+            return -1;
+    while (k < n - 1 && s[k] == '0')
+        k++;
+    if (s[k] == '0')
+        negative = 0; /* -0 is 0 */
+    v->data = s + k;
+    v->digits[0] = negative ? '-' : '+';
+    v->out_len = (n - k) + negative;
+    return 0;
+}
+
 /* Read the length-encoded value at *p of a packet ending at q. 0: read; -1: not sure (hand over). */
 static int read_value(const unsigned char *b, Py_ssize_t *p, Py_ssize_t q, Value *v)
 {
@@ -232,6 +282,19 @@ static int measure(Reader *self, Py_ssize_t i, Value *v)
     case A_SKIP:
         v->out_len = 0;
         return 0;
+    case A_INTEGER_TEXT:
+        if (integer_text(v) == 0)
+            return 0;
+        break; /* not plain digits: Python's int() decides */
+    case A_BIT:
+        if (v->len <= 8) {
+            unsigned long long bits = 0;
+            for (Py_ssize_t k = 0; k < v->len; k++)
+                bits = bits << 8 | v->data[k];
+            v->out_len = format_unsigned(v->digits, bits);
+            return 0;
+        }
+        break;
     default:
         break;
     }
@@ -296,6 +359,19 @@ static char *write_value(Reader *self, Py_ssize_t i, const Value *v, char *w)
     case A_SKIP:
         return w;
     default:
+        break;
+    }
+    if (v->obj == NULL) { /* INTEGER_TEXT or BIT done here */
+        if (self->actions[i] == A_BIT) {
+            memcpy(w, v->digits, v->out_len);
+            return w + v->out_len;
+        }
+        if (v->digits[0] == '-')
+            *w++ = '-';
+        memcpy(w, v->data, v->out_len - (v->digits[0] == '-'));
+        return w + v->out_len - (v->digits[0] == '-');
+    }
+    {
         memcpy(w, PyBytes_AS_STRING(v->obj), v->out_len);
         return w + v->out_len;
     }
@@ -343,23 +419,6 @@ static int flush(Block *block, PyObject *out)
     Py_CLEAR(block->bytes);
     block->used = block->cap = 0;
     return status;
-}
-
-/* %d of a row number (snprintf took a fifth of a narrow row's time). */
-static int format_row(char *w, long long n)
-{
-    if (n < 0)
-        return snprintf(w, 32, "%lld", n);
-    char digits[24];
-    int count = 0;
-    unsigned long long v = (unsigned long long)n;
-    do {
-        digits[count++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (int k = 0; k < count; k++)
-        w[k] = digits[count - 1 - k];
-    return count;
 }
 
 /* Write the finished line of one row whose values are all measured; 0, or -1 with an error set. */
@@ -534,8 +593,9 @@ static int check_program(Py_ssize_t ncols, PyObject *actions, PyObject *suffixes
             return -1;
         }
         if (!PyBytes_Check(PyTuple_GET_ITEM(suffixes, i))
-            || (action == A_PYTHON && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
-            PyErr_Format(PyExc_TypeError, "reader: column %zd needs a bytes suffix (and a fragment if PYTHON)", i);
+            || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT)
+                && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
+            PyErr_Format(PyExc_TypeError, "reader: column %zd needs a bytes suffix (and a fragment for its action)", i);
             return -1;
         }
     }
@@ -619,7 +679,8 @@ PyMODINIT_FUNC PyInit__snapshot_native(void)
     } constants[] = {
         {"ABI_VERSION", ABI_VERSION}, {"RAW", A_RAW}, {"QUOTED", A_QUOTED}, {"TEMPORAL", A_TEMPORAL},
         {"TIMESTAMP", A_TIMESTAMP}, {"TEXT", A_TEXT}, {"BASE64", A_BASE64}, {"SKIP", A_SKIP}, {"PYTHON", A_PYTHON},
-        {"SLOT_ROW_PADDED", SLOT_ROW_PADDED}, {"SLOT_ROW", SLOT_ROW},
+        {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"SLOT_ROW_PADDED", SLOT_ROW_PADDED},
+        {"SLOT_ROW", SLOT_ROW},
     };
     for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++)
         if (PyModule_AddIntConstant(module, constants[k].name, constants[k].value) < 0) {

@@ -12,11 +12,15 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-ABI_VERSION = 2  # must match _snapshot_native.c's: what the reader() arguments mean
+ABI_VERSION = 3  # must match _snapshot_native.c's: what the reader() arguments mean
 # Column actions (the C enum, checked at import): what the reader does with a column's bytes.
-RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON = range(8)
+# INTEGER_TEXT (ZEROFILL, YEAR: int(v) printed) and BIT (big-endian unsigned, up to 8 bytes) do the
+# plain cases in C and call the column's fragment for anything else, as PYTHON does for every value.
+RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT = range(10)
+WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT})
 SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)
-_NAMES = ("RAW", "QUOTED", "TEMPORAL", "TIMESTAMP", "TEXT", "BASE64", "SKIP", "PYTHON", "SLOT_ROW_PADDED", "SLOT_ROW")
+_NAMES = ("RAW", "QUOTED", "TEMPORAL", "TIMESTAMP", "TEXT", "BASE64", "SKIP", "PYTHON", "INTEGER_TEXT", "BIT",
+          "SLOT_ROW_PADDED", "SLOT_ROW")
 
 
 def _load() -> tuple[ModuleType | None, str | None]:

@@ -140,7 +140,7 @@ def _native_reader(codes: list[tuple[int, str]], consts: dict[str, Any], namespa
         return None
     actions = tuple(action for action, _ in codes)
     suffixes = tuple(consts.get(f"END{i}", b"") for i in range(len(codes)))
-    fragments = tuple(namespace[f"frag{i}"] if action == native_api.PYTHON else None
+    fragments = tuple(namespace[f"frag{i}"] if action in native_api.WITH_FRAGMENT else None
                       for i, (action, _) in enumerate(codes))
     literals, slots = _split_template(consts["T"], holes)
     return module.reader(actions, suffixes, fragments, literals, slots, namespace["parse"])
@@ -246,16 +246,16 @@ def _expression(i: int, column: Column, decoding: tuple[str | None, Any], consts
         return native_api.TEXT, "(QUOTED % v if v.isascii() and not ESC(v) else TEXT(v))"
     if kind in BINARY_TYPES or kind in SPATIAL_TYPES:
         return native_api.BASE64, "b'\"' + b2a(v, newline=False) + b'\"'"
+    if kind in INTEGER_TYPES or kind == "year":  # ZEROFILL integers lose their padding; YEAR 0000 is 0
+        return native_api.INTEGER_TEXT, "b'%d' % int(v)"
+    if kind == "bit":
+        return native_api.BIT, "b'%d' % int.from_bytes(v, 'big')"
     return native_api.PYTHON, _rare_expression(i, column, decoding, consts)
 
 
 def _rare_expression(i: int, column: Column, decoding: tuple[str | None, Any], consts: dict[str, Any]) -> str:
     """The less common types: still from the server's text, through cdc.values where a rule lives there."""
     kind = column.data_type
-    if kind in INTEGER_TYPES or kind == "year":  # ZEROFILL integers lose their padding; YEAR 0000 is 0
-        return "b'%d' % int(v)"
-    if kind == "bit":
-        return "b'%d' % int.from_bytes(v, 'big')"
     if kind == "double":
         return "dumps(float(v))"
     consts[f"ENC{i}"] = encoder_for(column)

@@ -14,6 +14,7 @@ or stale, unless CDC_NATIVE=0 says it is switched off on purpose.
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -207,7 +208,7 @@ def test_packets_cut_at_every_offset_read_identically(mariadb: MariaDB, fresh_db
 # --- synthetic packets --------------------------------------------------------------------------
 
 SYNTH_COLUMNS = ("id INT PRIMARY KEY, s VARCHAR(300), j JSON, e ENUM('a','b'), b BLOB, ts TIMESTAMP(3) NULL, "
-                 "dt DATETIME(2), tm TIME(6), d DECIMAL(10,2), dbl DOUBLE, y YEAR, z INT(4) ZEROFILL")
+                 "dt DATETIME(2), tm TIME(6), d DECIMAL(10,2), dbl DOUBLE, y YEAR, bt BIT(64), z INT(4) ZEROFILL")
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +244,7 @@ def packet(seq: int, payload: bytes) -> bytes:
 
 
 BASE_ROW = [b"1", b"x", b'{"a":1}', b"a", b"\x00\xff", b"2026-11-23 01:02:03.456", b"2026-11-23 01:02:03.45",
-            b"-838:59:59.000000", b"12.50", b"1.5", b"2026", b"0042"]
+            b"-838:59:59.000000", b"12.50", b"1.5", b"2026", b"\x00\x00\x00\x00\x00\x00\x01\x02", b"0042"]
 
 
 def row_payload(**values: bytes | None) -> bytes:
@@ -352,13 +353,13 @@ MALFORMED: dict[str, tuple[bytes, Any, bool]] = {
     "value past its packet": (packet(0, row_payload()[:-1] + b"\x05ab"),
                               encode_error("ValueError", "invalid literal for int() with base 10: b'004\\x05'"), True),
     "bytes after the last value": (packet(0, row_payload() + b"x"),
-                                   encode_error("ValueError", "row packet of 103 bytes, its values take 102"), True),
+                                   encode_error("ValueError", "row packet of 112 bytes, its values take 111"), True),
     "0xFF prefix mid-row": (packet(0, b"\x011\xff" + row_payload()[3:]),
                             encode_error("ValueError", "length prefix 0xFF is not valid in a row packet"), True),
     "empty packet": (packet(0, b"") + ROW, ("raised", "IndexError", "index out of range"), True),
     "EOF packet": (ROW + packet(1, b"\xfe\x00\x00\x02\x00"), STOPPED_AFTER_ONE_ROW, False),
     "ERR packet": (ROW + packet(1, b"\xff\x19\x04#HY000boom"), STOPPED_AFTER_ONE_ROW, False),
-    "first value 0xFE with 9+ bytes is a row": (packet(0, lenenc(b"1", 8) + row_payload()[2:]), (114, 4, 1), False),
+    "first value 0xFE with 9+ bytes is a row": (packet(0, lenenc(b"1", 8) + row_payload()[2:]), (123, 4, 1), False),
     "sequence gap": (ROW + packet(2, row_payload()), STOPPED_AFTER_ONE_ROW, False),
     "16 MiB packet header": (ROW + b"\xff\xff\xff\x01" + row_payload(), STOPPED_AFTER_ONE_ROW, False),
     "incomplete packet": (ROW + packet(1, row_payload())[:-1], STOPPED_AFTER_ONE_ROW, False),
@@ -397,6 +398,33 @@ def test_excluded_and_hashed_columns(synth: Any) -> None:
     nulls = packet(0, row_payload(j=None, ts=None, dbl=None))
     (_, n, _), lines = both(synth, nulls, rules)
     assert b'"j":null' in lines[0] and b'"ts":null' in lines[0] and b'"dbl":null' in lines[0]
+
+
+INTEGER_TEXTS = [b"0042", b"42", b"0", b"0000", b"-0", b"-000", b"-0005", b"9" * 40, b"0" * 30 + b"7", b"2026",
+                 b"+5", b" 5", b"5 ", b"1_000", b"", b"-", b"12a", b"\xd9\xa5", b"--1"]
+
+
+@pytest.mark.parametrize("column", ["y", "z"])
+def test_integer_text_plain_in_c_anything_else_through_int(synth: Any, column: str) -> None:
+    for value in INTEGER_TEXTS:
+        plain = value.lstrip(b"-").isdigit() and value.count(b"-") <= 1 and not value.startswith(b"+")
+        try:
+            expected: Any = b'"%s":%d' % (column.encode(), int(value))
+        except ValueError as exc:
+            expected = encode_error("ValueError", str(exc))
+        result, lines = both(synth, packet(0, row_payload(**{column: value})), handed_over=0 if plain or
+                             expected[0] != "raised" else 1)
+        written = re.search(rb'"%s":[^,}]*' % column.encode(), lines[0]).group() if lines else result  # type: ignore
+        assert written == expected, value
+
+
+def test_bit_values_of_every_length(synth: Any) -> None:
+    for size in range(0, 12):
+        for value in (b"\x00" * size, b"\xff" * size, bytes(range(1, size + 1)), b"\x80" + b"\x00" * max(size - 1, 0)):
+            value = value[:size]
+            result, lines = both(synth, packet(0, row_payload(bt=value)))
+            assert result == (len(packet(0, row_payload(bt=value))), 4, 1)
+            assert b'"bt":%d,' % int.from_bytes(value, "big") in lines[0], value
 
 
 def test_row_numbers_of_every_width(synth: Any) -> None:
