@@ -81,11 +81,10 @@ def server_cpu(server: MariaDB) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measured(run: Callable[[], Any], server: MariaDB, who: int) -> tuple[Any, float, float, float]:
-    """(result, wall seconds, CPU seconds of `who` (RUSAGE_SELF or _CHILDREN), the server's CPU seconds)."""
+def measured(run: Callable[[], Any], server: MariaDB, who: tuple[int, ...]) -> tuple[Any, float, float, float]:
+    """(result, wall seconds, CPU seconds of `who` (RUSAGE_SELF and/or _CHILDREN), the server's CPU seconds)."""
     def cpu() -> float:
-        usage = resource.getrusage(who)
-        return usage.ru_utime + usage.ru_stime
+        return sum(usage.ru_utime + usage.ru_stime for usage in map(resource.getrusage, who))
 
     cpu0, server0, start = cpu(), server_cpu(server), time.perf_counter()
     result = run()
@@ -103,7 +102,9 @@ def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, request: S
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
-    summary, elapsed, cpu, busy = measured(lambda: run_snapshot(settings, request), server, resource.RUSAGE_SELF)
+    # --workers: the helper processes are children, reaped before run_snapshot returns.
+    summary, elapsed, cpu, busy = measured(lambda: run_snapshot(settings, request), server,
+                                           (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     if profiler:
         profiler.disable()
     if profiler:
@@ -120,7 +121,7 @@ def bench_dump(server: MariaDB, table: str, work: Path) -> tuple[float, float, f
     out = work / f"{table}.sql"
     argv = [dump, "--no-defaults", f"--host={server.host}", f"--port={server.port}", "--user=root",
             "--single-transaction", "--quick", "--hex-blob", f"--result-file={out}", DB, table]
-    _, elapsed, cpu, busy = measured(lambda: subprocess.run(argv, check=True), server, resource.RUSAGE_CHILDREN)
+    _, elapsed, cpu, busy = measured(lambda: subprocess.run(argv, check=True), server, (resource.RUSAGE_CHILDREN,))
     return elapsed, cpu, busy
 
 
