@@ -30,7 +30,8 @@ from cdc.config import AWSSettings, SparkSettings
 from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
-from cdc.spark import batches, lake
+from cdc.spark import batches, lake, scan
+from cdc.spark.scan import TableStats
 from cdc.spark.sources import Segment, list_input
 from cdc.state import StateDir, read_json, write_json_atomic
 
@@ -63,9 +64,11 @@ class MergeSummary:
     lake: str = ""
     batch_dir: str | None = None
     resumed: bool = False  # the batch was sealed by a run that crashed before its checkpoint
-    # Where the time went (seconds): scan = first read of the JSON lines (per-table stats), compact = the
-    # table's read + per-key last state of events and lake rows (cached), lake/batch = Parquet writes;
-    # session = SparkSession start.
+    # Where the time went (seconds): scan = the per-table stats (a first Spark read of the JSON lines; in a
+    # run that starts its own session on local input, a Python child process running beside the session's
+    # start, scan_wait = the part of it the start did not hide),
+    # compact = the table's read + per-key last state of events and lake rows (cached), lake/batch =
+    # Parquet writes; session = SparkSession start.
     phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -103,15 +106,13 @@ def merge(
         manifest = batches.read_manifest(batch_dir)
         summary.resumed = manifest is not None
         if manifest is None:
-            own = spark is None
+            own, infos = spark is None, None
             if own:
-                from cdc.spark.session import build_session
-
-                with _timed(summary.phases, "session"):
-                    spark = build_session(settings or SparkSettings(), record_classes=True)
+                spark, infos = _start(settings or SparkSettings(), segments, checkpoint.get("last_position"),
+                                      summary.phases)
             try:
                 journal = _run(spark, state, segments, run, target_dir, checkpoint.get("last_position"), on_progress,
-                               summary.phases)
+                               summary.phases, infos)
             finally:
                 if own:
                     from cdc.spark.session import stop_session
@@ -148,9 +149,37 @@ def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
         phases[name] = round(phases.get(name, 0.0) + time.monotonic() - started, 3)
 
 
+def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | None,
+           phases: dict[str, float]) -> tuple[Any, list[TableStats] | None]:
+    """This run's own SparkSession and, for local input, the table stats read in Python while its JVM starts."""
+    files = [f for s in segments for f in s.files]
+    scanning = scan.LocalScan(files, merged_upto) if scan.is_local(files) else None
+    try:
+        with _timed(phases, "session"):
+            from cdc.spark.session import build_session, stop_session
+
+            spark = build_session(settings, record_classes=True)
+        if scanning is None:
+            return spark, None
+        try:
+            with _timed(phases, "scan_wait"):  # what the session's start did not hide
+                infos = scanning.result()
+        except BaseException:
+            stop_session(spark)
+            raise
+        phases["scan"] = scanning.seconds
+        return spark, infos
+    finally:
+        if scanning is not None:
+            scanning.close()
+
+
 def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
-         on_progress: Progress | None, phases: dict[str, float]) -> dict[str, Any]:
-    """Steps 1 of a run: every table's lake version and batch files; returns the run journal."""
+         on_progress: Progress | None, phases: dict[str, float], infos: list[TableStats] | None) -> dict[str, Any]:
+    """Steps 1 of a run: every table's lake version and batch files; returns the run journal.
+
+    infos: the table stats if already known (scan.local_stats), else one Spark aggregate finds them.
+    """
     from pyspark import StorageLevel
 
     from cdc.spark.session import tune_for_input
@@ -165,8 +194,9 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     staging = batches.staging_dir(state.root / "batches", batch)
     shutil.rmtree(staging, ignore_errors=True)
     entries = []
-    with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
-        infos = _table_inputs(raw)
+    if infos is None:
+        with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
+            infos = scan.spark_stats(raw)
     raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
     # One table with changes: its read parses only the fields it uses, cheaper than building a cache of
     # every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several:
@@ -187,7 +217,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
 
 
 def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None, history: SchemaHistory,
-                 infos: list[_Stats]) -> Any:
+                 infos: list[TableStats]) -> Any:
     """The lines again, `key`/`before` read as structs of the run's primary-key columns (types.keyed_line_schema)."""
     from cdc.spark.types import keyed_line_schema
 
@@ -269,52 +299,6 @@ def _counts(changed: Any) -> dict[str, int]:
         F.count(F.when(F.col("_action") == "INSERT", 1)).alias("inserts"),
         F.count(F.when(F.col("_action") == "DELETE", 1)).alias("deletes")).first()
     return {k: int(v or 0) for k, v in row.asDict().items()}
-
-
-@dataclass(frozen=True)
-class _Stats:
-    db: str
-    table: str
-    rows: int
-    min_position: str | None
-    max_position: str | None
-    last_position: str
-    truncate_position: str | None
-    truncate_ts: str | None
-
-    def as_input(self) -> Any:
-        from cdc.spark.compact import TableInput
-
-        return TableInput(self.db, self.table, self.rows, self.min_position or "", self.max_position or "",
-                          self.truncate_position, self.truncate_ts)
-
-
-def _table_inputs(raw: Any) -> list[_Stats]:
-    """One aggregate over the input: per table its row count, position range and last truncate."""
-    from pyspark.sql import functions as F
-
-    is_row = F.col("op").isin("c", "u", "d", "r")
-    cut = (F.col("op") == "ddl") & F.col("kind").isin("truncate", "drop")
-    rows = raw.groupBy("db", "table").agg(
-        F.count(F.when(is_row, 1)).alias("rows"),
-        F.min(F.when(is_row, F.col("position"))).alias("min_position"),
-        F.max(F.when(is_row, F.col("position"))).alias("max_position"),
-        F.max("position").alias("last_position"),
-        F.max(F.when(cut, F.struct("position", "ts"))).alias("cut"),
-        F.count(F.when((F.col("op") == "ddl") & (F.col("kind") == "rename"), 1)).alias("renames"),
-    ).orderBy("db", "table").collect()
-    found = []
-    for r in rows:
-        if r["db"] is None or r["table"] is None:
-            raise DataError("a change line has no db/table", hint="the change log does not follow docs/formats.md")
-        if r["renames"]:
-            raise DataError(f"{r['db']}.{r['table']} was renamed in this run; spark-merge does not follow renames yet",
-                            hint="merge up to the RENAME, then re-snapshot the renamed table")
-        cut_pos = r["cut"]["position"] if r["cut"] else None
-        cut_ts = r["cut"]["ts"] if r["cut"] else None
-        found.append(_Stats(r["db"], r["table"], r["rows"], r["min_position"], r["max_position"], r["last_position"],
-                            cut_pos, cut_ts))
-    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,203 @@
+"""What a run's change lines say about each table before any compaction: row count, position range, last truncate.
+
+Two ways to the same facts (tests/spark/test_scan.py holds them equal):
+- `spark_stats`: one Spark aggregate over the lines; works for anything Spark reads (s3a://, a cluster).
+- `local_stats`: one pass in Python over local files. A fresh process runs it in a child process
+  (`LocalScan`) while its driver JVM starts (job.merge), so Spark reads and parses the JSON lines once
+  instead of twice; in a cold JVM that first Spark read is mostly interpreted and freshly compiled code
+  (README, "### spark-merge"). A child, not a thread: a thread holding the GIL slowed the session's start
+  (py4j calls) by as much as the scan took.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from cdc.errors import DataError
+
+ROW_OPS = frozenset({"c", "u", "d", "r"})
+CUT_KINDS = frozenset({"truncate", "drop"})  # every older row of the table is gone
+_FORMAT_HINT = "the change log does not follow docs/formats.md"
+
+
+@dataclass(frozen=True)
+class TableStats:
+    db: str
+    table: str
+    rows: int  # row changes (c/u/d/r), duplicated lines included
+    min_position: str | None  # of the row changes
+    max_position: str | None
+    last_position: str  # of any line of the table (DDL included)
+    truncate_position: str | None  # last truncate/drop of the run
+    truncate_ts: str | None
+
+    def as_input(self) -> Any:
+        from cdc.spark.compact import TableInput
+
+        return TableInput(self.db, self.table, self.rows, self.min_position or "", self.max_position or "",
+                          self.truncate_position, self.truncate_ts)
+
+
+def spark_stats(raw: Any) -> list[TableStats]:
+    """One aggregate over the lines (a DataFrame of types.LINE_SCHEMA), tables in (db, table) order."""
+    from pyspark.sql import functions as F
+
+    is_row = F.col("op").isin(*sorted(ROW_OPS))
+    cut = (F.col("op") == "ddl") & F.col("kind").isin(*sorted(CUT_KINDS))
+    rows = raw.groupBy("db", "table").agg(
+        F.count(F.when(is_row, 1)).alias("rows"),
+        F.min(F.when(is_row, F.col("position"))).alias("min_position"),
+        F.max(F.when(is_row, F.col("position"))).alias("max_position"),
+        F.max("position").alias("last_position"),
+        F.max(F.when(cut, F.struct("position", "ts"))).alias("cut"),
+        F.count(F.when((F.col("op") == "ddl") & (F.col("kind") == "rename"), 1)).alias("renames"),
+    ).orderBy("db", "table").collect()
+    return [_checked(r["db"], r["table"], r["rows"], r["min_position"], r["max_position"], r["last_position"],
+                     (r["cut"]["position"], r["cut"]["ts"]) if r["cut"] else None, r["renames"]) for r in rows]
+
+
+def _checked(db: Any, table: Any, rows: int, low: str | None, high: str | None, last: str,
+             cut: tuple[str, str | None] | None, renames: int) -> TableStats:
+    if not isinstance(db, str) or not isinstance(table, str):
+        raise DataError("a change line has no db/table", hint=_FORMAT_HINT)
+    if renames:
+        raise DataError(f"{db}.{table} was renamed in this run; spark-merge does not follow renames yet",
+                        hint="merge up to the RENAME, then re-snapshot the renamed table")
+    return TableStats(db, table, rows, low, high, last, cut[0] if cut else None, cut[1] if cut else None)
+
+
+def is_local(files: list[str]) -> bool:
+    """Whether local_stats can read every file (local plain or gzip JSON lines, as the change log and ship write)."""
+    return all("://" not in f and f.endswith((".jsonl", ".jsonl.gz")) and Path(f).is_file() for f in files)
+
+
+def local_stats(files: list[str], merged_upto: str | None) -> list[TableStats]:
+    """spark_stats's facts for the lines after `merged_upto`, read in Python (files: is_local)."""
+    # per (db, table): [rows, min row position, max row position, last position, (cut position, ts), renames]
+    tables: dict[tuple[Any, Any], list[Any]] = {}
+    for path in files:
+        for number, change in _changes(path):
+            position = change.get("position")
+            if not isinstance(position, str):
+                raise DataError(f"{path}:{number}: change line without a position string", hint=_FORMAT_HINT)
+            if merged_upto is not None and position <= merged_upto:
+                continue
+            _count(tables, change, position)
+    found = [_checked(db, table, *acc) for (db, table), acc in tables.items()]
+    return sorted(found, key=lambda s: (s.db, s.table))
+
+
+def _count(tables: dict[tuple[Any, Any], list[Any]], change: dict[str, Any], position: str) -> None:
+    key = (change.get("db"), change.get("table"))
+    acc = tables.get(key)
+    if acc is None:
+        acc = tables[key] = [0, None, None, position, None, 0]
+    op = change.get("op")
+    if op in ROW_OPS:
+        acc[0] += 1
+        if acc[1] is None or position < acc[1]:
+            acc[1] = position
+        if acc[2] is None or position > acc[2]:
+            acc[2] = position
+    elif op == "ddl":
+        kind = change.get("kind")
+        # Spark's max over struct(position, ts): positions first, a null ts below any text
+        if kind in CUT_KINDS and (acc[4] is None or _cut_order(position, change.get("ts")) > _cut_order(*acc[4])):
+            acc[4] = (position, change.get("ts"))
+        elif kind == "rename":
+            acc[5] += 1
+    if position > acc[3]:
+        acc[3] = position
+
+
+def _cut_order(position: str, ts: str | None) -> tuple[str, bool, str]:
+    return position, ts is not None, ts or ""
+
+
+def _changes(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, parsed line) of one file; a damaged line stops the merge, as Spark's FAILFAST read does."""
+    loads = orjson.loads
+    with _open(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                change = loads(line)
+            except orjson.JSONDecodeError as exc:
+                if not line.strip():  # Spark's JSON reader skips blank lines
+                    continue
+                raise DataError(f"{path}:{number}: damaged change line ({exc})", hint=_FORMAT_HINT) from None
+            if not isinstance(change, dict):
+                raise DataError(f"{path}:{number}: change line is not a JSON object", hint=_FORMAT_HINT)
+            yield number, change
+
+
+@contextmanager
+def _open(path: str) -> Iterator[IO[bytes]]:
+    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=1 << 20)) as handle:
+        yield handle
+
+
+class LocalScan:
+    """local_stats in a child process (`python -m cdc.spark.scan`), started now, collected by result()."""
+
+    def __init__(self, files: list[str], merged_upto: str | None) -> None:
+        import cdc
+
+        root = str(Path(cdc.__file__).resolve().parents[1])  # the child imports this very cdc package
+        path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+        self._proc = subprocess.Popen([sys.executable, "-m", "cdc.spark.scan"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      env={**os.environ, "PYTHONPATH": path})
+        assert self._proc.stdin is not None
+        with self._proc.stdin:  # the child reads its whole request first, so this never waits long
+            self._proc.stdin.write(orjson.dumps({"files": files, "merged_upto": merged_upto}))
+        self.seconds = 0.0
+
+    def result(self) -> list[TableStats] | None:
+        """The stats; DataError for a damaged or unmergeable line; None if the child failed otherwise (use Spark)."""
+        assert self._proc.stdout is not None
+        out = self._proc.stdout.read()
+        self._proc.wait()
+        try:
+            reply = orjson.loads(out) if self._proc.returncode == 0 else None
+        except orjson.JSONDecodeError:
+            reply = None
+        if reply is None:
+            return None
+        if "error" in reply:
+            raise DataError(reply["error"], hint=reply["hint"])
+        self.seconds = reply["seconds"]
+        return [TableStats(**t) for t in reply["tables"]]
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _serve() -> int:
+    """The child's side: {"files", "merged_upto"} on stdin -> {"tables", "seconds"} or {"error", "hint"} on stdout."""
+    request = orjson.loads(sys.stdin.buffer.read())
+    started = time.monotonic()
+    try:
+        found = local_stats(request["files"], request["merged_upto"])
+    except DataError as exc:
+        reply: dict[str, Any] = {"error": exc.message, "hint": exc.hint}
+    else:
+        reply = {"tables": [t.__dict__ for t in found], "seconds": round(time.monotonic() - started, 3)}
+    sys.stdout.buffer.write(orjson.dumps(reply))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve())
