@@ -5,7 +5,8 @@
  * program compile_table builds once per table: per column one action (integer digits as they are,
  * quoted text as it is, temporal text padded, text validated and escaped, binary in base64, an
  * excluded column read past, ZEROFILL/YEAR digits without their leading zeros, BIT as a number, or
- * a call of the column's Python fragment for everything else and for any value these are not sure of).
+ * a call of the column's Python fragment for everything else and for any value these are not sure of;
+ * a SET's fragments are kept per distinct value).
  *
  * Exactness rule: whenever a row holds anything this code is not sure of (a malformed packet, a
  * value running past its packet, invalid UTF-8, a Python fragment that raised), it stops and hands
@@ -19,17 +20,19 @@
 #include <string.h>
 
 /* Raised when this file changes what the Python side must pass or may expect (snapshot_native.py). */
-#define ABI_VERSION 3
+#define ABI_VERSION 4
 
 enum action {
     A_RAW, A_QUOTED, A_TEMPORAL, A_TIMESTAMP, A_TEXT, A_BASE64, A_SKIP, A_PYTHON,
     A_INTEGER_TEXT, /* b'%d' % int(v): leading zeros dropped (ZEROFILL, YEAR) */
     A_BIT,          /* b'%d' % int.from_bytes(v, 'big') */
+    A_CACHED,       /* PYTHON, its fragments kept per distinct value (SET: few distinct values, a costly encoder) */
     A_COUNT
 };
 #define SLOT_ROW_PADDED (-1) /* %012d of the row number */
 #define SLOT_ROW (-2)        /* %d of the row number */
 #define MAX_PACKET 0xFFFFFF
+#define CACHE_MAX 256 /* distinct values kept per CACHED column: memory stays bounded */
 
 typedef struct {
     PyObject_HEAD
@@ -43,6 +46,7 @@ typedef struct {
     Py_ssize_t literal_len; /* the literals' total length */
     double growth;       /* bytes of lines per byte of row packets, as last seen */
     PyObject *fallback;  /* the generated Python parse(buf, p, end, n, seq, out) */
+    PyObject *caches;    /* tuple: a CACHED column's dict (value bytes -> fragment), else None */
 } Reader;
 
 typedef struct {
@@ -301,17 +305,39 @@ static int measure(Reader *self, Py_ssize_t i, Value *v)
     PyObject *raw = PyBytes_FromStringAndSize((const char *)v->data, v->len);
     if (raw == NULL)
         return -2;
+    PyObject *cache = PyTuple_GET_ITEM(self->caches, i);
+    if (cache != Py_None) {
+        v->obj = PyDict_GetItemWithError(cache, raw); /* borrowed */
+        if (v->obj != NULL) {
+            Py_INCREF(v->obj);
+            Py_DECREF(raw);
+            v->out_len = PyBytes_GET_SIZE(v->obj);
+            return 0;
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(raw);
+            return -2;
+        }
+    }
     v->obj = PyObject_CallOneArg(PyTuple_GET_ITEM(self->fragments, i), raw);
-    Py_DECREF(raw);
     if (v->obj == NULL) {
+        Py_DECREF(raw);
         if (!PyErr_ExceptionMatches(PyExc_Exception))
             return -2; /* KeyboardInterrupt and the like: not a value's fault */
         PyErr_Clear(); /* the Python reader meets the same error and raises it as it always did */
         return -1;
     }
     if (!PyBytes_CheckExact(v->obj)) {
+        Py_DECREF(raw);
         Py_CLEAR(v->obj);
         return -1;
+    }
+    /* Only values whose fragment succeeded are kept: an error is always the Python reader's to raise. */
+    int kept = cache != Py_None && PyDict_GET_SIZE(cache) < CACHE_MAX ? PyDict_SetItem(cache, raw, v->obj) : 0;
+    Py_DECREF(raw);
+    if (kept < 0) {
+        Py_CLEAR(v->obj);
+        return -2;
     }
     v->out_len = PyBytes_GET_SIZE(v->obj);
     return 0;
@@ -556,6 +582,7 @@ static void Reader_dealloc(Reader *self)
     Py_XDECREF(self->fragments);
     Py_XDECREF(self->literals);
     Py_XDECREF(self->fallback);
+    Py_XDECREF(self->caches);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -593,7 +620,7 @@ static int check_program(Py_ssize_t ncols, PyObject *actions, PyObject *suffixes
             return -1;
         }
         if (!PyBytes_Check(PyTuple_GET_ITEM(suffixes, i))
-            || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT)
+            || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT || action == A_CACHED)
                 && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
             PyErr_Format(PyExc_TypeError, "reader: column %zd needs a bytes suffix (and a fragment for its action)", i);
             return -1;
@@ -639,7 +666,16 @@ static PyObject *make_reader(PyObject *module, PyObject *args)
     self->literals = literals;
     Py_INCREF(fallback);
     self->fallback = fallback;
-    if (self->actions == NULL || self->slots == NULL) {
+    self->caches = PyTuple_New(ncols);
+    for (Py_ssize_t i = 0; self->caches != NULL && i < ncols; i++) {
+        PyObject *cache = PyLong_AsLong(PyTuple_GET_ITEM(actions, i)) == A_CACHED ? PyDict_New() : Py_NewRef(Py_None);
+        if (cache == NULL) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(self->caches, i, cache);
+    }
+    if (self->actions == NULL || self->slots == NULL || self->caches == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -679,7 +715,7 @@ PyMODINIT_FUNC PyInit__snapshot_native(void)
     } constants[] = {
         {"ABI_VERSION", ABI_VERSION}, {"RAW", A_RAW}, {"QUOTED", A_QUOTED}, {"TEMPORAL", A_TEMPORAL},
         {"TIMESTAMP", A_TIMESTAMP}, {"TEXT", A_TEXT}, {"BASE64", A_BASE64}, {"SKIP", A_SKIP}, {"PYTHON", A_PYTHON},
-        {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"SLOT_ROW_PADDED", SLOT_ROW_PADDED},
+        {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"CACHED", A_CACHED}, {"SLOT_ROW_PADDED", SLOT_ROW_PADDED},
         {"SLOT_ROW", SLOT_ROW},
     };
     for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++)

@@ -12,15 +12,17 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-ABI_VERSION = 3  # must match _snapshot_native.c's: what the reader() arguments mean
+ABI_VERSION = 4  # must match _snapshot_native.c's: what the reader() arguments mean
 # Column actions (the C enum, checked at import): what the reader does with a column's bytes.
 # INTEGER_TEXT (ZEROFILL, YEAR: int(v) printed) and BIT (big-endian unsigned, up to 8 bytes) do the
 # plain cases in C and call the column's fragment for anything else, as PYTHON does for every value.
-RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT = range(10)
-WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT})
+# CACHED is PYTHON keeping the fragment of each distinct value (up to 256 per column): for SET, whose
+# encoder is costly and whose values repeat.
+RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT, CACHED = range(11)
+WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED})
 SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)
 _NAMES = ("RAW", "QUOTED", "TEMPORAL", "TIMESTAMP", "TEXT", "BASE64", "SKIP", "PYTHON", "INTEGER_TEXT", "BIT",
-          "SLOT_ROW_PADDED", "SLOT_ROW")
+          "CACHED", "SLOT_ROW_PADDED", "SLOT_ROW")
 
 
 def _load() -> tuple[ModuleType | None, str | None]:

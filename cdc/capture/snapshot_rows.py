@@ -250,7 +250,8 @@ def _expression(i: int, column: Column, decoding: tuple[str | None, Any], consts
         return native_api.INTEGER_TEXT, "b'%d' % int(v)"
     if kind == "bit":
         return native_api.BIT, "b'%d' % int.from_bytes(v, 'big')"
-    return native_api.PYTHON, _rare_expression(i, column, decoding, consts)
+    action = native_api.CACHED if kind == "set" else native_api.PYTHON  # a pure function of the value
+    return action, _rare_expression(i, column, decoding, consts)
 
 
 def _rare_expression(i: int, column: Column, decoding: tuple[str | None, Any], consts: dict[str, Any]) -> str:

@@ -432,3 +432,35 @@ def test_row_numbers_of_every_width(synth: Any) -> None:
     buf = packet(0, row_payload()) + packet(1, row_payload())
     for n in (0, 9, 10, 999_999_999_999, 10**12, 10**15, 2**62):
         assert outcome(pair.c.parse, buf, 0, len(buf), n, 0) == outcome(pair.py.parse, buf, 0, len(buf), n, 0)
+
+
+def test_set_fragments_kept_per_distinct_value_stay_exact(mariadb: MariaDB, fresh_db: str) -> None:
+    labels = "abcdefghij"
+    mariadb.execute(f"CREATE TABLE st (id INT PRIMARY KEY, v SET({', '.join(repr(c) for c in labels)}))",
+                    database=fresh_db)
+    seen: list[Pair] = []
+    with raw_connection(mariadb) as conn:
+        plan = plan_table(conn, TableInfo(fresh_db, "st", 0, 0), "", allow_no_pk=False)
+
+        def compiled_for(fields: Sequence[Any], converters: Sequence[Any]) -> CompiledTable:
+            seen.append(compiled_pair(plan, fields, converters))
+            return seen[0].py
+
+        read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, lambda n, b: None)
+    pair = seen[0]
+    # Every combination as the server sends it (1,024: past the 256 kept), then odd spellings a server never sends.
+    values = [",".join(c for k, c in enumerate(labels) if mask >> k & 1).encode() for mask in range(1 << len(labels))]
+    values += [b"c,a", b"a,a", b"zz", b",", "é".encode()]
+    for _ in range(2):  # the second pass meets kept fragments
+        buf = b"".join(packet(k, lenenc(b"%d" % k) + lenenc(v)) for k, v in enumerate(values))
+        (native, calls), python = traced(pair.c.parse, buf, 0, len(buf), 0, 0), outcome(pair.py.parse, buf, 0,
+                                                                                         len(buf), 0, 0)
+        assert native == python and calls == 0
+        assert python[0] == (len(buf), len(values), len(values) & 255)
+        assert b'"v":["a","c"]' in python[1][5] and b'"v":["a","c"]' in python[1][-5]  # 'c,a' sorted as tail does
+    for _ in range(2):  # a value that fails is never kept: the Python reader raises it each time
+        bad = packet(0, lenenc(b"1") + lenenc(b"\xff"))
+        (native, calls), python = traced(pair.c.parse, bad, 0, len(bad), 0, 0), outcome(pair.py.parse, bad, 0,
+                                                                                         len(bad), 0, 0)
+        assert native == python and calls == 1 and python[0][:4] == ("raised", "RowEncodeError", 0,
+                                                                      "UnicodeDecodeError")
