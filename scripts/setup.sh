@@ -4,7 +4,7 @@
 #   - MariaDB server binaries (mariadbd, mariadb-install-db, mariadb-binlog, mariadb-dump):
 #     the tests start their own throwaway servers; the system service is neither started nor used.
 #   - A Java 17+ runtime for PySpark.
-#   - .venv with `pip install -e '.[test]'`, repeated only when pyproject.toml changes.
+#   - .venv with `pip install -e '.[test]'`, repeated only when pyproject.toml or a C source changes.
 #
 # Everything this script does is reported on stderr.
 set -euo pipefail
@@ -99,12 +99,14 @@ setup_venv() {
         python3 -m venv "$VENV"
     fi
     local want
-    want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+    # The C sources count too: an editable install builds the extension once, and a changed .c would
+    # otherwise leave the stale build in place (the loader then falls back to the slower Python reader).
+    want="$(cd "$ROOT" && cat pyproject.toml cdc/capture/*.c | sha256sum | cut -d' ' -f1)"
     # Two runs at once (two terminals, CI) must not pip install into the same venv together.
     exec 9>"$VENV/.cdc-setup.lock"
     command -v flock >/dev/null 2>&1 && flock 9
     if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
-        log "python packages: up to date with pyproject.toml"
+        log "python packages: up to date with pyproject.toml and the C sources"
         return
     fi
     log "pip install -e '.[test]' into $VENV"
