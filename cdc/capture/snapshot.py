@@ -158,7 +158,7 @@ def _start(
     for plan in early:
         rules.check_key(plan.schema)
     bind_rules(state, rules)  # the rules tail must use too (refused if a capture already used others)
-    runway = estimate_runway(conn, info, early, request.chunk_size)
+    runway = estimate_runway(conn, info, early, request.chunk_size, state.root)
     if runway.is_short:
         if request.strict:
             raise PreconditionError(

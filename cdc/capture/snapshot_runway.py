@@ -3,16 +3,19 @@
 Tail must start at the hand-over position after the snapshot ends; if the server purges the
 hand-over binlog file first, the snapshot is worthless. The estimate is: rows to copy
 (information_schema.TABLES.TABLE_ROWS, an InnoDB approximation) divided by the rate measured
-over one chunk read and encoded like the real copy. The snapshot warns (or with --strict
+over one chunk read, encoded and written like the real copy. The snapshot warns (or with --strict
 refuses) when the estimate exceeds RUNWAY_SHARE of the retention: tail also needs time to
 start and catch up before the files it needs age out.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -24,7 +27,12 @@ from cdc.source.connect import query, variables
 from cdc.source.server import ServerInfo
 
 RUNWAY_SHARE = 0.5
-PROBE_ROWS = 2000  # enough for a stable rate, small beside any table worth estimating
+PROBE_ROWS = 20_000  # a few tens of ms at C-reader rates: a stable rate, small beside any table worth estimating
+# The probe's rate over what a whole copy holds: the rate of the probe divided by this. What the probe does not
+# pay: chunk seals and checkpoints, per-table queries, and other tables' wider rows. Calibrated by hand
+# (2026-11-23, load 2.4-3.5): 1M `narrow` and 100,000 `all_types` rows of benchmarks/bench_snapshot.py,
+# C and Python readers, estimated 1.16-1.82x their real copy time with this margin, 0.77-1.21x without.
+PROBE_MARGIN = 1.5
 # The probe's lines are thrown away: any position and source will do.
 _PROBE_PARTS = LineParts(b"0000000000:000000000000:s", b',"src":{"row":', b'},"table":', b',"v":1}\n')
 # RDS with `binlog retention hours` NULL purges binlogs as soon as no replica needs them
@@ -88,8 +96,13 @@ def read_retention(conn: pymysql.Connection, info: ServerInfo) -> tuple[float | 
     return retention_from(found, rds_hours, info.is_managed)
 
 
-def measure_rate(conn: pymysql.Connection, plans: Sequence[TablePlan], chunk_size: int) -> float | None:
-    """Rows per second turning the first chunk (at most PROBE_ROWS) of the biggest table into lines like the copy."""
+def measure_rate(conn: pymysql.Connection, plans: Sequence[TablePlan], chunk_size: int, scratch: Path) -> float | None:
+    """Rows per second copying the first chunk (at most PROBE_ROWS) of the biggest table like the copy does.
+
+    The probe's lines are written and fsynced to a scratch file in `scratch` (the state directory, on the
+    change log's file system): with the C reader the parse is ~0.2 us a row, so the rate is set by the
+    server and the writes, and a parse-only probe read 2-4x faster than the real copy.
+    """
     biggest = max(plans, key=lambda p: p.info.data_length, default=None)
     if biggest is None:
         return None
@@ -101,20 +114,52 @@ def measure_rate(conn: pymysql.Connection, plans: Sequence[TablePlan], chunk_siz
         return compiled
 
     sql = select_sql(biggest, after_key=False, limit=min(chunk_size, PROBE_ROWS))
-    count, _ = read_rows(conn, sql, None, compiled_for, 0, lambda n, lines: None)
+    with tempfile.TemporaryFile(dir=scratch, prefix=".runway-probe-") as out:
+        probe = _ProbeFile(out)
+        count, _ = read_rows(conn, sql, None, compiled_for, 0, probe.write)
+        if not probe.sync():
+            return None  # a full or read-only state directory: the copy itself then stops with a clear error
     elapsed = time.perf_counter() - started[0]
     if count == 0 or elapsed <= 0:
         return None
-    # Writing the segments, fsync and checkpoints add up to as much again (bench_snapshot.py --profile).
-    return count / elapsed / 2
+    return count / elapsed / PROBE_MARGIN
+
+
+class _ProbeFile:
+    """The probe's scratch file; a failed write is remembered, not raised.
+
+    Raising from the sink would abandon the SELECT mid-result, and the connection with it (snapshot_wire
+    closes a connection left out of step with the server), which the snapshot still needs.
+    """
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.failed = False
+
+    def write(self, _first_row: int, lines: list[bytes]) -> None:
+        if not self.failed:
+            try:
+                self.out.writelines(lines)
+            except OSError:
+                self.failed = True
+
+    def sync(self) -> bool:
+        """Flush and fsync; False when any write failed."""
+        if not self.failed:
+            try:
+                self.out.flush()
+                os.fsync(self.out.fileno())
+            except OSError:
+                self.failed = True
+        return not self.failed
 
 
 def estimate_runway(
-    conn: pymysql.Connection, info: ServerInfo, plans: Sequence[TablePlan], chunk_size: int
+    conn: pymysql.Connection, info: ServerInfo, plans: Sequence[TablePlan], chunk_size: int, scratch: Path
 ) -> Runway:
     rows = sum(p.info.est_rows for p in plans)
     data_bytes = sum(p.info.data_length for p in plans)
-    rate = measure_rate(conn, plans, chunk_size)
+    rate = measure_rate(conn, plans, chunk_size, scratch)
     seconds = rows / rate if rate else None
     retention, source = read_retention(conn, info)
     return Runway(rows, data_bytes, rate, seconds, retention, source)

@@ -71,3 +71,28 @@ def test_tail_on_a_full_disk_stops_clearly_and_resumes(mariadb: MariaDB, fresh_d
     assert resumed.returncode == 0, resumed.stderr
     with mariadb.connect() as conn:
         assert replay(changelog_lines(state), fresh_db, "all_types") == expected_rows(conn, fresh_db, "all_types")
+
+
+def snapshot(server: MariaDB, state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = cdc_argv(Path("/nonexistent/cdc.toml"), "snapshot", "--state-dir", str(state), *args)[:-2]
+    return subprocess.run(argv, cwd=ROOT, env=env_for(server), capture_output=True, text=True, timeout=120)
+
+
+def test_snapshot_on_a_full_disk_stops_clearly_and_resumes(mariadb: MariaDB, fresh_db: str, small_disk: Path) -> None:
+    # Room for the runway probe's few KiB, not for the copy: the first chunks are written, then ENOSPC.
+    with mariadb.connect(autocommit=False) as conn:
+        create_all_types_table(conn, fresh_db)
+        run_workload(conn, fresh_db, seed=7, transactions=80)
+    state = small_disk / "state"
+    filler = fill(small_disk, leave=24 * 1024)
+    full = snapshot(mariadb, state, "--databases", fresh_db, "--chunk-size", "20")
+    assert full.returncode == 1, full.stderr
+    message = " ".join(full.stderr.split())
+    assert "no space left" in message.lower() and str(state) in message, message
+    assert "Traceback" not in full.stderr
+
+    filler.unlink()
+    resumed = snapshot(mariadb, state, "--databases", fresh_db, "--chunk-size", "20")
+    assert resumed.returncode == 0, resumed.stderr
+    with mariadb.connect() as conn:
+        assert replay(changelog_lines(state), fresh_db, "all_types") == expected_rows(conn, fresh_db, "all_types")
