@@ -158,7 +158,7 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
         with _timed(phases, "session"):
             from cdc.spark.session import build_session, stop_session
 
-            spark = build_session(settings, record_classes=True)
+            spark = build_session(settings, record_classes=True, one_shot=True)
         if scanning is None:
             return spark, None
         try:

@@ -159,8 +159,11 @@ class LocalScan:
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                       env={**os.environ, "PYTHONPATH": path})
         assert self._proc.stdin is not None
-        with self._proc.stdin:  # the child reads its whole request first, so this never waits long
-            self._proc.stdin.write(orjson.dumps({"files": files, "merged_upto": merged_upto}))
+        try:
+            with self._proc.stdin:  # the child reads its whole request first, so this never waits long
+                self._proc.stdin.write(orjson.dumps({"files": files, "merged_upto": merged_upto}))
+        except BrokenPipeError:
+            pass  # the child died at start: result() says None, and Spark's aggregate runs instead
         self.seconds = 0.0
 
     def result(self) -> list[TableStats] | None:

@@ -1,16 +1,47 @@
-"""The driver JVM build_session launches runs with the JIT settings chosen for short merges."""
+"""JIT settings: a one-shot merge's driver JVM gets JIT_OPTIONS, a long-lived session keeps HotSpot's defaults."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from cdc.spark.session import JIT_OPTIONS
 
+ROOT = Path(__file__).resolve().parents[2]
+WANTED = dict(option.removeprefix("-XX:").split("=") for option in JIT_OPTIONS.split())
+# What a fresh JVM reports for the four options (from its HotSpotDiagnosticMXBean) in a one-shot session.
+_PROBE = """
+import json, sys
+from cdc.config import SparkSettings
+from cdc.spark.session import build_session
+spark = build_session(SparkSettings(master="local[1]", driver_memory="512m"), one_shot=True)
+jvm = spark.sparkContext._jvm
+bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+    jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+print(json.dumps({name: bean.getVMOption(name).getValue() for name in json.loads(sys.argv[1])}))
+spark.stop()
+"""
 
-def test_driver_jvm_runs_with_the_jit_options(spark: Any) -> None:
+
+def _values(spark: Any) -> dict[str, str]:
     jvm = spark.sparkContext._jvm
     bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
-    wanted = dict(option.removeprefix("-XX:").split("=") for option in JIT_OPTIONS.split())
-    assert len(wanted) == 4
-    assert {name: bean.getVMOption(name).getValue() for name in wanted} == wanted
+    return {name: bean.getVMOption(name).getValue() for name in WANTED}
+
+
+def test_one_shot_session_jvm_runs_with_the_jit_options(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(list(WANTED))], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)},
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len(WANTED) == 4 and json.loads(done.stdout.strip().splitlines()[-1]) == WANTED
+
+
+def test_long_lived_session_keeps_hotspot_defaults(spark: Any) -> None:
+    assert _values(spark) == {"Tier4InvocationThreshold": "5000", "Tier4MinInvocationThreshold": "600",
+                              "Tier4CompileThreshold": "15000", "Tier4BackEdgeThreshold": "40000"}
