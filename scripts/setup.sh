@@ -4,6 +4,7 @@
 #   - MariaDB server binaries (mariadbd, mariadb-install-db, mariadb-binlog, mariadb-dump):
 #     the tests start their own throwaway servers; the system service is neither started nor used.
 #   - A Java 17+ runtime for PySpark.
+#   - A C compiler and Python's headers, for the snapshot's C row reader that pip builds.
 #   - .venv with `pip install -e '.[test]'`, repeated only when pyproject.toml or a C source changes.
 #
 # Everything this script does is reported on stderr.
@@ -47,6 +48,14 @@ has_java() { command -v java >/dev/null 2>&1 && [ "$(java_major)" -ge "$MIN_JAVA
 
 has_venv_module() { python3 -c 'import ensurepip, venv' >/dev/null 2>&1; }
 
+# The snapshot's C row reader is built by pip (optional: without it the slower Python reader runs, and the
+# test suite fails its native tests on purpose), so a compiler and Python's headers are set up too.
+has_c_compiler() { command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1; }
+has_python_headers() {
+    python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+        >/dev/null 2>&1
+}
+
 java_package() {
     # Debian 12 / Ubuntu 22.04+ ship openjdk-17; elsewhere the distribution default may be newer.
     if apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
@@ -75,11 +84,13 @@ install_system_packages() {
     has_program mariadbd && has_program mariadb-install-db || wanted+=(mariadb-server)
     has_program mariadb-binlog || wanted+=(mariadb-client)
     has_venv_module || wanted+=(python3-venv)
+    has_c_compiler || wanted+=(gcc libc6-dev)
+    has_python_headers || wanted+=(python3-dev)
     if [ ${#wanted[@]} -eq 0 ] && has_java; then
-        log "system packages: MariaDB, Java $(java_major) and python3-venv already present"
+        log "system packages: MariaDB, Java $(java_major), python3-venv, a C compiler and Python's headers already present"
         return
     fi
-    command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install MariaDB server, Java $MIN_JAVA+ and python3-venv by hand"
+    command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install MariaDB server, Java $MIN_JAVA+, python3-venv, gcc and Python headers by hand"
     # Update the package lists only now that something is missing.
     log "apt-get update"
     as_root apt-get update >&2
