@@ -77,11 +77,14 @@ def test_bad_conf_is_a_config_error(bad: str) -> None:
 
 
 def test_class_archive_recorded_once_then_used_and_a_damaged_one_dropped(tmp_path: Path) -> None:
-    """The first run's JVM records Spark's classes (AppCDS); later runs map them; a damaged archive costs nothing but speed."""
+    """The first run's JVM records Spark's classes (AppCDS); later runs map them; a damaged archive costs nothing but speed.
+
+    Two runs: a third (no archive again, so recording again) repeated the first at ~40 s of CI time.
+    """
     cache = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache)}
     outputs = []
-    for run in range(3):
+    for run in range(2):
         state = tmp_path / f"state{run}"
         w = build(state, seed=4)
         w.write_segments(w.lines, per_segment=10_000)
@@ -96,7 +99,7 @@ def test_class_archive_recorded_once_then_used_and_a_damaged_one_dropped(tmp_pat
         elif run == 1:
             assert archives == []  # dropped: the JVM could not map it, the merge started without it
         outputs.append({t: read_lake_table(state / "lake", *t).by_key() for t in (T1, T2)})  # type: ignore[union-attr]
-    assert outputs[0] == outputs[1] == outputs[2] == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
+    assert outputs[0] == outputs[1] == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
 
 
 def test_unadopted_class_archives_are_dropped_after_ten_minutes(tmp_path: Path) -> None:
