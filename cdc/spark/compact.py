@@ -136,8 +136,14 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
                         F.col("position").alias("_cdc_position"), F.col("op").alias("_cdc_op"),
                         ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"))
 
-    last = event(new, F.col("op") == "d", F.when(F.col("op") != "d", F.col("after")))
-    gone = event(old, F.lit(True), F.lit(None).cast(T.StringType()))
+    if isinstance(raw.schema["after"].dataType, T.StructType):
+        # Only this table's fields travel through the shuffle (the line schema holds every merged table's).
+        names = sorted({c for v, _ in scoped for c in v.column_names if c not in pk})
+        after, image_type = F.struct(*[F.col("after").getField(n).alias(n) for n in names]), raw_struct(names)
+    else:
+        after, image_type = F.col("after"), T.StringType()
+    last = event(new, F.col("op") == "d", F.when(F.col("op") != "d", after))
+    gone = event(old, F.lit(True), F.lit(None).cast(image_type))
     both = F.when(moved, F.array(gone, last)).otherwise(F.array(last))
     return parsed.select(F.explode(both).alias("e")).select("e.*")
 
@@ -178,8 +184,10 @@ def last_changes(events: DataFrame, base: DataFrame | None, versions: list[Table
     scoped = _scoped(versions, final, info, F.col("_cdc_position"))
     # Each image parsed once, in its own projection: in the one below, Spark would prune a from_json
     # per column read from it and parse the same text once per column.
-    won = won.select(*keys, *WINNER, "_in_lake", *[F.from_json("_after", raw_struct(v.column_names)).alias(f"_a{n}")
-                                                  for n, (v, _) in enumerate(scoped)])
+    read_as_text = isinstance(events.schema["_after"].dataType, T.StringType)  # else read as a struct
+    won = won.select(*keys, *WINNER, "_in_lake", *[
+        (F.from_json("_after", raw_struct(v.column_names)) if read_as_text else F.col("_after")).alias(f"_a{n}")
+        for n, (v, _) in enumerate(scoped)])
     in_lake = F.col("_in_lake")
     cut = F.col("_cdc_position") < F.lit(info.truncate_position) if info.truncate_position is not None else F.lit(False)
     deleted = F.col("_del") | cut

@@ -221,8 +221,12 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     """The lines again, `key`/`before` read as structs of the run's primary-key columns (types.keyed_line_schema)."""
     from cdc.spark.types import keyed_line_schema
 
-    names = [k for i in infos if i.rows for s in [history.at(i.db, i.table, i.last_position)] if s for k in s.primary_key]
-    schema = keyed_line_schema(names)
+    finals = [(i, s) for i in infos if i.rows for s in [history.at(i.db, i.table, i.last_position)] if s]
+    names = [k for _, s in finals for k in s.primary_key]
+    # Every non-key column any version of a merged table had: what the compaction reads from `after`.
+    values = [c.name for i, s in finals for v in history.versions(i.db, i.table) for c in v.columns
+              if c.name not in s.primary_key]
+    schema = keyed_line_schema(names, values)
     if schema is None:
         return raw
     return _read_lines(spark, schema, files, merged_upto)

@@ -60,8 +60,11 @@ DEFAULT_CONF = {
 # cores. 10x its thresholds leaves C2 the methods that stay hot (JSON parsing, generated code, Parquet);
 # the rest keeps C1's code. Measured (README, "### spark-merge"): a fresh process's CPU ~72-76 s -> ~55 s.
 # C1 alone (TieredStopAtLevel=1) was slower at 1M changes: the merge outlives the JIT's warm-up.
+# SerialGC too: G1's concurrent threads and costlier write barriers (in every compiled method) cost a one-shot
+# merge ~2.5 s of ~34 s CPU at 1M changes on 2 cores (README, "### spark-merge"); its pauses are short at
+# this heap size. Long-lived sessions keep G1.
 JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
-               "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
+               "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000 -XX:+UseSerialGC")
 # Bytes of change-log JSON per shuffle partition: small data must not pay for 200 empty tasks.
 BYTES_PER_PARTITION = 64 * 1024 * 1024
 

@@ -34,18 +34,22 @@ LINE_SCHEMA = T.StructType([
 ])
 
 
-def keyed_line_schema(key_names: list[str]) -> T.StructType | None:
+def keyed_line_schema(key_names: list[str], after_names: list[str] | None = None) -> T.StructType | None:
     """LINE_SCHEMA with `key` and `before` read as structs of the primary-key fields (values as raw text).
 
     The reader then skips the other fields of a `before` image instead of copying it out as text, and
-    no from_json parses the key again per line. None when two names differ only in case (two tables'
-    keys `ID` and `id`): Spark would reject such a struct; the lines are then read as LINE_SCHEMA.
+    no from_json parses the key again per line. after_names: `after` read as a struct of these fields
+    too (raw text), so an image is never copied out as text to be parsed again. None when two names
+    differ only in case (two tables' keys `ID` and `id`): Spark would reject such a struct; the lines
+    are then read as LINE_SCHEMA.
     """
-    names = sorted(set(key_names))
-    if len({n.lower() for n in names}) != len(names):
+    structs = {"key": sorted(set(key_names)), "before": sorted(set(key_names))}
+    if after_names is not None:
+        structs["after"] = sorted(set(after_names))
+    if any(len({n.lower() for n in names}) != len(names) for names in structs.values()):
         return None
-    keys = raw_struct(names)
-    return T.StructType([T.StructField(f.name, keys if f.name in ("key", "before") else f.dataType) for f in LINE_SCHEMA])
+    return T.StructType([T.StructField(f.name, raw_struct(structs[f.name]) if f.name in structs else f.dataType)
+                         for f in LINE_SCHEMA])
 
 
 def col(name: str) -> SparkColumn:

@@ -186,6 +186,7 @@ def test_key_names_differing_only_in_case_across_tables(tmp_path: Path, spark: A
     from cdc.spark.types import keyed_line_schema
 
     assert keyed_line_schema(["ID", "id"]) is None and keyed_line_schema(["id", "k1"]) is not None
+    assert keyed_line_schema(["id"], ["V", "v"]) is None and keyed_line_schema(["id"], ["v", "w"]) is not None
     state = StateDir(tmp_path / "state")
     state.ensure()
     history, writer = SchemaHistory(state.schema), SegmentWriter(state.changelog, owner="test")

@@ -12,8 +12,18 @@ from typing import Any
 from cdc.spark.session import JIT_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
-WANTED = dict(option.removeprefix("-XX:").split("=") for option in JIT_OPTIONS.split())
-# What a fresh JVM reports for the four options (from its HotSpotDiagnosticMXBean) in a one-shot session.
+
+
+def _wanted(option: str) -> tuple[str, str]:
+    name = option.removeprefix("-XX:")
+    if name[0] in "+-":  # a boolean flag: the bean reports "true"/"false"
+        return name[1:], "true" if name[0] == "+" else "false"
+    key, value = name.split("=")
+    return key, value
+
+
+WANTED = dict(_wanted(option) for option in JIT_OPTIONS.split())
+# What a fresh JVM reports for the options (from its HotSpotDiagnosticMXBean) in a one-shot session.
 _PROBE = """
 import json, sys
 from cdc.config import SparkSettings
@@ -39,9 +49,10 @@ def test_one_shot_session_jvm_runs_with_the_jit_options(tmp_path: Path) -> None:
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)},
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert len(WANTED) == 4 and json.loads(done.stdout.strip().splitlines()[-1]) == WANTED
+    assert len(WANTED) == 5 and json.loads(done.stdout.strip().splitlines()[-1]) == WANTED
 
 
 def test_long_lived_session_keeps_hotspot_defaults(spark: Any) -> None:
     assert _values(spark) == {"Tier4InvocationThreshold": "5000", "Tier4MinInvocationThreshold": "600",
-                              "Tier4CompileThreshold": "15000", "Tier4BackEdgeThreshold": "40000"}
+                              "Tier4CompileThreshold": "15000", "Tier4BackEdgeThreshold": "40000",
+                              "UseSerialGC": "false"}
