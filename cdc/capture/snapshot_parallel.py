@@ -83,7 +83,7 @@ def split_table(conn: pymysql.Connection, plan: TablePlan, workers: int, first_r
     for i in range(1, workers):
         line: list[bytes] = []
         sql = select_sql(plan, after_key=False, limit=1) + f" OFFSET {i * size - 1}"
-        read_rows(conn, sql, None, compiled_for, 0, lambda n, lines: line.extend(lines))
+        read_rows(conn, sql, None, compiled_for, 0, lambda _n, _count, lines: line.extend(lines))
         if not line:
             break  # fewer rows than the estimate: the previous part runs to the end
         key = orjson.loads(line[0])["key"]
@@ -188,7 +188,7 @@ def _read_part(conn: pymysql.Connection, plan: TablePlan, line_parts: LineParts,
         path = directory / f"{TEMP_PREFIX}{os.getpid()}-{n}.tmp"
         with open(path, "wb") as out:
             count, last_line = read_rows(conn, select_sql(plan, after_key=True, limit=limit), keyset_params(last),
-                                         compiled_for, n, lambda first, lines: out.write(b"".join(lines)))
+                                         compiled_for, n, lambda _first, _count, lines: out.writelines(lines))
             out.flush()
             os.fsync(out.fileno())
         if last_line is None or os.getppid() != parent:

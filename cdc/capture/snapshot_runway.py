@@ -137,7 +137,7 @@ class _ProbeFile:
         self.out = out
         self.failed = False
 
-    def write(self, _first_row: int, lines: list[bytes]) -> None:
+    def write(self, _first_row: int, _count: int, lines: list[bytes]) -> None:
         if not self.failed:
             try:
                 self.out.writelines(lines)

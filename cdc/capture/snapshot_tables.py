@@ -210,13 +210,25 @@ def _same(value: Any) -> Any:
     return value
 
 
+# MariaDB's max_statement_time, MySQL's max_execution_time (SELECT only); each server lacks the other's.
+STATEMENT_TIME_UNLIMITED = ("SET SESSION max_statement_time = 0", "SET SESSION max_execution_time = 0")
+
+
 def prepare_session(conn: pymysql.Connection) -> None:
     """Session settings of every connection that reads snapshot rows."""
     with conn.cursor() as cursor:
         # TIMESTAMP columns are returned in the session time zone: make it UTC (docs/formats.md).
         cursor.execute("SET SESSION time_zone = '+00:00'")
-        # A chunk is streamed unbuffered; give the server time to push it if we are slow to read.
+        # A table is streamed unbuffered; give the server time to push it if we are slow to read.
         cursor.execute("SET SESSION net_write_timeout = 600")
+        # One SELECT reads a whole table, for hours on a big one: a server-wide statement time limit
+        # (a common guard against runaway queries) must not cut it off.
+        for statement in STATEMENT_TIME_UNLIMITED:
+            try:
+                cursor.execute(statement)
+                break
+            except pymysql.err.MySQLError:
+                continue  # the other flavour's variable
 
 
 def select_sql(plan: TablePlan, *, after_key: bool, limit: int | None) -> str:

@@ -28,8 +28,8 @@ from cdc.errors import PreconditionError
 BLOCK = 256 * 1024
 MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet (rows of 16 MiB and more)
 
-# (row number of the first line, bytes objects holding whole lines: one per line, or one per block)
-Sink = Callable[[int, list[bytes]], None]
+# (row number of the first line, number of lines, bytes objects holding them whole: one per line or per block)
+Sink = Callable[[int, int, list[bytes]], None]
 CompileFn = Callable[[Sequence[Any], Sequence[tuple[str | None, Any]]], CompiledTable]
 
 
@@ -66,7 +66,7 @@ def read_rows(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, 
             result.unbuffered_active = False  # read to its end here, or abandoned with the connection
 
 
-def _last_line(block: bytes) -> bytes:
+def last_line(block: bytes) -> bytes:
     """The last of the whole lines in `block` (the C reader appends one block of lines per call)."""
     return block[block.rfind(b"\n", 0, len(block) - 1) + 1:]
 
@@ -91,14 +91,14 @@ class _Wire:
             batch_start = n
             self.p, n, self.seq = parse(self.buf, self.p, len(self.buf), n, self.seq, out)
             if out:
-                sink(batch_start, out)
-                last = _last_line(out[-1])
+                sink(batch_start, n - batch_start, out)
+                last = last_line(out[-1])
             stop = self._stopped_at()
             if stop == "eof":
                 return n - first, last
             if stop == "big":
                 line = self.table.row(self._big_payload(), n)
-                sink(n, [line])
+                sink(n, 1, [line])
                 n, last = n + 1, line
             # "more": the packet at p is incomplete; _stopped_at read the bytes it needs
 

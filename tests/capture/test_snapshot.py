@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cdc.capture.snapshot import SnapshotRequest, read_checkpoint, run_snapshot
-from cdc.changelog import decode_line, encode_line, list_segments, position_string
+from cdc.capture.snapshot_tables import prepare_session
+from cdc.changelog import decode_line, encode_line, list_segments, position_string, segment_name
 from cdc.errors import PositionError, PreconditionError, UsageError
 from cdc.schema import SchemaHistory
 from cdc.state import StateDir, read_json, write_json_atomic
@@ -48,6 +49,8 @@ def test_all_types_equal_the_oracle(mariadb: MariaDB, fresh_db: str, state: Path
             assert encode_line(decode_line(raw)) == raw
     assert len(lines) == len(expected) == summary.rows
     assert summary.chunks == -(-len(expected) // 7)
+    sizes = [len(segment.read_bytes().splitlines()) for segment in list_segments(state / "changelog")]
+    assert sizes == [7] * (len(expected) // 7) + ([len(expected) % 7] if len(expected) % 7 else [])
     h = summary.checkpoint.handover
     assert [line["position"] for line in lines] == [position_string(h.file, h.pos, n, snapshot=True)
                                                     for n in range(len(lines))]
@@ -64,6 +67,39 @@ def test_all_types_equal_the_oracle(mariadb: MariaDB, fresh_db: str, state: Path
     schema = SchemaHistory(state / "schema").latest(fresh_db, workload.TABLE)
     assert schema is not None and schema.position == position_string(h.file, h.pos, 0, snapshot=True)
     assert schema.primary_key == ("id",) and len(schema.columns) == len(workload.COLUMNS) + 1
+
+
+def test_one_select_is_cut_into_exact_chunks_across_read_blocks(mariadb: MariaDB, fresh_db: str,
+                                                                state: Path) -> None:
+    # 20,000 rows are several 256 KiB read blocks: chunk ends fall inside blocks, not only between them.
+    mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(40))", database=fresh_db)
+    mariadb.execute("INSERT INTO t SELECT seq, CONCAT('row ', seq) FROM seq_1_to_20000", database=fresh_db)
+    settings = make_settings(mariadb, state, tables=(f"{fresh_db}.t",))
+
+    summary = run_snapshot(settings, SnapshotRequest(chunk_size=3333))
+
+    segments = list_segments(state / "changelog")
+    assert [len(segment.read_bytes().splitlines()) for segment in segments] == [3333] * 6 + [2]
+    lines = changelog_lines(state)
+    assert [line["after"] for line in lines] == [{"id": i, "s": f"row {i}"} for i in range(1, 20_001)]
+    h = summary.checkpoint.handover
+    for segment, first in zip(segments, range(0, 20_000, 3333)):  # each named after its first line
+        assert segment.name == segment_name(position_string(h.file, h.pos, first, snapshot=True))
+    entry = read_json(state / "snapshot.json")["tables"][f"{fresh_db}.t"]
+    assert (entry["rows"], entry["chunks"], entry["last_key"], entry["done"]) == (20_000, 7, [20_000], True)
+
+
+def test_a_server_wide_statement_time_limit_does_not_apply_to_the_copy(mariadb: MariaDB) -> None:
+    # The copy of a table is one SELECT that can run for hours; max_statement_time would cut it off.
+    mariadb.execute("SET GLOBAL max_statement_time = 5")
+    try:
+        with mariadb.connect() as conn:
+            prepare_session(conn)
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@SESSION.max_statement_time")
+                assert float(cur.fetchone()[0]) == 0
+    finally:
+        mariadb.execute("SET GLOBAL max_statement_time = 0")
 
 
 @pytest.mark.parametrize("lock", ["global", "tables", "auto"])

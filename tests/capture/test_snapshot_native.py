@@ -129,9 +129,10 @@ def read_both(conn: pymysql.Connection, db: str, table: str,
 
     lines: list[bytes] = []
 
-    def sink(n: int, batch: list[bytes]) -> None:
+    def sink(n: int, count: int, batch: list[bytes]) -> None:
         assert n == len(lines)
         lines.extend(split_lines(batch))
+        assert len(lines) == n + count
 
     count, last = read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, sink)
     assert count == len(lines) and last == lines[-1]

@@ -163,8 +163,9 @@ def test_an_error_packet_mid_result_raises_and_the_connection_stays_usable(maria
         sql, compiled_for = _reader(conn, fresh_db, "t")
         seen: list[int] = []
 
-        def slow_sink(n: int, lines: list[bytes]) -> None:
+        def slow_sink(n: int, count: int, lines: list[bytes]) -> None:
             seen.append(sum(block.count(b"\n") for block in lines))
+            assert seen[-1] == count
             if len(seen) == 1:
                 time.sleep(0.5)  # the statement's time runs out while the server still has rows to send
 
@@ -189,8 +190,9 @@ def test_a_killed_connection_mid_result_is_an_error_not_a_short_chunk(mariadb: M
     sql, compiled_for = _reader(conn, fresh_db, "t")
     seen: list[int] = []
 
-    def killing_sink(n: int, lines: list[bytes]) -> None:
+    def killing_sink(n: int, count: int, lines: list[bytes]) -> None:
         seen.append(sum(block.count(b"\n") for block in lines))
+        assert seen[-1] == count
         if len(seen) == 1:
             mariadb.execute(f"KILL CONNECTION {conn.thread_id()}")
 
