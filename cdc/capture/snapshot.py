@@ -41,7 +41,8 @@ from cdc.capture.snapshot_tables import (
     RAW_CONVERSIONS, TableInfo, TablePlan, bindable_key, keyset_params, plan_table, prepare_session, select_sql,
     select_tables,
 )
-from cdc.capture.snapshot_wire import check_driver, last_line, read_rows
+from cdc.capture.snapshot_chunks import ChunkCutter
+from cdc.capture.snapshot_wire import check_driver, read_rows
 from cdc.changelog import position_string, read_segment, segment_name
 from cdc.config import MySQLSettings, Settings
 from cdc.errors import DataError, PositionError, PreconditionError, UsageError
@@ -298,16 +299,32 @@ class _Copier:
         """Read the rows after entry.last_key (at most `limit`) with one SELECT; seal them chunk by chunk."""
         last = None if entry.last_key is None else bindable_key(plan, entry.last_key)
         sql = select_sql(plan, after_key=last is not None, limit=limit)
+        state = [entry]
+
+        def seal(count: int, last: bytes | None, done: bool) -> None:
+            entry = state[0]
+            if count and last is not None:
+                key = orjson.loads(last)["key"]
+                # Kept as the change log encodes it and bound from that, exactly as a resumed run does (a
+                # DECIMAL as text would compare as a double).
+                entry = replace(entry, rows=entry.rows + count, chunks=entry.chunks + 1,
+                                last_key=[key[k] for k in plan.key])
+            state[0] = replace(entry, done=done)
+            self._advance(state[0], count)
+            self._report(plan, state[0])
+
         # Without a key a resumed run could not find its place: the whole table is one chunk.
-        run = _Run(self, plan, entry, self.chunk_size if plan.has_pk else None)
+        cutter = ChunkCutter(self.chunk_size if plan.has_pk else None,
+                             lambda row, lines, count: self.sealer.write(self.position(row), lines, count), seal)
         try:
             count, _ = read_rows(conn, sql, None if last is None else keyset_params(last), self._compiler(plan),
-                                 self.checkpoint.row_counter, run.write)
+                                 self.checkpoint.row_counter, cutter.write)
         except RowEncodeError as exc:
             raise DataError(f"table {plan.name}: a value of the row at {self.position(exc.row)} cannot be "
                             f"encoded exactly ({exc.cause})",
                             hint="report this as a cdc bug with the column's type") from exc.cause
-        return run.finish(done=limit is None or count < limit)
+        cutter.finish(done=limit is None or count < limit)
+        return state[0]
 
     def _start_helpers(self, conn: pymysql.Connection, plan: TablePlan,
                        entry: TableState) -> tuple[int, Helpers | None]:
@@ -377,57 +394,4 @@ class _Copier:
         if self.on_progress:
             estimate = entry.rows if entry.done else max(plan.info.est_rows, entry.rows)
             self.on_progress(TableProgress(plan.name, entry.rows, estimate, entry.chunks, entry.done))
-
-
-class _Run:
-    """The rows of one SELECT, written into the open segment and sealed every `chunk_size` rows.
-
-    The lines come finished from the table's compiled reader (cdc.capture.snapshot_rows), byte for
-    byte what cdc.changelog.encode_line makes of the same change (tests/capture/test_snapshot_rows.py),
-    in blocks; a block that crosses a chunk's end is split at the line where the chunk ends.
-    """
-
-    def __init__(self, copier: _Copier, plan: TablePlan, entry: TableState, chunk_size: int | None) -> None:
-        self.copier, self.plan, self.entry, self.chunk_size = copier, plan, entry, chunk_size
-        self.rows = 0  # in the open chunk
-        self.last_block = b""  # ends with the open chunk's last line
-
-    def write(self, first_row: int, count: int, lines: list[bytes]) -> None:
-        data = lines[0] if len(lines) == 1 else b"".join(lines)
-        while count:
-            room = count if self.chunk_size is None else self.chunk_size - self.rows
-            head, data = (data, b"") if count <= room else _split_lines(data, room)
-            taken = min(count, room)
-            self.copier.sealer.write(self.copier.position(first_row), head, taken)
-            self.rows, self.last_block = self.rows + taken, head
-            first_row, count = first_row + taken, count - taken
-            if self.rows == self.chunk_size:
-                self._seal(done=False)
-
-    def finish(self, *, done: bool) -> TableState:
-        """Seal the open chunk (the table's last when `done`); return the table's state."""
-        if self.rows or done:
-            self._seal(done=done)
-        return self.entry
-
-    def _seal(self, *, done: bool) -> None:
-        count, entry = self.rows, self.entry
-        if count:
-            key = orjson.loads(last_line(self.last_block))["key"]
-            # Kept as the change log encodes it and bound from that, exactly as a resumed run does (a
-            # DECIMAL as text would compare as a double).
-            entry = replace(entry, rows=entry.rows + count, chunks=entry.chunks + 1,
-                            last_key=[key[k] for k in self.plan.key])
-        self.entry = replace(entry, done=done)
-        self.rows = 0
-        self.copier._advance(self.entry, count)  # noqa: SLF001 - the copier's own helper
-        self.copier._report(self.plan, self.entry)  # noqa: SLF001
-
-
-def _split_lines(data: bytes, count: int) -> tuple[bytes, bytes]:
-    """(the first `count` lines of `data`, the rest); every line ends with a newline."""
-    end = 0
-    for _ in range(count):
-        end = data.index(b"\n", end) + 1
-    return data[:end], data[end:]
 
