@@ -6,8 +6,9 @@ How it works (README "cdc snapshot" tells the user the same):
 2. Start a REPEATABLE READ consistent-snapshot transaction and read the hand-over position that
    matches it (cdc.capture.snapshot_handover: lock-free on MariaDB, else a short lock).
 3. Record each table's schema at the hand-over, then write snapshot.json (status "running").
-4. Copy each table in primary-key order, one keyset-paginated chunk per sealed segment of `r` lines,
-   advancing the checkpoint after each seal (data first, checkpoint last).
+4. Copy each table in primary-key order with one streaming SELECT, cut into chunks of `r` lines
+   (cdc.capture.snapshot_chunks), each a sealed segment followed by a checkpoint of its last key
+   (data first, checkpoint last); a resumed run starts after that key (a keyset predicate).
 5. Mark snapshot.json "done": tail's first run starts at its hand-over position.
 
 Resuming after a crash: the old transaction's view is gone. A resumed run keeps the original
@@ -301,10 +302,10 @@ class _Copier:
         sql = select_sql(plan, after_key=last is not None, limit=limit)
         state = [entry]
 
-        def seal(count: int, last: bytes | None, done: bool) -> None:
+        def seal(count: int, line: bytes | None, done: bool) -> None:
             entry = state[0]
-            if count and last is not None:
-                key = orjson.loads(last)["key"]
+            if count and line is not None:
+                key = orjson.loads(line)["key"]
                 # Kept as the change log encodes it and bound from that, exactly as a resumed run does (a
                 # DECIMAL as text would compare as a double).
                 entry = replace(entry, rows=entry.rows + count, chunks=entry.chunks + 1,

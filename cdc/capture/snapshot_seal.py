@@ -29,14 +29,14 @@ QUEUED_BYTES = 8 * 1024 * 1024
 
 
 class ChunkSealer:
-    """`writer` takes the current chunk's lines; commit() makes it and its checkpoint durable, in order."""
+    """write() takes the current chunk's lines; commit() makes them and the checkpoint durable, in order."""
 
     def __init__(self, state: StateDir) -> None:
         self.state = state
         self._writers = (SegmentWriter(state.changelog, owner=STAGE),
                          SegmentWriter(state.changelog, owner=f"{STAGE}-b"))
         self._writers[0].discard_stale()  # the glob .seg-snapshot-*.tmp covers both writers
-        self.writer = self._writers[0]
+        self._writer = self._writers[0]
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-seal")
         self._pending: Future[None] | None = None
         self._writing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-write")
@@ -45,7 +45,7 @@ class ChunkSealer:
 
     def write(self, position: str, lines: bytes, count: int) -> None:
         """Append `count` whole lines to the current writer's segment, on the writing thread."""
-        self._queued.append((self._writing.submit(self.writer.write, position, lines, count), len(lines)))
+        self._queued.append((self._writing.submit(self._writer.write, position, lines, count), len(lines)))
         self._queued_bytes += len(lines)
         while self._queued_bytes > QUEUED_BYTES:
             self._written()
@@ -55,9 +55,9 @@ class ChunkSealer:
         switch writers."""
         self.wait(writes=False)
         written = self._writing.submit(_nothing)  # done when every write queued before it is
-        self._pending = self._worker.submit(self._durable, self.writer if seal else None, checkpoint, written)
+        self._pending = self._worker.submit(self._durable, self._writer if seal else None, checkpoint, written)
         if seal:
-            self.writer = self._writers[1] if self.writer is self._writers[0] else self._writers[0]
+            self._writer = self._writers[1] if self._writer is self._writers[0] else self._writers[0]
 
     def install(self, chunk_file: Path, segment: Path, checkpoint: dict[str, Any]) -> None:
         """Rename a chunk file written (and fsynced) elsewhere to its segment name, then write `checkpoint`."""

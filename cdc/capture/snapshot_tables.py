@@ -1,4 +1,4 @@
-"""What the snapshot reads: table selection, keyset-paginated chunk queries, per-column encoders.
+"""What the snapshot reads: table selection, the streaming SELECT with its keyset predicate, per-column encoders.
 
 Identifiers are always quoted with backticks and values always bound as parameters, so
 hostile names (spaces, quotes, backticks, reserved words, non-ASCII) and values are safe.
@@ -232,11 +232,11 @@ def prepare_session(conn: pymysql.Connection) -> None:
 
 
 def select_sql(plan: TablePlan, *, after_key: bool, limit: int | None) -> str:
-    """SELECT of one chunk: rows whose key sorts after the last one read, in key order.
+    """SELECT of the rows whose key sorts after the last one read (all, or at most `limit`), in key order.
 
     The keyset predicate is spelled out as `k1 > ? OR (k1 = ? AND k2 > ?) ...` instead of the
     row constructor `(k1, k2) > (?, ?)`: MariaDB 10.11 plans the latter as a full index scan,
-    which makes every chunk read the table from its start (quadratic); the OR form is a range.
+    which makes every resumed or helper query read the table from its start; the OR form is a range.
     """
     columns = ", ".join(_select_expression(c) for c in plan.schema.columns)
     sql = f"SELECT {columns} FROM {qualified(plan.info.db, plan.info.table)}"
