@@ -49,10 +49,11 @@ def test_one_shot_session_jvm_runs_with_the_jit_options(tmp_path: Path) -> None:
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)},
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert len(WANTED) == 5 and json.loads(done.stdout.strip().splitlines()[-1]) == WANTED
+    assert len(WANTED) == 8 and json.loads(done.stdout.strip().splitlines()[-1]) == WANTED
 
 
 def test_long_lived_session_keeps_hotspot_defaults(spark: Any) -> None:
     assert _values(spark) == {"Tier4InvocationThreshold": "5000", "Tier4MinInvocationThreshold": "600",
                               "Tier4CompileThreshold": "15000", "Tier4BackEdgeThreshold": "40000",
-                              "UseSerialGC": "false"}
+                              "UseSerialGC": "false", "MaxInlineLevel": "15", "InlineSmallCode": "2500",
+                              "FreqInlineSize": "325"}
