@@ -29,6 +29,9 @@ from cdc.state import StateDir
 
 
 _MAX_QUEUED = 256  # decoded rows events (and the steps between them) waiting behind a job still in a worker
+# ... and the bytes of the change lines among them: 256 events of wide rows would otherwise hold megabytes
+# while one slow job (a loaded machine) holds the queue up.
+_MAX_QUEUED_BYTES = 2**20
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Capture:
         self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
         # Effects in binlog order: (function, args), or (None, (decoder, event, meta)) for a job in the pool.
         self._pending: deque[tuple[Callable[..., None] | None, tuple[Any, ...]]] = deque()
+        self._queued_bytes = 0  # of the blocks decoded here that wait in _pending
         self.events = 0
         self.worker_rows = 0  # rows decoded and encoded by the decode workers (the rest: in this process)
         self._progress_at, self._progress_events = time.monotonic(), 0
@@ -221,9 +225,12 @@ class Capture:
         # whatever the machine's load, and the queue of finished steps behind the oldest job stays bounded.
         body = event.raw.row_bytes() if pool is not None and decoder.has_fast_path and not pool.full else None
         if body is None:
-            self._later(self._add_rows, meta, *self._encode_here(decoder, event, meta))
-            if len(self._pending) > _MAX_QUEUED:  # bounded memory: wait for the oldest job
-                self.settle(keep=_MAX_QUEUED)
+            block, count = self._encode_here(decoder, event, meta)
+            self._later(self._add_rows, meta, block, count)
+            if self._pending:
+                self._queued_bytes += len(block)
+                if len(self._pending) > _MAX_QUEUED or self._queued_bytes > _MAX_QUEUED_BYTES:
+                    self.settle(keep=_MAX_QUEUED, keep_bytes=_MAX_QUEUED_BYTES)  # bounded memory: wait
             return
         pool.submit(decoder, body, meta)  # type: ignore[union-attr]
         self._pending.append((None, (decoder, event, meta)))
@@ -267,6 +274,8 @@ class Capture:
         effect, args = self._pending[0]
         if effect is not None:
             self._pending.popleft()
+            if effect == self._add_rows:
+                self._queued_bytes -= len(args[1])
             effect(*args)
             return True
         assert self.pool is not None
@@ -282,15 +291,18 @@ class Capture:
         self._add_rows(meta, *result)
         return True
 
-    def settle(self, wait: bool = True, keep: int = 0) -> None:
-        """Apply the queued steps whose rows are decoded; with `wait`, all of them but the last `keep`."""
+    def settle(self, wait: bool = True, keep: int = 0, keep_bytes: int = 0) -> None:
+        """Apply the queued steps whose rows are decoded; with `wait`, until no more than `keep` steps holding
+        no more than `keep_bytes` of lines decoded here are left."""
         try:
-            while len(self._pending) > keep and self._apply_next(wait):
-                pass
+            while self._pending and (len(self._pending) > keep or self._queued_bytes > keep_bytes):
+                if not self._apply_next(wait):
+                    break
         except BaseException:
             # Nothing behind a failed step may be applied (its transaction would be incomplete): drop it all,
             # and the workers' results for it with them; tail stops, or re-reads from the last applied commit.
             self._pending.clear()
+            self._queued_bytes = 0
             if self.pool is not None:
                 self.pool.close()
                 self.pool = None
@@ -332,6 +344,7 @@ class Capture:
 
     def close(self) -> None:
         self._pending.clear()
+        self._queued_bytes = 0
         self.out.close()
         self._close_control()
 
