@@ -79,10 +79,35 @@ static void init_escapes(void)
 
 /* Bytes of the JSON string body of UTF-8 text s[0:n] (no quotes), or -1 if s is not strict UTF-8
  * as Python's decoder sees it (no overlongs, no surrogates, nothing above U+10FFFF). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether any of the 8 bytes in w is >= 0x80, < 0x20, '"' or '\\': anything text_length must look at.
+ * A zero byte test ((x - ONES) & ~x & HIGHS) never misses one; it may flag a byte after a real hit,
+ * which only sends that word to the byte loop. */
+static int needs_care(uint64_t w)
+{
+    uint64_t quote = w ^ (ONES * '"'), backslash = w ^ (ONES * '\\');
+    uint64_t control = (w - ONES * 0x20) & ~w;
+    uint64_t flagged = control | ((quote - ONES) & ~quote) | ((backslash - ONES) & ~backslash);
+    return ((flagged | w) & HIGHS) != 0;
+}
+
 static Py_ssize_t text_length(const unsigned char *s, Py_ssize_t n)
 {
     Py_ssize_t out = n, i = 0;
     while (i < n) {
+        /* Most text is plain ASCII: 8 bytes a step (a third of the reader's time on wide tables went to
+         * this loop byte by byte). */
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (needs_care(w))
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
         unsigned char c = s[i];
         if (c < 0x80) {
             unsigned char e = ESCAPE[c];

@@ -299,6 +299,18 @@ def test_every_byte_and_every_pair_of_bytes_as_text(synth: Any) -> None:
     check_texts(synth, [v for v in pairs if not v.isascii()])
 
 
+def test_every_byte_at_every_offset_of_a_longer_text(synth: Any) -> None:
+    # The C reader skips plain ASCII 8 bytes at a time: a byte that needs care must be seen in any lane
+    # of a word, after another in the same word, and in the tail shorter than a word.
+    plain = bytes(range(0x20, 0x7f)).replace(b'"', b"").replace(b"\\", b"")[:24]
+    values = [plain[:size] for size in range(len(plain) + 1)]
+    for byte in [*range(0x20), 0x22, 0x5c, 0x7f, 0x80, 0xc3, 0xff]:
+        values += [plain[:at] + bytes([byte]) + plain[at:] for at in range(len(plain) + 1)]
+        values += [plain[:at] + bytes([byte, 0x0a]) + plain[at:] for at in (0, 7, 8, 15)]
+    values += [plain[:at] + "é🎉".encode() + plain[at:] for at in range(len(plain) + 1)]
+    check_texts(synth, values)
+
+
 def test_invalid_utf8_of_every_kind(synth: Any) -> None:
     cases = [
         b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80",
