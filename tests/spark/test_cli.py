@@ -81,8 +81,10 @@ def test_class_archive_recorded_once_then_used_and_a_damaged_one_dropped(tmp_pat
 
     Two runs: a third (no archive again, so recording again) repeated the first at ~40 s of CI time.
     """
-    cache = tmp_path / "cache"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache)}
+    cache, temp = tmp_path / "cache", tmp_path / "tmp"
+    temp.mkdir()
+    # TMPDIR: the JVM that meets the damaged archive may leave its crash report (cdc-jvm-error-<pid>.log) there.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache), "TMPDIR": str(temp)}
     outputs = []
     for run in range(2):
         state = tmp_path / f"state{run}"
