@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,27 @@ def test_reads_from_the_exact_position_in_a_later_file(mariadb: MariaDB, fresh_d
     assert (rows.file, rows.db, rows.table) == (file, fresh_db, "t")
     assert rows.pos > pos
     assert [r["values"]["id"] for r in rows.raw.rows] == [3]
+
+
+def test_events_are_freed_without_the_garbage_collector(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    # The library's packet and event refer to each other; if that cycle stayed, every event of a long
+    # transaction (its packet and row bytes) would live until a collection, and tail's memory would grow.
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    file, pos = mariadb.binlog_position()
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+    reader = _reader(mariadb, tmp_path, Position(file, pos), 777105)
+    gc.disable()
+    try:
+        events = reader.events()
+        rows = _first_rows(events)
+        packet = weakref.ref(rows.raw.packet)
+        raw = weakref.ref(rows.raw)
+        del rows
+        next(events)  # the reader's loop holds the event it yielded last
+        assert raw() is None and packet() is None
+    finally:
+        gc.enable()
+        reader.close()
 
 
 def test_rows_event_without_its_table_map_stops_with_coordinates(mariadb: MariaDB, fresh_db: str,
