@@ -14,11 +14,13 @@ JVM fail at start, so build_session drops it and starts again without.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -132,7 +134,27 @@ def _start(conf: dict[str, str], settings: SparkSettings, app_name: str) -> Spar
         builder = builder.master(settings.master)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    if SparkContext._gateway is not None:
+        return builder.getOrCreate()
+    with _children_print_to_stderr():
+        return builder.getOrCreate()
+
+
+@contextlib.contextmanager
+def _children_print_to_stderr() -> Any:
+    """Start processes (the driver JVM) whose stdout is our stderr.
+
+    Whatever the JVM prints there for its whole life (a crash header when it cannot map the class
+    archive, a warning of the JDK's) would otherwise land in the middle of `--json` output.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def stop_session(spark: SparkSession) -> None:

@@ -100,6 +100,7 @@ def test_class_archive_recorded_once_then_used_and_a_damaged_one_dropped(tmp_pat
             archives[0].write_bytes(archives[0].read_bytes()[: 1 << 20])  # damaged (truncated) before run 2
         elif run == 1:
             assert archives == []  # dropped: the JVM could not map it, the merge started without it
+            assert json.loads(done.stdout)["batch_id"]  # what the failed JVM printed went to stderr
         outputs.append({t: read_lake_table(state / "lake", *t).by_key() for t in (T1, T2)})  # type: ignore[union-attr]
     assert outputs[0] == outputs[1] == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
 
