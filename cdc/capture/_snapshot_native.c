@@ -77,8 +77,6 @@ static void init_escapes(void)
     ESCAPE['\\'] = '\\';
 }
 
-/* Bytes of the JSON string body of UTF-8 text s[0:n] (no quotes), or -1 if s is not strict UTF-8
- * as Python's decoder sees it (no overlongs, no surrogates, nothing above U+10FFFF). */
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
@@ -93,6 +91,8 @@ static int needs_care(uint64_t w)
     return ((flagged | w) & HIGHS) != 0;
 }
 
+/* Bytes of the JSON string body of UTF-8 text s[0:n] (no quotes), or -1 if s is not strict UTF-8
+ * as Python's decoder sees it (no overlongs, no surrogates, nothing above U+10FFFF). */
 static Py_ssize_t text_length(const unsigned char *s, Py_ssize_t n)
 {
     Py_ssize_t out = n, i = 0;
