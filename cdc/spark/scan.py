@@ -11,8 +11,10 @@ Two ways to the same facts (tests/spark/test_scan.py holds them equal):
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -155,8 +157,8 @@ class LocalScan:
 
         root = str(Path(cdc.__file__).resolve().parents[1])  # the child imports this very cdc package
         path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-        self._proc = subprocess.Popen([sys.executable, "-m", "cdc.spark.scan"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        argv = [sys.executable, "-m", "cdc.spark.scan", str(os.getpid())]  # the pid: see _die_with
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                       env={**os.environ, "PYTHONPATH": path})
         assert self._proc.stdin is not None
         try:
@@ -188,8 +190,24 @@ class LocalScan:
             self._proc.wait()
 
 
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this child when the merge that started it dies, kill -9 included (Linux).
+
+    Without it a killed merge left its scan reading the change log for seconds more. The signal comes
+    when the thread that started the child ends: job._start runs in the merge's main thread.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the child ends when its work does
+        return
+    if os.getppid() != parent:  # the merge died before prctl took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _serve() -> int:
     """The child's side: {"files", "merged_upto"} on stdin -> {"tables", "seconds"} or {"error", "hint"} on stdout."""
+    if len(sys.argv) > 1:
+        _die_with(int(sys.argv[1]))
     request = orjson.loads(sys.stdin.buffer.read())
     started = time.monotonic()
     try:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +23,8 @@ from cdc.spark.types import LINE_SCHEMA
 from cdc.state import StateDir
 from tests.spark.test_merge import build
 from tests.spark.workload import T1, T2
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _files(tmp_path: Path, extra: list[dict[str, Any]] | None = None) -> tuple[list[str], list[dict[str, Any]]]:
@@ -98,3 +105,35 @@ def test_child_process_scan(tmp_path: Path) -> None:
     gone = scan.LocalScan(files[1:], None)
     assert gone.result() is None
     gone.close()
+
+
+def test_child_scan_dies_with_a_killed_merge(tmp_path: Path) -> None:
+    """kill -9 of the merge takes its scan child with it (it used to read on for seconds).
+
+    The child's input is a FIFO nobody writes: it would wait on it forever if it outlived its parent.
+    """
+    fifo = tmp_path / "segment.jsonl"
+    os.mkfifo(fifo)
+    parent = (f"import os, signal, sys; sys.path.insert(0, {str(ROOT)!r}); from cdc.spark.scan import LocalScan; "
+              f"s = LocalScan([{str(fifo)!r}], None); print(s._proc.pid, flush=True); "
+              "import time; time.sleep(0.5); os.kill(os.getpid(), signal.SIGKILL)")
+    done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    child = int(done.stdout)
+    try:
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child)
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Running or sleeping, not gone or a zombie nobody reaped yet."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
