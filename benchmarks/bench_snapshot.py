@@ -2,13 +2,15 @@
 
     .venv/bin/python benchmarks/bench_snapshot.py [--narrow-rows 300000] [--wide-rows 20000]
         [--chunk-size 10000] [--workers 1] [--repeat 3] [--profile] [--python-baseline] [--buffer-pool 64M]
+        [--server-dir DIR]
 
 Two tables: `narrow` (int key, int, varchar, datetime(6), decimal) and `all_types` (every type of
 docs/formats.md, hostile values, tests/capture/workload.py). For each: rows/s of cdc snapshot
 (read, encode exactly, write sealed change-log segments with fsync, checkpoint per chunk) and of
 `mariadb-dump --single-transaction --quick` writing SQL to a file, and the ratio cdc/dump (also against
 dump plus an fsync of its file, a reference for durable output, as cdc's segments are); each side
-runs --repeat times, alternating, and its best run counts (the machine is shared: see the load average).
+runs --repeat times, alternating; the ratios of the best runs and of the median runs are printed (the
+machine is shared and its disk is virtual: see the load average, and prefer --repeat 10 or more).
 --profile prints the top of a cProfile of cdc's first run (the hot loop is the C row reader,
 cdc/capture/_snapshot_native.c, or without it the `parse` function cdc/capture/snapshot_rows.py
 generates per table). --python-baseline also runs cdc with CDC_NATIVE=0 (the generated Python
@@ -18,7 +20,10 @@ reader) in the same rounds, so the C reader's gain is measured side by side too.
 does not fit, so both sides' SELECT reads pages from disk). On one machine the server's reads and
 cdc's fsynced segment writes (~4x the bytes of dump's SQL, which is not fsynced) share one disk;
 with the table in the pool (e.g. 1G) the comparison is the clients' own work. A real source server
-reads from its own disks.
+reads from its own disks: --server-dir puts the throwaway server's files (its datadir) under DIR, e.g.
+a second disk, or a RAM-backed one when there is none (as root: `truncate -s 3G /dev/shm/srv.img;
+mkfs.ext4 -q /dev/shm/srv.img; mount -o loop /dev/shm/srv.img /mnt/srv`), so the server still reads
+pages through InnoDB's disk path with a small pool, but not from the disk the two clients write to.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import cProfile
 import os
 import pstats
 import random
+import statistics
 import resource
 import shutil
 import subprocess
@@ -35,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,18 +77,25 @@ def fill(server: MariaDB, narrow_rows: int, wide_rows: int) -> None:
 
 @dataclass
 class Best:
-    """The fastest run of one side: wall seconds, and the CPU seconds of that side and of the server in it."""
+    """The fastest run of one side: wall seconds, and the CPU seconds of that side and of the server in it;
+    and the wall seconds of every run, for the median."""
 
     seconds: float = float("inf")
     cpu: float = 0.0
     server_cpu: float = 0.0
 
     durable: float = float("inf")  # dump only: its run plus an fsync of its file
+    runs: list[float] = field(default_factory=list)
 
     def keep(self, seconds: float, cpu: float, server_cpu: float, durable: float = float("inf")) -> None:
+        self.runs.append(seconds)
         if seconds < self.seconds:
             self.seconds, self.cpu, self.server_cpu = seconds, cpu, server_cpu
         self.durable = min(self.durable, durable)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
 
 
 def server_cpu(server: MariaDB) -> float:
@@ -158,35 +171,48 @@ def main() -> None:
     parser.add_argument("--python-baseline", action="store_true", help="also run the Python reader (CDC_NATIVE=0)")
     parser.add_argument("--buffer-pool", default="64M", help="the server's innodb_buffer_pool_size")
     parser.add_argument("--tables", nargs="+", default=["narrow", workload.TABLE])
+    parser.add_argument("--server-dir", type=Path, help="keep the server's datadir under this directory")
     args = parser.parse_args()
     if native_api.native_module() is None:
         raise SystemExit(f"the C row reader is not in use: {native_api.PROBLEM or 'CDC_NATIVE=0 is set'}")
     server_options = {"innodb-buffer-pool-size": args.buffer_pool}
-    with MariaDB(server_options) as server, tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
-        work = Path(tmp)
-        fill(server, args.narrow_rows, args.wide_rows)
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
-              f"{os.cpu_count()} CPUs, chunk size {args.chunk_size}, workers {args.workers}, best of {args.repeat}, "
-              f"server buffer pool {args.buffer_pool}")
-        print(f"{'table':<10} {'rows':>8} {'reader':>6} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9} "
-              f"{'CPU s cdc/dump':>15} {'server CPU s cdc/dump':>22} {'cdc/(dump+fsync)':>17}")
-        readers = [True, False] if args.python_baseline else [True]
-        for table in args.tables:
-            dump, best, rows = Best(), {native: Best() for native in readers}, 0
-            for run in range(args.repeat):
-                dump.keep(*bench_dump(server, table, work))
-                request = SnapshotRequest(chunk_size=args.chunk_size, workers=args.workers)
-                for native in readers:
-                    rows, *figures = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request,
-                                               native)
-                    best[native].keep(*figures)
+    server_dir = tempfile.mkdtemp(prefix="cdc-bench-server-", dir=args.server_dir) if args.server_dir else None
+    try:
+        with MariaDB(server_options, base_dir=server_dir) as server, \
+                tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
+            fill(server, args.narrow_rows, args.wide_rows)
+            compare(args, server, Path(tmp))
+    finally:
+        if server_dir:  # the rig removes only the directories it made itself
+            shutil.rmtree(server_dir, ignore_errors=True)
+
+
+def compare(args: argparse.Namespace, server: MariaDB, work: Path) -> None:
+    """Run both sides on each table, alternating, and print their figures."""
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+          f"{os.cpu_count()} CPUs, chunk size {args.chunk_size}, workers {args.workers}, {args.repeat} runs each, "
+          f"server buffer pool {args.buffer_pool}, server files on {args.server_dir or 'the same disk'}")
+    print(f"{'table':<10} {'rows':>8} {'reader':>6} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9} "
+          f"{'CPU s cdc/dump':>15} {'server CPU s cdc/dump':>22} {'cdc/(dump+fsync)':>17} "
+          f"{'median s cdc/dump':>18} {'median cdc/dump':>16}")
+    readers = [True, False] if args.python_baseline else [True]
+    for table in args.tables:
+        dump, best, rows = Best(), {native: Best() for native in readers}, 0
+        for run in range(args.repeat):
+            dump.keep(*bench_dump(server, table, work))
+            request = SnapshotRequest(chunk_size=args.chunk_size, workers=args.workers)
             for native in readers:
-                ours = best[native]
-                print(f"{table:<10} {rows:>8} {'C' if native else 'Python':>6} {rows / ours.seconds:>12,.0f} "
-                      f"{rows / dump.seconds:>12,.0f} {dump.seconds / ours.seconds:>9.2f} "
-                      f"{ours.cpu:>7.2f}/{dump.cpu:<7.2f} {ours.server_cpu:>11.2f}/{dump.server_cpu:<10.2f} "
-                      f"{dump.durable / ours.seconds:>17.2f}")
-        print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+                rows, *figures = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request,
+                                           native)
+                best[native].keep(*figures)
+        for native in readers:
+            ours = best[native]
+            print(f"{table:<10} {rows:>8} {'C' if native else 'Python':>6} {rows / ours.seconds:>12,.0f} "
+                  f"{rows / dump.seconds:>12,.0f} {dump.seconds / ours.seconds:>9.2f} "
+                  f"{ours.cpu:>7.2f}/{dump.cpu:<7.2f} {ours.server_cpu:>11.2f}/{dump.server_cpu:<10.2f} "
+                  f"{dump.durable / ours.seconds:>17.2f} {ours.median:>8.3f}/{dump.median:<9.3f} "
+                  f"{dump.median / ours.median:>16.2f}")
+    print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
