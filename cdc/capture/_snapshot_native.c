@@ -4,7 +4,8 @@
  * Python loop cost ~2 us a row, 0.2-0.36 of mariadb-dump's rows/s: issue 8), following a column
  * program compile_table builds once per table: per column one action (integer digits as they are,
  * quoted text as it is, temporal text padded, text validated and escaped, binary in base64, an
- * excluded column read past, ZEROFILL/YEAR digits without their leading zeros, BIT as a number, or
+ * excluded column read past, ZEROFILL/YEAR digits without their leading zeros, BIT as a number, FLOAT
+ * as the shortest decimal that round-trips its 4-byte value, or
  * a call of the column's Python fragment for everything else and for any value these are not sure of;
  * a SET's fragments are kept per distinct value).
  *
@@ -15,18 +16,20 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 /* Raised when this file changes what the Python side must pass or may expect (snapshot_native.py). */
-#define ABI_VERSION 4
+#define ABI_VERSION 5
 
 enum action {
     A_RAW, A_QUOTED, A_TEMPORAL, A_TIMESTAMP, A_TEXT, A_BASE64, A_SKIP, A_PYTHON,
     A_INTEGER_TEXT, /* b'%d' % int(v): leading zeros dropped (ZEROFILL, YEAR) */
     A_BIT,          /* b'%d' % int.from_bytes(v, 'big') */
     A_CACHED,       /* PYTHON, its fragments kept per distinct value (SET: few distinct values, a costly encoder) */
+    A_FLOAT32,      /* FLOAT (read as DOUBLE text): the shortest decimal that round-trips the 4-byte float */
     A_COUNT
 };
 #define SLOT_ROW_PADDED (-1) /* %012d of the row number */
@@ -55,7 +58,7 @@ typedef struct {
     Py_ssize_t out_len; /* bytes of its JSON in the line */
     PyObject *obj;      /* a PYTHON column's fragment (owned until the line is built) */
     int is_null;
-    char digits[24];    /* INTEGER_TEXT's sign, BIT's decimal */
+    char digits[32];    /* INTEGER_TEXT's sign, BIT's decimal, FLOAT32's JSON number */
 } Value;
 
 static const char HEX[] = "0123456789abcdef";
@@ -245,6 +248,75 @@ static int integer_text(Value *v)
     return 0;
 }
 
+/* The 4-byte float nearest x, or -1 if it overflows (struct.pack('<f') raises then: Python decides). */
+static int to_float32(double x, float *out)
+{
+    float y = (float)x;
+    if (isinf(y) && !isinf(x))
+        return -1;
+    *out = y;
+    return 0;
+}
+
+/* A FLOAT column as cdc.values.shortest_float32 and orjson write it, from the server's DOUBLE text of
+ * `col + 0E0`: the fewest of 6..9 significant digits that give back the same 4-byte float, printed as
+ * Python's repr prints that double (which is orjson's text for any number repr writes without an
+ * exponent). The same PyOS_* conversions as float(), format(x, '.9g') and repr. 0, or -1 for anything
+ * else (other text, an exponent in the result, a float overflow): the column's Python fragment decides.
+ * Python's loop cost ~4 us a value, most of a wide table's time in the reader. */
+static int float32_text(Value *v)
+{
+    char text[40];
+    if (v->len < 1 || v->len >= (Py_ssize_t)sizeof text)
+        return -1;
+    for (Py_ssize_t k = 0; k < v->len; k++) {
+        unsigned char c = v->data[k];
+        if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'))
+            return -1;
+    }
+    memcpy(text, v->data, v->len);
+    text[v->len] = '\0';
+    char *end;
+    double number = PyOS_string_to_double(text, &end, NULL);
+    if (number == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    float packed, again;
+    if (end != text + v->len || !isfinite(number) || to_float32(number, &packed) < 0)
+        return -1;
+    double shortest = number;
+    for (int digits = 6; digits <= 9; digits++) {
+        char *candidate = PyOS_double_to_string(number, 'g', digits, 0, NULL);
+        if (candidate == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        double value = PyOS_string_to_double(candidate, NULL, NULL);
+        PyMem_Free(candidate);
+        if ((value == -1.0 && PyErr_Occurred()) || to_float32(value, &again) < 0) {
+            PyErr_Clear();
+            return -1;
+        }
+        if (memcmp(&again, &packed, sizeof packed) == 0) { /* the bytes, as struct.pack's are compared */
+            shortest = value;
+            break;
+        }
+    }
+    char *repr = PyOS_double_to_string(shortest, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    size_t n = strlen(repr);
+    int plain = n < sizeof v->digits && strpbrk(repr, "eEni") == NULL; /* no exponent, inf or nan */
+    if (plain)
+        memcpy(v->digits, repr, n);
+    PyMem_Free(repr);
+    v->out_len = (Py_ssize_t)n;
+    return plain ? 0 : -1;
+}
+
 /* Read the length-encoded value at *p of a packet ending at q. 0: read; -1: not sure (hand over). */
 static int read_value(const unsigned char *b, Py_ssize_t *p, Py_ssize_t q, Value *v)
 {
@@ -315,6 +387,10 @@ static int measure(Reader *self, Py_ssize_t i, Value *v)
         if (integer_text(v) == 0)
             return 0;
         break; /* not plain digits: Python's int() decides */
+    case A_FLOAT32:
+        if (float32_text(v) == 0)
+            return 0;
+        break;
     case A_BIT:
         if (v->len <= 8) {
             unsigned long long bits = 0;
@@ -412,8 +488,8 @@ static char *write_value(Reader *self, Py_ssize_t i, const Value *v, char *w)
     default:
         break;
     }
-    if (v->obj == NULL) { /* INTEGER_TEXT or BIT done here */
-        if (self->actions[i] == A_BIT) {
+    if (v->obj == NULL) { /* INTEGER_TEXT, BIT or FLOAT32 done here */
+        if (self->actions[i] == A_BIT || self->actions[i] == A_FLOAT32) {
             memcpy(w, v->digits, v->out_len);
             return w + v->out_len;
         }
@@ -645,7 +721,7 @@ static int check_program(Py_ssize_t ncols, PyObject *actions, PyObject *suffixes
             return -1;
         }
         if (!PyBytes_Check(PyTuple_GET_ITEM(suffixes, i))
-            || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT || action == A_CACHED)
+            || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT || action == A_CACHED || action == A_FLOAT32)
                 && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
             PyErr_Format(PyExc_TypeError, "reader: column %zd needs a bytes suffix (and a fragment for its action)", i);
             return -1;
@@ -740,7 +816,7 @@ PyMODINIT_FUNC PyInit__snapshot_native(void)
     } constants[] = {
         {"ABI_VERSION", ABI_VERSION}, {"RAW", A_RAW}, {"QUOTED", A_QUOTED}, {"TEMPORAL", A_TEMPORAL},
         {"TIMESTAMP", A_TIMESTAMP}, {"TEXT", A_TEXT}, {"BASE64", A_BASE64}, {"SKIP", A_SKIP}, {"PYTHON", A_PYTHON},
-        {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"CACHED", A_CACHED}, {"SLOT_ROW_PADDED", SLOT_ROW_PADDED},
+        {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"CACHED", A_CACHED}, {"FLOAT32", A_FLOAT32}, {"SLOT_ROW_PADDED", SLOT_ROW_PADDED},
         {"SLOT_ROW", SLOT_ROW},
     };
     for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++)

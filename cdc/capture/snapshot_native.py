@@ -12,17 +12,18 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-ABI_VERSION = 4  # must match _snapshot_native.c's: what the reader() arguments mean
+ABI_VERSION = 5  # must match _snapshot_native.c's: what the reader() arguments mean
 # Column actions (the C enum, checked at import): what the reader does with a column's bytes.
 # INTEGER_TEXT (ZEROFILL, YEAR: int(v) printed) and BIT (big-endian unsigned, up to 8 bytes) do the
 # plain cases in C and call the column's fragment for anything else, as PYTHON does for every value.
 # CACHED is PYTHON keeping the fragment of each distinct value (up to 256 per column): for SET, whose
-# encoder is costly and whose values repeat.
-RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT, CACHED = range(11)
-WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED})
+# encoder is costly and whose values repeat. FLOAT32 (a FLOAT, read as the server's DOUBLE text) is the
+# shortest decimal that round-trips the 4-byte float, printed as orjson prints it, where that has no exponent.
+RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32 = range(12)
+WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32})
 SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)
 _NAMES = ("RAW", "QUOTED", "TEMPORAL", "TIMESTAMP", "TEXT", "BASE64", "SKIP", "PYTHON", "INTEGER_TEXT", "BIT",
-          "CACHED", "SLOT_ROW_PADDED", "SLOT_ROW")
+          "CACHED", "FLOAT32", "SLOT_ROW_PADDED", "SLOT_ROW")
 
 
 def _load() -> tuple[ModuleType | None, str | None]:

@@ -250,7 +250,8 @@ def _expression(i: int, column: Column, decoding: tuple[str | None, Any], consts
         return native_api.INTEGER_TEXT, "b'%d' % int(v)"
     if kind == "bit":
         return native_api.BIT, "b'%d' % int.from_bytes(v, 'big')"
-    action = native_api.CACHED if kind == "set" else native_api.PYTHON  # a pure function of the value
+    # SET: a pure function of the value, kept per value; FLOAT: the plain cases done in C.
+    action = {"set": native_api.CACHED, "float": native_api.FLOAT32}.get(kind, native_api.PYTHON)
     return action, _rare_expression(i, column, decoding, consts)
 
 

@@ -14,7 +14,9 @@ or stale, unless CDC_NATIVE=0 says it is switched off on purpose.
 from __future__ import annotations
 
 import itertools
+import random
 import re
+import struct
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -215,8 +217,18 @@ SYNTH_COLUMNS = ("id INT PRIMARY KEY, s VARCHAR(300), j JSON, e ENUM('a','b'), b
 @pytest.fixture(scope="module")
 def synth(mariadb: MariaDB) -> Iterator[tuple[TablePlan, Sequence[Any], Sequence[Any]]]:
     """A table of every action's column kind, with the result fields a real SELECT of it returns."""
-    db = mariadb.create_database("native")
-    mariadb.execute(f"CREATE TABLE t ({SYNTH_COLUMNS})", database=db)
+    yield from synthetic_table(mariadb, "native", SYNTH_COLUMNS)
+
+
+@pytest.fixture(scope="module")
+def float_synth(mariadb: MariaDB) -> Iterator[tuple[TablePlan, Sequence[Any], Sequence[Any]]]:
+    yield from synthetic_table(mariadb, "native_float", "id INT PRIMARY KEY, f FLOAT")
+
+
+def synthetic_table(mariadb: MariaDB, name: str,
+                    columns: str) -> Iterator[tuple[TablePlan, Sequence[Any], Sequence[Any]]]:
+    db = mariadb.create_database(name)
+    mariadb.execute(f"CREATE TABLE t ({columns})", database=db)
     with raw_connection(mariadb) as conn:
         plan = plan_table(conn, TableInfo(db, "t", 0, 0), "", allow_no_pk=False)
         seen: list[tuple[Sequence[Any], Sequence[Any]]] = []
@@ -477,3 +489,61 @@ def test_set_fragments_kept_per_distinct_value_stay_exact(mariadb: MariaDB, fres
                                                                                          len(bad), 0, 0)
         assert native == python and calls == 1 and python[0][:4] == ("raised", "RowEncodeError", 0,
                                                                       "UnicodeDecodeError")
+
+
+def fragment_calls(parse: Any, buf: bytes) -> tuple[tuple[Any, list[bytes]], int]:
+    """outcome() of a reader on buf, and how many times it called a column's Python fragment."""
+    calls = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event == "call" and code.co_name.startswith("frag") and code.co_filename.startswith("<snapshot reader"):
+            calls.append(code)
+
+    sys.setprofile(profile)
+    try:
+        result = outcome(parse, buf, 0, len(buf), 3, 0)
+    finally:
+        sys.setprofile(None)
+    return result, len(calls)
+
+
+# What a server sends for `f + 0E0` and what it never does; C writes those whose result has no exponent.
+FLOAT_TEXTS = [b"0", b"-0", b"1.100000023841858", b"-1.100000023841858", b"0.10000000149011612", b"16777216",
+               b"16777217", b"3.4028234663852886e38", b"-3.4028234663852886e38", b"1.1754943508222875e-38",
+               b"1.401298464324817e-45", b"0.0001", b"0.00009999999747378752", b"123456.7890625", b"1e16",
+               b"9999999827968", b"1e+20", b"3.4028235e38", b"3.4028236e38", b"1e400", b"-1e400", b"nan", b"inf",
+               b" 1.5", b"1.5 ", b"1_5", b"1.5x", b"", b"+1.5", b"1e", b"--1", b"." , b"1" * 39, b"1" * 40]
+
+
+def float32_texts(count: int, seed: int) -> list[bytes]:
+    """4-byte floats as a server prints them widened to DOUBLE (shortest round-trip: repr's digits): half
+    of any bit pattern, half prices and measures (a few decimals, as people store them)."""
+    rng = random.Random(seed)
+    texts = []
+    while len(texts) < count:
+        if len(texts) % 2:
+            value = struct.unpack("<f", rng.getrandbits(32).to_bytes(4, "little"))[0]
+        else:
+            value = round(rng.uniform(-1e6, 1e6) * 10.0 ** -rng.randrange(0, 6), rng.randrange(0, 8))
+            value = struct.unpack("<f", struct.pack("<f", value))[0]
+        if value == value and abs(value) != float("inf"):
+            texts.append(repr(value).encode().replace(b"+", b""))
+    return texts
+
+
+def test_float_values_plain_in_c_anything_else_through_python(float_synth: Any) -> None:
+    pair = compiled_pair(*float_synth)
+    in_c = 0
+    for text in FLOAT_TEXTS + float32_texts(20_000, seed=8):
+        buf = packet(0, lenenc(b"1") + lenenc(text))
+        (native, c_calls), python = fragment_calls(pair.c.parse, buf), outcome(pair.py.parse, buf, 0, len(buf), 3, 0)
+        assert native == python, text
+        written = python[1][0] if python[1] else b""
+        number = re.search(rb'"f":([^,}]*)', written)
+        # C writes what repr writes without an exponent (orjson's text then); other text, float() decides.
+        plain = number is not None and number.group(1) != b"null" and "e" not in repr(orjson.loads(number.group(1)))
+        by_c = plain and re.fullmatch(rb"[-+0-9.eE]{1,39}", text) is not None
+        assert (c_calls == 0) == by_c, text  # C did every plain value of a number's text itself, and only those
+        in_c += by_c
+    assert in_c > 10_000  # most of the random values are written by C
