@@ -721,8 +721,8 @@ static int check_program(Py_ssize_t ncols, PyObject *actions, PyObject *suffixes
             return -1;
         }
         if (!PyBytes_Check(PyTuple_GET_ITEM(suffixes, i))
-            || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT || action == A_CACHED || action == A_FLOAT32)
-                && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
+            || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT || action == A_CACHED
+                 || action == A_FLOAT32) && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
             PyErr_Format(PyExc_TypeError, "reader: column %zd needs a bytes suffix (and a fragment for its action)", i);
             return -1;
         }
@@ -816,8 +816,8 @@ PyMODINIT_FUNC PyInit__snapshot_native(void)
     } constants[] = {
         {"ABI_VERSION", ABI_VERSION}, {"RAW", A_RAW}, {"QUOTED", A_QUOTED}, {"TEMPORAL", A_TEMPORAL},
         {"TIMESTAMP", A_TIMESTAMP}, {"TEXT", A_TEXT}, {"BASE64", A_BASE64}, {"SKIP", A_SKIP}, {"PYTHON", A_PYTHON},
-        {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"CACHED", A_CACHED}, {"FLOAT32", A_FLOAT32}, {"SLOT_ROW_PADDED", SLOT_ROW_PADDED},
-        {"SLOT_ROW", SLOT_ROW},
+        {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"CACHED", A_CACHED}, {"FLOAT32", A_FLOAT32},
+        {"SLOT_ROW_PADDED", SLOT_ROW_PADDED}, {"SLOT_ROW", SLOT_ROW},
     };
     for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++)
         if (PyModule_AddIntConstant(module, constants[k].name, constants[k].value) < 0) {
