@@ -33,9 +33,9 @@ import cProfile
 import os
 import pstats
 import random
-import statistics
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile

@@ -18,7 +18,7 @@ import random
 import re
 import struct
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,13 +89,15 @@ def split_lines(out: list[bytes]) -> list[bytes]:
     return [line + b"\n" for line in b"".join(out).split(b"\n")[:-1]]
 
 
-def traced(parse: Any, buf: bytes, p: int, end: int, n: int, seq: int) -> tuple[tuple[Any, list[bytes]], int]:
-    """outcome() of the C reader, and how many times it handed a block over to the generated Python parse."""
+def traced(parse: Any, buf: bytes, p: int, end: int, n: int, seq: int,
+           called: Callable[[str], bool] = "parse".__eq__) -> tuple[tuple[Any, list[bytes]], int]:
+    """outcome() of the C reader, and how many times it called a generated function whose name is `called`:
+    by default the Python parse it hands a block over to."""
     calls = []
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         code = frame.f_code
-        if event == "call" and code.co_name == "parse" and code.co_filename.startswith("<snapshot reader"):
+        if event == "call" and called(code.co_name) and code.co_filename.startswith("<snapshot reader"):
             calls.append(code)
 
     sys.setprofile(profile)
@@ -491,29 +493,12 @@ def test_set_fragments_kept_per_distinct_value_stay_exact(mariadb: MariaDB, fres
                                                                       "UnicodeDecodeError")
 
 
-def fragment_calls(parse: Any, buf: bytes) -> tuple[tuple[Any, list[bytes]], int]:
-    """outcome() of a reader on buf, and how many times it called a column's Python fragment."""
-    calls = []
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        code = frame.f_code
-        if event == "call" and code.co_name.startswith("frag") and code.co_filename.startswith("<snapshot reader"):
-            calls.append(code)
-
-    sys.setprofile(profile)
-    try:
-        result = outcome(parse, buf, 0, len(buf), 3, 0)
-    finally:
-        sys.setprofile(None)
-    return result, len(calls)
-
-
 # What a server sends for `f + 0E0` and what it never does; C writes those whose result has no exponent.
 FLOAT_TEXTS = [b"0", b"-0", b"1.100000023841858", b"-1.100000023841858", b"0.10000000149011612", b"16777216",
                b"16777217", b"3.4028234663852886e38", b"-3.4028234663852886e38", b"1.1754943508222875e-38",
                b"1.401298464324817e-45", b"0.0001", b"0.00009999999747378752", b"123456.7890625", b"1e16",
                b"9999999827968", b"1e+20", b"3.4028235e38", b"3.4028236e38", b"1e400", b"-1e400", b"nan", b"inf",
-               b" 1.5", b"1.5 ", b"1_5", b"1.5x", b"", b"+1.5", b"1e", b"--1", b"." , b"1" * 39, b"1" * 40]
+               b" 1.5", b"1.5 ", b"1_5", b"1.5x", b"", b"+1.5", b"1e", b"--1", b".", b"1" * 39, b"1" * 40]
 
 
 def float32_texts(count: int, seed: int) -> list[bytes]:
@@ -537,7 +522,9 @@ def test_float_values_plain_in_c_anything_else_through_python(float_synth: Any) 
     in_c = 0
     for text in FLOAT_TEXTS + float32_texts(20_000, seed=8):
         buf = packet(0, lenenc(b"1") + lenenc(text))
-        (native, c_calls), python = fragment_calls(pair.c.parse, buf), outcome(pair.py.parse, buf, 0, len(buf), 3, 0)
+        # c_calls: the column fragments C called (frag0, frag1, ...), each a value C did not write itself
+        native, c_calls = traced(pair.c.parse, buf, 0, len(buf), 3, 0, called=lambda name: name.startswith("frag"))
+        python = outcome(pair.py.parse, buf, 0, len(buf), 3, 0)
         assert native == python, text
         written = python[1][0] if python[1] else b""
         number = re.search(rb'"f":([^,}]*)', written)
