@@ -6,8 +6,9 @@ lines with the same code tail runs in-process (cdc.capture.rowblock), so the cha
 Jobs go to the workers in turn and results are taken in the same turn, so they arrive in submission order.
 
 Pipes are non-blocking and every wait is a select() over both directions: tail never blocks writing a job
-while a worker blocks writing a result nobody reads. At most `limit` jobs are in flight per worker, so
-memory stays bounded. A worker that dies (or reports a bug) raises DecodeWorkerError at the next result
+while a worker blocks writing a result nobody reads. At most `limit` jobs, and `limit_bytes` of rows-event
+bodies (plus the one job that crosses it), are in flight per worker, so memory stays bounded: a count alone
+would let 32 events of 16 MiB rows each sit in the pipes and the workers at once. A worker that dies (or reports a bug) raises DecodeWorkerError at the next result
 tail needs; nothing decoded after that point is applied, so the checkpoint never passes undecoded rows.
 """
 
@@ -31,6 +32,7 @@ from cdc.source.decode import RowDecoder
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding `cdc`, for the worker's sys.path
 _PIPE_BYTES = 2**20
+DEFAULT_LIMIT_BYTES = 16 * 2**20  # rows-event bodies in flight per worker (everyday events are ~8 KiB each)
 _WORKER = f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); from cdc.capture.decode_worker import main; main()"
 
 
@@ -134,9 +136,14 @@ class _Worker:
 class DecodePool:
     """`workers` decode processes; submit() jobs, take() their results in the same order."""
 
-    def __init__(self, workers: int, limit: int = 32, stall_seconds: float = 120.0) -> None:
+    def __init__(self, workers: int, limit: int = 32, stall_seconds: float = 120.0,
+                 limit_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
         self._workers = [_Worker() for _ in range(workers)]
         self._limit = limit * workers
+        self._limit_bytes = limit_bytes * workers
+        self._sizes: deque[int] = deque()  # body bytes of each job in flight, in submission order
+        self._bytes = 0
+        self.peak_bytes = 0  # the most body bytes that were in flight at once
         # A worker that sends nothing for this long while tail waits is stuck (stopped, swapping): stop loudly
         # rather than hang. One rows event takes milliseconds; even a 1 GiB row takes seconds.
         self._stall = stall_seconds
@@ -156,7 +163,9 @@ class DecodePool:
 
     @property
     def full(self) -> bool:
-        return self._submitted - self._taken >= self._limit
+        """No room for another job: the reader decodes the next event itself (or waits, when it must)."""
+        in_flight = self._submitted - self._taken
+        return in_flight >= self._limit or (in_flight > 0 and self._bytes >= self._limit_bytes)
 
     def _broadcast(self, message: tuple[Any, ...]) -> None:
         data = frame(message)
@@ -181,6 +190,9 @@ class DecodePool:
         key = self.define(decoder)
         self._workers[self._submitted % len(self._workers)].send(frame(("rows", key, body, meta)))
         self._submitted += 1
+        self._sizes.append(len(body))
+        self._bytes += len(body)
+        self.peak_bytes = max(self.peak_bytes, self._bytes)
 
     def ready(self) -> bool:
         """Whether the next result is here (reads what the workers sent so far, never waits)."""
@@ -207,6 +219,7 @@ class DecodePool:
                                         f"{self._stall:.0f} s while tail waited for it", hint=_RERUN_HINT)
         kind, data, count = worker.results.popleft()
         self._taken += 1
+        self._bytes -= self._sizes.popleft()
         if kind == b"o":
             return data, count  # a bytearray: the committer only replaces its markers and writes it
         if kind == b"s":

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from cdc.capture.decode_pool import DecodePool, default_workers
+from cdc.capture.decode_pool import DEFAULT_LIMIT_BYTES, DecodePool, default_workers
 from cdc.capture.events import Capture, Progress
 from cdc.capture.filters import Filters
 from cdc.capture.start import STAGE, StartRequest, resolve_start
@@ -40,6 +40,7 @@ class TailOptions:
     read_timeout: float = 10.0
     reconnect_timeout: float = 60.0  # give up after this long without a working connection
     decode_workers: int | None = None  # processes decoding rows beside the reader; None: one per extra core, 0: none
+    decode_bytes: int = DEFAULT_LIMIT_BYTES  # rows-event bytes in flight per decode worker (bounds memory)
 
 
 @dataclass
@@ -54,6 +55,7 @@ class TailSummary:
     reconnects: int = 0
     decode_workers: int = 0
     worker_rows: int = 0  # rows decoded in the decode workers; the reader decodes the rest when they are busy
+    worker_peak_bytes: int = 0  # the most rows-event bytes that were in flight to the workers at once
     seconds: float = 0.0
     stopped: str = "caught up"
     notes: list[str] = field(default_factory=list)
@@ -75,7 +77,8 @@ def run_tail(
     state = StateDir(settings.state_dir).ensure()
     workers = default_workers() if options.decode_workers is None else options.decode_workers
     with state.lock(STAGE):
-        pool = DecodePool(workers) if workers > 0 else None  # started first: it imports while we connect
+        # Started first: the workers import while we connect.
+        pool = DecodePool(workers, limit_bytes=options.decode_bytes) if workers > 0 else None
         try:
             return _run(state, settings, options, pool, should_stop, on_progress, on_note, stdout)
         finally:
@@ -110,6 +113,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
     summary.end, summary.seconds = str(capture.position), time.monotonic() - began
     summary.transactions, summary.rows, summary.segments = capture.transactions, capture.rows, capture.segments
     summary.worker_rows = capture.worker_rows
+    summary.worker_peak_bytes = pool.peak_bytes if pool is not None else 0
     return summary
 
 

@@ -54,6 +54,25 @@ def test_workers_write_the_in_process_change_log_byte_for_byte(mariadb: MariaDB,
         assert changelog_bytes(tmp_path / f"workers-{workers}") == changelog_bytes(tmp_path / "in-process")
 
 
+def test_big_rows_are_bounded_by_bytes_in_flight_not_only_by_count(mariadb: MariaDB, fresh_db: str,
+                                                                    tmp_path: Path) -> None:
+    """Rows of 1.5 MB, one rows event each: with 1 MiB allowed in flight, at most one event is with the worker at
+    a time (the reader decodes the others itself) instead of 32 at once, and the change log is unchanged."""
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.b (id INT PRIMARY KEY, body LONGBLOB)")
+    row = 1_500_000
+    for key in range(1, 25):
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.b VALUES ({key}, REPEAT(CHAR(65 + {key % 26}), {row}))")
+    alone = _tail(mariadb, tmp_path / "in-process", fresh_db, start, 0)
+    options = TailOptions(start=StartRequest(position=start), filters=Filters(databases=(fresh_db,)),
+                          decode_workers=1, decode_bytes=2**20)
+    bounded = run_tail(settings_for(mariadb, tmp_path / "bounded"), options)
+    assert bounded.rows == alone.rows == 24
+    assert 0 < bounded.worker_rows < 24  # some rows went to the worker, the rest were decoded by the reader
+    assert row < bounded.worker_peak_bytes < 2 * row  # never two events in flight
+    assert changelog_bytes(tmp_path / "bounded") == changelog_bytes(tmp_path / "in-process")
+
+
 def _children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(child) for child in path.read_text().split()] if path.exists() else []
