@@ -22,7 +22,7 @@
 #include <string.h>
 
 /* Raised when this file changes what the Python side must pass or may expect (snapshot_native.py). */
-#define ABI_VERSION 5
+#define ABI_VERSION 6
 
 enum action {
     A_RAW, A_QUOTED, A_TEMPORAL, A_TIMESTAMP, A_TEXT, A_BASE64, A_SKIP, A_PYTHON,
@@ -30,6 +30,7 @@ enum action {
     A_BIT,          /* b'%d' % int.from_bytes(v, 'big') */
     A_CACHED,       /* PYTHON, its fragments kept per distinct value (SET: few distinct values, a costly encoder) */
     A_FLOAT32,      /* FLOAT (read as DOUBLE text): the shortest decimal that round-trips the 4-byte float */
+    A_FLOAT64,      /* DOUBLE: dumps(float(v)) */
     A_COUNT
 };
 #define SLOT_ROW_PADDED (-1) /* %012d of the row number */
@@ -58,7 +59,7 @@ typedef struct {
     Py_ssize_t out_len; /* bytes of its JSON in the line */
     PyObject *obj;      /* a PYTHON column's fragment (owned until the line is built) */
     int is_null;
-    char digits[32];    /* INTEGER_TEXT's sign, BIT's decimal, FLOAT32's JSON number */
+    char digits[32];    /* INTEGER_TEXT's sign, BIT's decimal, FLOAT32's and FLOAT64's JSON number */
 } Value;
 
 static const char HEX[] = "0123456789abcdef";
@@ -258,13 +259,22 @@ static int to_float32(double x, float *out)
     return 0;
 }
 
-/* A FLOAT column as cdc.values.shortest_float32 and orjson write it, from the server's DOUBLE text of
- * `col + 0E0`: the fewest of 6..9 significant digits that give back the same 4-byte float, printed as
- * Python's repr prints that double (which is orjson's text for any number repr writes without an
- * exponent). The same PyOS_* conversions as float(), format(x, '.9g') and repr. 0, or -1 for anything
- * else (other text, an exponent in the result, a float overflow): the column's Python fragment decides.
- * Python's loop cost ~4 us a value, most of a wide table's time in the reader. */
-static int float32_text(Value *v)
+/* Whether orjson writes exponents as json_double does (set_orjson_exponents(), from snapshot_native.py,
+ * which checks orjson at import); if not, values with an exponent go to the column's Python fragment. */
+static int orjson_exponents = 0;
+
+static PyObject *set_orjson_exponents(PyObject *Py_UNUSED(module), PyObject *flag)
+{
+    int truth = PyObject_IsTrue(flag);
+    if (truth < 0)
+        return NULL;
+    orjson_exponents = truth;
+    Py_RETURN_NONE;
+}
+
+/* The double float() reads from v's text: only [-+0-9.eE] (float() would also take spaces, '_', nan, inf:
+ * those go to Python), all of it, finite. 0, or -1 (Python decides). */
+static int number_text(const Value *v, double *out)
 {
     char text[40];
     if (v->len < 1 || v->len >= (Py_ssize_t)sizeof text)
@@ -282,8 +292,63 @@ static int float32_text(Value *v)
         PyErr_Clear();
         return -1;
     }
+    if (end != text + v->len || !isfinite(number))
+        return -1;
+    *out = number;
+    return 0;
+}
+
+/* v->digits = orjson.dumps(x) for a finite x: repr's shortest digits (PyOS_double_to_string, as repr).
+ * Where repr has no exponent orjson's text is repr's. Where it has one, orjson 3.x keeps e+NN, writes
+ * 1e-05 <= |x| < 1e-04 out in full (5.3e-05 -> 0.000053) and drops e-NN's zero padding (1.5e-7): checked
+ * against orjson over 1.5M values, and by snapshot_native.py at import. 0, or -1 (Python decides). */
+static int json_double(double x, Value *v)
+{
+    char *repr = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    const char *m = repr, *e = strchr(repr, 'e');
+    size_t n = strlen(repr);
+    int ok = n < 25 && strpbrk(repr, "ni") == NULL; /* 25: room for the 0.0000 form; no inf or nan */
+    if (ok && (e == NULL || (orjson_exponents && e[1] == '+'))) {
+        memcpy(v->digits, repr, n);
+        v->out_len = (Py_ssize_t)n;
+    } else if (ok && orjson_exponents) {
+        char *w = v->digits;
+        int exponent = atoi(e + 2);
+        if (*m == '-')
+            *w++ = *m++;
+        if (exponent == 5) { /* repr's exponent starts below 1e-04: e-05 is the only one orjson writes out */
+            memcpy(w, "0.0000", 6);
+            w += 6;
+            for (; m < e; m++)
+                if (*m != '.')
+                    *w++ = *m;
+        } else {
+            memcpy(w, m, (size_t)(e - m));
+            w += e - m;
+            w += snprintf(w, 8, "e-%d", exponent);
+        }
+        v->out_len = w - v->digits;
+    } else {
+        ok = 0;
+    }
+    PyMem_Free(repr);
+    return ok ? 0 : -1;
+}
+
+/* A FLOAT column as cdc.values.shortest_float32 and orjson write it, from the server's DOUBLE text of
+ * `col + 0E0`: the fewest of 6..9 significant digits that give back the same 4-byte float, written as
+ * orjson writes that double. The same PyOS_* conversions as float() and format(x, '.9g'). 0, or -1 for
+ * anything else (other text, a float overflow): the column's Python fragment decides. Python's loop
+ * cost ~4 us a value, most of a wide table's time in the reader. */
+static int float32_text(Value *v)
+{
+    double number;
     float packed, again;
-    if (end != text + v->len || !isfinite(number) || to_float32(number, &packed) < 0)
+    if (number_text(v, &number) < 0 || to_float32(number, &packed) < 0)
         return -1;
     double shortest = number;
     for (int digits = 6; digits <= 9; digits++) {
@@ -303,18 +368,14 @@ static int float32_text(Value *v)
             break;
         }
     }
-    char *repr = PyOS_double_to_string(shortest, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (repr == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    size_t n = strlen(repr);
-    int plain = n < sizeof v->digits && strpbrk(repr, "eEni") == NULL; /* no exponent, inf or nan */
-    if (plain)
-        memcpy(v->digits, repr, n);
-    PyMem_Free(repr);
-    v->out_len = (Py_ssize_t)n;
-    return plain ? 0 : -1;
+    return json_double(shortest, v);
+}
+
+/* A DOUBLE column: dumps(float(v)), ~0.4 us a value through Python. 0, or -1 (Python decides). */
+static int float64_text(Value *v)
+{
+    double number;
+    return number_text(v, &number) < 0 ? -1 : json_double(number, v);
 }
 
 /* Read the length-encoded value at *p of a packet ending at q. 0: read; -1: not sure (hand over). */
@@ -389,6 +450,10 @@ static int measure(Reader *self, Py_ssize_t i, Value *v)
         break; /* not plain digits: Python's int() decides */
     case A_FLOAT32:
         if (float32_text(v) == 0)
+            return 0;
+        break;
+    case A_FLOAT64:
+        if (float64_text(v) == 0)
             return 0;
         break;
     case A_BIT:
@@ -488,8 +553,8 @@ static char *write_value(Reader *self, Py_ssize_t i, const Value *v, char *w)
     default:
         break;
     }
-    if (v->obj == NULL) { /* INTEGER_TEXT, BIT or FLOAT32 done here */
-        if (self->actions[i] == A_BIT || self->actions[i] == A_FLOAT32) {
+    if (v->obj == NULL) { /* INTEGER_TEXT, BIT, FLOAT32 or FLOAT64 done here */
+        if (self->actions[i] == A_BIT || self->actions[i] == A_FLOAT32 || self->actions[i] == A_FLOAT64) {
             memcpy(w, v->digits, v->out_len);
             return w + v->out_len;
         }
@@ -722,7 +787,7 @@ static int check_program(Py_ssize_t ncols, PyObject *actions, PyObject *suffixes
         }
         if (!PyBytes_Check(PyTuple_GET_ITEM(suffixes, i))
             || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT || action == A_CACHED
-                 || action == A_FLOAT32) && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
+                 || action == A_FLOAT32 || action == A_FLOAT64) && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
             PyErr_Format(PyExc_TypeError, "reader: column %zd needs a bytes suffix (and a fragment for its action)", i);
             return -1;
         }
@@ -794,6 +859,8 @@ static PyObject *make_reader(PyObject *module, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"reader", make_reader, METH_VARARGS,
      "reader(actions, suffixes, fragments, literals, slots, fallback) -> Reader (see snapshot_native.py)."},
+    {"set_orjson_exponents", set_orjson_exponents, METH_O,
+     "set_orjson_exponents(flag): whether FLOAT32/FLOAT64 write values with an exponent (else Python does)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -817,6 +884,7 @@ PyMODINIT_FUNC PyInit__snapshot_native(void)
         {"ABI_VERSION", ABI_VERSION}, {"RAW", A_RAW}, {"QUOTED", A_QUOTED}, {"TEMPORAL", A_TEMPORAL},
         {"TIMESTAMP", A_TIMESTAMP}, {"TEXT", A_TEXT}, {"BASE64", A_BASE64}, {"SKIP", A_SKIP}, {"PYTHON", A_PYTHON},
         {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"CACHED", A_CACHED}, {"FLOAT32", A_FLOAT32},
+        {"FLOAT64", A_FLOAT64},
         {"SLOT_ROW_PADDED", SLOT_ROW_PADDED}, {"SLOT_ROW", SLOT_ROW},
     };
     for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++)

@@ -12,18 +12,25 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-ABI_VERSION = 5  # must match _snapshot_native.c's: what the reader() arguments mean
+import orjson
+
+ABI_VERSION = 6  # must match _snapshot_native.c's: what the reader() arguments mean
 # Column actions (the C enum, checked at import): what the reader does with a column's bytes.
 # INTEGER_TEXT (ZEROFILL, YEAR: int(v) printed) and BIT (big-endian unsigned, up to 8 bytes) do the
 # plain cases in C and call the column's fragment for anything else, as PYTHON does for every value.
 # CACHED is PYTHON keeping the fragment of each distinct value (up to 256 per column): for SET, whose
 # encoder is costly and whose values repeat. FLOAT32 (a FLOAT, read as the server's DOUBLE text) is the
-# shortest decimal that round-trips the 4-byte float, printed as orjson prints it, where that has no exponent.
-RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32 = range(12)
-WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32})
+# shortest decimal that round-trips the 4-byte float, FLOAT64 a DOUBLE's float(v), both written as orjson
+# writes them; text float() would read otherwise (spaces, '_', nan) goes to the column's fragment.
+RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32, FLOAT64 = range(13)
+WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32, FLOAT64})
 SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)
 _NAMES = ("RAW", "QUOTED", "TEMPORAL", "TIMESTAMP", "TEXT", "BASE64", "SKIP", "PYTHON", "INTEGER_TEXT", "BIT",
-          "CACHED", "FLOAT32", "SLOT_ROW_PADDED", "SLOT_ROW")
+          "CACHED", "FLOAT32", "FLOAT64", "SLOT_ROW_PADDED", "SLOT_ROW")
+# How orjson 3.x writes doubles that repr writes with an exponent, as the C reader writes them too (e+NN as
+# repr, e-05 in full, e-NN without zero padding). Another orjson: those values go through it instead.
+EXPONENT_PROBES = {1e16: b"1e+16", -3.4e38: b"-3.4e+38", 1e-05: b"0.00001", -9.12829e-05: b"-0.0000912829",
+                   1.5e-07: b"1.5e-7", 5e-324: b"5e-324", 1.7976931348623157e308: b"1.7976931348623157e+308"}
 
 
 def _load() -> tuple[ModuleType | None, str | None]:
@@ -41,7 +48,12 @@ def _load() -> tuple[ModuleType | None, str | None]:
     source = Path(__file__).with_name("_snapshot_native.c")
     if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
         return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
+    module.set_orjson_exponents(orjson_writes_exponents_as_c())
     return module, None
+
+
+def orjson_writes_exponents_as_c() -> bool:
+    return all(orjson.dumps(number) == text for number, text in EXPONENT_PROBES.items())
 
 
 _MODULE, PROBLEM = _load()
