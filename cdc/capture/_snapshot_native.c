@@ -30,7 +30,6 @@ enum action {
     A_BIT,          /* b'%d' % int.from_bytes(v, 'big') */
     A_CACHED,       /* PYTHON, its fragments kept per distinct value (SET: few distinct values, a costly encoder) */
     A_FLOAT32,      /* FLOAT (read as DOUBLE text): the shortest decimal that round-trips the 4-byte float */
-    A_FLOAT64,      /* DOUBLE: dumps(float(v)) */
     A_COUNT
 };
 #define SLOT_ROW_PADDED (-1) /* %012d of the row number */
@@ -59,7 +58,7 @@ typedef struct {
     Py_ssize_t out_len; /* bytes of its JSON in the line */
     PyObject *obj;      /* a PYTHON column's fragment (owned until the line is built) */
     int is_null;
-    char digits[32];    /* INTEGER_TEXT's sign, BIT's decimal, FLOAT32's and FLOAT64's JSON number */
+    char digits[32];    /* INTEGER_TEXT's sign, BIT's decimal, FLOAT32's JSON number */
 } Value;
 
 static const char HEX[] = "0123456789abcdef";
@@ -371,13 +370,6 @@ static int float32_text(Value *v)
     return json_double(shortest, v);
 }
 
-/* A DOUBLE column: dumps(float(v)), ~0.4 us a value through Python. 0, or -1 (Python decides). */
-static int float64_text(Value *v)
-{
-    double number;
-    return number_text(v, &number) < 0 ? -1 : json_double(number, v);
-}
-
 /* Read the length-encoded value at *p of a packet ending at q. 0: read; -1: not sure (hand over). */
 static int read_value(const unsigned char *b, Py_ssize_t *p, Py_ssize_t q, Value *v)
 {
@@ -450,10 +442,6 @@ static int measure(Reader *self, Py_ssize_t i, Value *v)
         break; /* not plain digits: Python's int() decides */
     case A_FLOAT32:
         if (float32_text(v) == 0)
-            return 0;
-        break;
-    case A_FLOAT64:
-        if (float64_text(v) == 0)
             return 0;
         break;
     case A_BIT:
@@ -553,8 +541,8 @@ static char *write_value(Reader *self, Py_ssize_t i, const Value *v, char *w)
     default:
         break;
     }
-    if (v->obj == NULL) { /* INTEGER_TEXT, BIT, FLOAT32 or FLOAT64 done here */
-        if (self->actions[i] == A_BIT || self->actions[i] == A_FLOAT32 || self->actions[i] == A_FLOAT64) {
+    if (v->obj == NULL) { /* INTEGER_TEXT, BIT or FLOAT32 done here */
+        if (self->actions[i] == A_BIT || self->actions[i] == A_FLOAT32) {
             memcpy(w, v->digits, v->out_len);
             return w + v->out_len;
         }
@@ -787,7 +775,7 @@ static int check_program(Py_ssize_t ncols, PyObject *actions, PyObject *suffixes
         }
         if (!PyBytes_Check(PyTuple_GET_ITEM(suffixes, i))
             || ((action == A_PYTHON || action == A_INTEGER_TEXT || action == A_BIT || action == A_CACHED
-                 || action == A_FLOAT32 || action == A_FLOAT64) && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
+                 || action == A_FLOAT32) && !PyCallable_Check(PyTuple_GET_ITEM(fragments, i)))) {
             PyErr_Format(PyExc_TypeError, "reader: column %zd needs a bytes suffix (and a fragment for its action)", i);
             return -1;
         }
@@ -860,7 +848,7 @@ static PyMethodDef module_methods[] = {
     {"reader", make_reader, METH_VARARGS,
      "reader(actions, suffixes, fragments, literals, slots, fallback) -> Reader (see snapshot_native.py)."},
     {"set_orjson_exponents", set_orjson_exponents, METH_O,
-     "set_orjson_exponents(flag): whether FLOAT32/FLOAT64 write values with an exponent (else Python does)."},
+     "set_orjson_exponents(flag): whether FLOAT32 writes values with an exponent (else Python does)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -884,7 +872,6 @@ PyMODINIT_FUNC PyInit__snapshot_native(void)
         {"ABI_VERSION", ABI_VERSION}, {"RAW", A_RAW}, {"QUOTED", A_QUOTED}, {"TEMPORAL", A_TEMPORAL},
         {"TIMESTAMP", A_TIMESTAMP}, {"TEXT", A_TEXT}, {"BASE64", A_BASE64}, {"SKIP", A_SKIP}, {"PYTHON", A_PYTHON},
         {"INTEGER_TEXT", A_INTEGER_TEXT}, {"BIT", A_BIT}, {"CACHED", A_CACHED}, {"FLOAT32", A_FLOAT32},
-        {"FLOAT64", A_FLOAT64},
         {"SLOT_ROW_PADDED", SLOT_ROW_PADDED}, {"SLOT_ROW", SLOT_ROW},
     };
     for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++)

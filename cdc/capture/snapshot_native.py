@@ -20,13 +20,14 @@ ABI_VERSION = 6  # must match _snapshot_native.c's: what the reader() arguments 
 # plain cases in C and call the column's fragment for anything else, as PYTHON does for every value.
 # CACHED is PYTHON keeping the fragment of each distinct value (up to 256 per column): for SET, whose
 # encoder is costly and whose values repeat. FLOAT32 (a FLOAT, read as the server's DOUBLE text) is the
-# shortest decimal that round-trips the 4-byte float, FLOAT64 a DOUBLE's float(v), both written as orjson
-# writes them; text float() would read otherwise (spaces, '_', nan) goes to the column's fragment.
-RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32, FLOAT64 = range(13)
-WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32, FLOAT64})
+# shortest decimal that round-trips the 4-byte float, written as orjson writes it; text float() would read
+# otherwise (spaces, '_', nan) goes to the column's fragment. DOUBLE stays PYTHON: float() and orjson's
+# formatting beat Python's repr conversion called from C (measured: benchmarks/bench_snapshot.py, README).
+RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32 = range(12)
+WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32})
 SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)
 _NAMES = ("RAW", "QUOTED", "TEMPORAL", "TIMESTAMP", "TEXT", "BASE64", "SKIP", "PYTHON", "INTEGER_TEXT", "BIT",
-          "CACHED", "FLOAT32", "FLOAT64", "SLOT_ROW_PADDED", "SLOT_ROW")
+          "CACHED", "FLOAT32", "SLOT_ROW_PADDED", "SLOT_ROW")
 # How orjson 3.x writes doubles that repr writes with an exponent, as the C reader writes them too (e+NN as
 # repr, e-05 in full, e-NN without zero padding). Another orjson: those values go through it instead.
 EXPONENT_PROBES = {1e16: b"1e+16", -3.4e38: b"-3.4e+38", 1e-05: b"0.00001", -9.12829e-05: b"-0.0000912829",

@@ -250,9 +250,8 @@ def _expression(i: int, column: Column, decoding: tuple[str | None, Any], consts
         return native_api.INTEGER_TEXT, "b'%d' % int(v)"
     if kind == "bit":
         return native_api.BIT, "b'%d' % int.from_bytes(v, 'big')"
-    # SET: a pure function of the value, kept per value; FLOAT, DOUBLE: any number's text done in C.
-    action = {"set": native_api.CACHED, "float": native_api.FLOAT32, "double": native_api.FLOAT64}.get(
-        kind, native_api.PYTHON)
+    # SET: a pure function of the value, kept per value; FLOAT: any number's text done in C.
+    action = {"set": native_api.CACHED, "float": native_api.FLOAT32}.get(kind, native_api.PYTHON)
     return action, _rare_expression(i, column, decoding, consts)
 
 

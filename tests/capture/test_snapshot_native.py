@@ -227,11 +227,6 @@ def float_synth(mariadb: MariaDB) -> Iterator[tuple[TablePlan, Sequence[Any], Se
     yield from synthetic_table(mariadb, "native_float", "id INT PRIMARY KEY, f FLOAT")
 
 
-@pytest.fixture(scope="module")
-def double_synth(mariadb: MariaDB) -> Iterator[tuple[TablePlan, Sequence[Any], Sequence[Any]]]:
-    yield from synthetic_table(mariadb, "native_double", "id INT PRIMARY KEY, f DOUBLE")
-
-
 def synthetic_table(mariadb: MariaDB, name: str,
                     columns: str) -> Iterator[tuple[TablePlan, Sequence[Any], Sequence[Any]]]:
     db = mariadb.create_database(name)
@@ -498,7 +493,7 @@ def test_set_fragments_kept_per_distinct_value_stay_exact(mariadb: MariaDB, fres
                                                                       "UnicodeDecodeError")
 
 
-# What a server sends for `f + 0E0` (FLOAT) or f (DOUBLE), and what it never does.
+# What a server sends for `f + 0E0`, and what it never does (doubles past FLOAT's range too).
 FLOAT_TEXTS = [b"0", b"-0", b"1.100000023841858", b"-1.100000023841858", b"0.10000000149011612", b"16777216",
                b"16777217", b"3.4028234663852886e38", b"-3.4028234663852886e38", b"1.1754943508222875e-38",
                b"1.401298464324817e-45", b"0.0001", b"0.00009999999747378752", b"123456.7890625", b"1e16",
@@ -508,39 +503,36 @@ FLOAT_TEXTS = [b"0", b"-0", b"1.100000023841858", b"-1.100000023841858", b"0.100
                b"9.999999999999999e-05", b"1e-06", b"1e15", b"123456789012345680000", b"0.1e-3", b"1E5"]
 
 
-def float_texts(count: int, seed: int, width: str) -> list[bytes]:
-    """Numbers as a server prints them (shortest round-trip: repr's digits, no '+'), 4-byte floats for "f"
-    and doubles for "d": half of any bit pattern, half prices and measures (a few decimals, as people store
-    them), some of those scaled down to where repr and orjson start writing exponents."""
+def float32_texts(count: int, seed: int) -> list[bytes]:
+    """4-byte floats as a server prints them widened to DOUBLE (shortest round-trip: repr's digits, no '+'):
+    half of any bit pattern, half prices and measures (a few decimals, as people store them), some of
+    those scaled down to where repr and orjson start writing exponents."""
     rng = random.Random(seed)
     texts = []
     while len(texts) < count:
         if len(texts) % 2:
-            value = struct.unpack(f"<{width}", rng.getrandbits(32 if width == "f" else 64).to_bytes(
-                4 if width == "f" else 8, "little"))[0]
+            value = struct.unpack("<f", rng.getrandbits(32).to_bytes(4, "little"))[0]
         else:
             value = round(rng.uniform(-1e6, 1e6) * 10.0 ** -rng.randrange(0, 6), rng.randrange(0, 8))
             value *= 10.0 ** -rng.randrange(6, 12) if len(texts) % 10 == 0 else 1
-            value = struct.unpack(f"<{width}", struct.pack(f"<{width}", value))[0]
+            value = struct.unpack("<f", struct.pack("<f", value))[0]
         if value == value and abs(value) != float("inf"):
             texts.append(repr(value).encode().replace(b"+", b""))
     return texts
 
 
 @pytest.mark.parametrize("exponents", [True, False], ids=["orjson-as-checked", "another-orjson"])
-@pytest.mark.parametrize("column", ["FLOAT", "DOUBLE"])
-def test_float_and_double_values_written_in_c_odd_text_through_python(request: pytest.FixtureRequest, column: str,
-                                                                      exponents: bool) -> None:
-    """Both readers byte for byte and error for error; C writes every number of plain text itself, and those
+def test_float_values_written_in_c_odd_text_through_python(float_synth: Any, exponents: bool) -> None:
+    """Both readers byte for byte and error for error; C writes every float of number text itself, and those
     with an exponent only while orjson writes exponents as C does (checked at import: "another-orjson" is
     what an orjson that writes them otherwise gets)."""
-    pair = compiled_pair(*request.getfixturevalue("float_synth" if column == "FLOAT" else "double_synth"))
+    pair = compiled_pair(*float_synth)
     module = snapshot_native.native_module()
     assert module is not None and snapshot_native.orjson_writes_exponents_as_c()
     module.set_orjson_exponents(exponents)
     in_c = with_exponent = 0
     try:
-        for text in FLOAT_TEXTS + float_texts(20_000, seed=8, width=column[0].lower()):
+        for text in FLOAT_TEXTS + float32_texts(20_000, seed=8):
             buf = packet(0, lenenc(b"1") + lenenc(text))
             # c_calls: the column fragments C called (frag0, frag1, ...), each a value C did not write itself
             native, c_calls = traced(pair.c.parse, buf, 0, len(buf), 3, 0,
@@ -559,6 +551,6 @@ def test_float_and_double_values_written_in_c_odd_text_through_python(request: p
             with_exponent += by_c and exponent
     finally:
         module.set_orjson_exponents(snapshot_native.orjson_writes_exponents_as_c())
-    # Every random value is written by C (a random double's repr mostly has an exponent: not without them).
-    assert in_c > (20_000 if exponents else 8_000)
+    # Every random value is written by C; without exponents, those of about 45% go to Python.
+    assert in_c > (20_000 if exponents else 10_000)
     assert (with_exponent > 1_000) == exponents
