@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_snapshot.py [--narrow-rows 300000] [--wide-rows 20000]
         [--chunk-size 10000] [--workers 1] [--repeat 3] [--profile] [--python-baseline] [--buffer-pool 64M]
-        [--server-dir DIR]
+        [--server-dir DIR] [--out-dir DIR]
 
 Two tables: `narrow` (int key, int, varchar, datetime(6), decimal) and `all_types` (every type of
 docs/formats.md, hostile values, tests/capture/workload.py). For each: rows/s of cdc snapshot
@@ -24,6 +24,8 @@ reads from its own disks: --server-dir puts the throwaway server's files (its da
 a second disk, or a RAM-backed one when there is none (as root: `truncate -s 3G /dev/shm/srv.img;
 mkfs.ext4 -q /dev/shm/srv.img; mount -o loop /dev/shm/srv.img /mnt/srv`), so the server still reads
 pages through InnoDB's disk path with a small pool, but not from the disk the two clients write to.
+--out-dir puts what both clients write (cdc's state directory, dump's file) under DIR: /dev/shm (tmpfs)
+measures them with nothing reaching a disk, which tells how much of a gap is the bytes made durable.
 """
 
 from __future__ import annotations
@@ -172,6 +174,7 @@ def main() -> None:
     parser.add_argument("--buffer-pool", default="64M", help="the server's innodb_buffer_pool_size")
     parser.add_argument("--tables", nargs="+", default=["narrow", workload.TABLE])
     parser.add_argument("--server-dir", type=Path, help="keep the server's datadir under this directory")
+    parser.add_argument("--out-dir", type=Path, help="write cdc's state directory and dump's file under this one")
     args = parser.parse_args()
     if native_api.native_module() is None:
         raise SystemExit(f"the C row reader is not in use: {native_api.PROBLEM or 'CDC_NATIVE=0 is set'}")
@@ -179,7 +182,7 @@ def main() -> None:
     server_dir = tempfile.mkdtemp(prefix="cdc-bench-server-", dir=args.server_dir) if args.server_dir else None
     try:
         with MariaDB(server_options, base_dir=server_dir) as server, \
-                tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
+                tempfile.TemporaryDirectory(prefix="cdc-bench-", dir=args.out_dir) as tmp:
             fill(server, args.narrow_rows, args.wide_rows)
             compare(args, server, Path(tmp))
     finally:
@@ -191,7 +194,8 @@ def compare(args: argparse.Namespace, server: MariaDB, work: Path) -> None:
     """Run both sides on each table, alternating, and print their figures."""
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
           f"{os.cpu_count()} CPUs, chunk size {args.chunk_size}, workers {args.workers}, {args.repeat} runs each, "
-          f"server buffer pool {args.buffer_pool}, server files on {args.server_dir or 'the same disk'}")
+          f"server buffer pool {args.buffer_pool}, server files on {args.server_dir or 'the same disk'}, "
+          f"output under {work.parent}")
     print(f"{'table':<10} {'rows':>8} {'reader':>6} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9} "
           f"{'CPU s cdc/dump':>15} {'server CPU s cdc/dump':>22} {'cdc/(dump+fsync)':>17} "
           f"{'median s cdc/dump':>18} {'median cdc/dump':>16}")
