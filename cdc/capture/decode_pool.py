@@ -8,8 +8,9 @@ Jobs go to the workers in turn and results are taken in the same turn, so they a
 Pipes are non-blocking and every wait is a select() over both directions: tail never blocks writing a job
 while a worker blocks writing a result nobody reads. At most `limit` jobs, and `limit_bytes` of rows-event
 bodies (plus the one job that crosses it), are in flight per worker, so memory stays bounded: a count alone
-would let 32 events of 16 MiB rows each sit in the pipes and the workers at once. A worker that dies (or reports a bug) raises DecodeWorkerError at the next result
-tail needs; nothing decoded after that point is applied, so the checkpoint never passes undecoded rows.
+would let 32 events of 16 MiB rows each sit in the pipes and the workers at once. A worker that dies (or
+reports a bug) raises DecodeWorkerError at the next result tail needs; nothing decoded after that point is
+applied, so the checkpoint never passes undecoded rows.
 """
 
 from __future__ import annotations
