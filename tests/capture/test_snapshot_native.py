@@ -551,6 +551,6 @@ def test_float_values_written_in_c_odd_text_through_python(float_synth: Any, exp
             with_exponent += by_c and exponent
     finally:
         module.set_orjson_exponents(snapshot_native.orjson_writes_exponents_as_c())
-    # Every random value is written by C; without exponents, those of about 45% go to Python.
+    # Every random value is written by C; without the exponent forms, about 45% of them go to Python.
     assert in_c > (20_000 if exponents else 10_000)
     assert (with_exponent > 1_000) == exponents

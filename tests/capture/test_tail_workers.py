@@ -68,8 +68,9 @@ def test_big_rows_are_bounded_by_bytes_in_flight_not_only_by_count(mariadb: Mari
                           decode_workers=1, decode_bytes=2**20)
     bounded = run_tail(settings_for(mariadb, tmp_path / "bounded"), options)
     assert bounded.rows == alone.rows == 24
-    assert 0 < bounded.worker_rows < 24  # some rows went to the worker, the rest were decoded by the reader
-    assert row < bounded.worker_peak_bytes < 2 * row  # never two events in flight
+    assert bounded.worker_rows > 0  # here about half: the reader decodes an event itself while one is out
+    # Never two events in flight (without the byte bound, 5-6 were: 7.5-9 MB).
+    assert row < bounded.worker_peak_bytes < 2 * row
     assert changelog_bytes(tmp_path / "bounded") == changelog_bytes(tmp_path / "in-process")
 
 
