@@ -164,7 +164,8 @@ class DecodePool:
 
     @property
     def full(self) -> bool:
-        """No room for another job: the reader decodes the next event itself (or waits, when it must)."""
+        """No room for another job (the count or the bytes in flight are at their limit): the reader decodes the
+        next event itself."""
         in_flight = self._submitted - self._taken
         return in_flight >= self._limit or (in_flight > 0 and self._bytes >= self._limit_bytes)
 

@@ -54,6 +54,7 @@ def _load() -> tuple[ModuleType | None, str | None]:
 
 
 def orjson_writes_exponents_as_c() -> bool:
+    """Whether the installed orjson writes the probes as the C reader would (then C writes them too)."""
     return all(orjson.dumps(number) == text for number, text in EXPONENT_PROBES.items())
 
 
