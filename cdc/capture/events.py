@@ -71,6 +71,7 @@ class Capture:
         # Effects in binlog order: (function, args), or (None, (decoder, event, meta)) for a job in the pool.
         self._pending: deque[tuple[Callable[..., None] | None, tuple[Any, ...]]] = deque()
         self._queued_bytes = 0  # of the blocks decoded here that wait in _pending
+        self.queued_peak_bytes = 0  # the most of them at once (bounded by _MAX_QUEUED_BYTES and one block)
         self.events = 0
         self.worker_rows = 0  # rows decoded and encoded by the decode workers (the rest: in this process)
         self._progress_at, self._progress_events = time.monotonic(), 0
@@ -229,6 +230,7 @@ class Capture:
             self._later(self._add_rows, meta, block, count)
             if self._pending:
                 self._queued_bytes += len(block)
+                self.queued_peak_bytes = max(self.queued_peak_bytes, self._queued_bytes)
                 if len(self._pending) > _MAX_QUEUED or self._queued_bytes > _MAX_QUEUED_BYTES:
                     self.settle(keep=_MAX_QUEUED, keep_bytes=_MAX_QUEUED_BYTES)  # bounded memory: wait
             return

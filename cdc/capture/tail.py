@@ -56,6 +56,7 @@ class TailSummary:
     decode_workers: int = 0
     worker_rows: int = 0  # rows decoded in the decode workers; the reader decodes the rest when they are busy
     worker_peak_bytes: int = 0  # the most rows-event bytes that were in flight to the workers at once
+    queued_peak_bytes: int = 0  # the most bytes of lines decoded by the reader that waited behind a worker's job
     seconds: float = 0.0
     stopped: str = "caught up"
     notes: list[str] = field(default_factory=list)
@@ -114,6 +115,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
     summary.transactions, summary.rows, summary.segments = capture.transactions, capture.rows, capture.segments
     summary.worker_rows = capture.worker_rows
     summary.worker_peak_bytes = pool.peak_bytes if pool is not None else 0
+    summary.queued_peak_bytes = capture.queued_peak_bytes
     return summary
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -72,6 +73,44 @@ def test_big_rows_are_bounded_by_bytes_in_flight_not_only_by_count(mariadb: Mari
     # Never two events in flight (without the byte bound, 5-6 were: 7.5-9 MB).
     assert row < bounded.worker_peak_bytes < 2 * row
     assert changelog_bytes(tmp_path / "bounded") == changelog_bytes(tmp_path / "in-process")
+
+
+def test_lines_waiting_behind_a_held_up_worker_are_bounded_by_bytes(mariadb: MariaDB, fresh_db: str,
+                                                                     tmp_path: Path) -> None:
+    """The worker is stopped (SIGSTOP) while it holds jobs: the reader decodes the next events itself, and their
+    lines wait behind the held job. Past 1 MiB of them it waits for the worker instead of queueing 256 events'
+    worth (~5 MB here); resumed, the worker's results slot in and the change log is the in-process one."""
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, pad VARCHAR(255))")
+    # One statement: ~600 rows events of ~8 KB, ~14 KB of change lines each.
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t SELECT seq, REPEAT('q', 200) FROM `{fresh_db}`.seq_1_to_20000")
+    alone = _tail(mariadb, tmp_path / "in-process", fresh_db, start, 0)
+    before = set(_children(os.getpid()))
+    held: list[int] = []
+
+    def hold_the_worker() -> None:
+        deadline = time.monotonic() + 60
+        while not (new := set(_children(os.getpid())) - before) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        held.extend(new)
+        for pid in new:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(2.0)  # the reader reaches the bound in well under a second of its own decoding
+        for pid in new:
+            os.kill(pid, signal.SIGCONT)
+
+    holder = threading.Thread(target=hold_the_worker)
+    holder.start()
+    try:
+        summary = _tail(mariadb, tmp_path / "held", fresh_db, start, 1)
+    finally:
+        holder.join()
+    assert len(held) == 1 and summary.decode_workers == 1
+    assert summary.rows == alone.rows == 20_000
+    assert summary.worker_rows > 0  # the held jobs were decoded by the worker once it went on
+    # Lines did queue behind the held job, up to the bound and at most one event's lines past it.
+    assert 2**20 - 64 * 1024 < summary.queued_peak_bytes < 2**20 + 64 * 1024
+    assert changelog_bytes(tmp_path / "held") == changelog_bytes(tmp_path / "in-process")
 
 
 def _children(pid: int) -> list[int]:
