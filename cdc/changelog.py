@@ -80,8 +80,11 @@ class SegmentWriter:
         """Append `line` (or a block of `lines` whole lines) to the open segment; `position` is its first line's."""
         if self._handle is None:
             self._temp = self.directory / f".{SEGMENT_PREFIX}{self.owner}-{os.getpid()}.tmp"
-            with disk_full_as_error(self._temp):
+            try:
                 self._handle = open(self._temp, "wb")
+            except OSError as exc:  # a failed write too: seal must not say "nothing written" of this line
+                self._failed = disk_full_error(exc, self._temp) or exc
+                raise self._failed from exc
             self._first_position = position
         try:  # per change line: a plain try costs nothing until it raises, unlike a `with` block
             self._handle.write(line)
@@ -97,10 +100,10 @@ class SegmentWriter:
 
     def seal(self) -> Path | None:
         """Make the open segment durable under its final name; None if nothing was written."""
-        if self._handle is None or self._temp is None or self._first_position is None:
-            return None
         if self._failed is not None:
             raise self._failed
+        if self._handle is None or self._temp is None or self._first_position is None:
+            return None
         final = self.directory / segment_name(self._first_position)
         with disk_full_as_error(self._temp):
             self._handle.flush()

@@ -319,7 +319,7 @@ class _Copier:
                              lambda row, lines, count: self.sealer.write(self.position(row), lines, count), seal)
         try:
             count, _ = read_rows(conn, sql, None if last is None else keyset_params(last), self._compiler(plan),
-                                 self.checkpoint.row_counter, cutter.write)
+                                 self.checkpoint.row_counter, cutter.write, self.sealer.write_while)
         except RowEncodeError as exc:
             raise DataError(f"table {plan.name}: a value of the row at {self.position(exc.row)} cannot be "
                             f"encoded exactly ({exc.cause})",
@@ -336,7 +336,7 @@ class _Copier:
         ahead, parts = split_table(conn, plan, self.workers, self.checkpoint.row_counter, self._compiler(plan))
         if not parts:
             return 0, None
-        self.sealer.wait()  # fork with the sealing thread idle
+        self.sealer.wait()  # fork with nothing queued and the sealing thread idle
         return ahead, Helpers(self.mysql, plan, self.parts, parts, self.chunk_size, view, self.state.changelog)
 
     def _take_helper_chunks(self, plan: TablePlan, entry: TableState, helpers: Helpers) -> TableState:

@@ -5,7 +5,9 @@ converter per value): at snapshot rates that machinery alone cost more than mari
 Here PyMySQL sends the query and reads the column definitions as usual (so errors, TLS, timeouts and
 character sets stay its business); the row packets are then read from its socket buffer in blocks of
 BLOCK bytes and parsed by cdc.capture.snapshot_rows' generated code. The unbuffered result keeps
-memory bounded: at most one block (or one row, if bigger) is held.
+memory bounded: at most one block (or one row, if bigger) is held. Before each read that would wait for
+the server, `on_idle` may do other work (the snapshot writes its queued lines then) for as long as no
+bytes are waiting on the socket.
 
 This uses PyMySQL internals that have been stable through 1.x (`_rfile`, `_next_seq_id`,
 `_force_close`, the cursor's `_result` with `fields`, `converters`, `unbuffered_active`);
@@ -14,6 +16,7 @@ check_driver() refuses a PyMySQL without them with a clear message instead of mi
 
 from __future__ import annotations
 
+import select
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,11 +34,13 @@ MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet (rows 
 # (row number of the first line, number of lines, bytes objects holding them whole: one per line or per block)
 Sink = Callable[[int, int, list[bytes]], None]
 CompileFn = Callable[[Sequence[Any], Sequence[tuple[str | None, Any]]], CompiledTable]
+IdleFn = Callable[[Callable[[], bool]], None]  # gets a "nothing to read yet" check; works while it says True
 
 
 def check_driver(conn: pymysql.Connection) -> None:
     """Refuse a PyMySQL whose internals differ from what the block reader relies on."""
-    missing = [name for name in ("_rfile", "_next_seq_id", "_force_close", "_result") if not hasattr(conn, name)]
+    missing = [name for name in ("_sock", "_rfile", "_next_seq_id", "_force_close", "_result")
+               if not hasattr(conn, name)]
     if missing:
         raise PreconditionError(
             f"PyMySQL {pymysql.__version__} lacks {', '.join(missing)}, which the snapshot's row reader uses",
@@ -44,7 +49,7 @@ def check_driver(conn: pymysql.Connection) -> None:
 
 
 def read_rows(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, compiled_for: CompileFn,
-              first_row: int, sink: Sink) -> tuple[int, bytes | None]:
+              first_row: int, sink: Sink, on_idle: IdleFn | None = None) -> tuple[int, bytes | None]:
     """Run the SELECT, feed its lines to `sink` in batches; return (rows read, the last line or None).
 
     If anything fails mid-result, the rest of the result is still on the wire: the connection is
@@ -55,7 +60,7 @@ def read_rows(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, 
         result = cursor._result  # noqa: SLF001 - see the module docstring
         if result is None or not result.unbuffered_active:
             return 0, None  # not a result set (never for a SELECT)
-        wire = _Wire(conn, compiled_for(result.fields, result.converters))
+        wire = _Wire(conn, compiled_for(result.fields, result.converters), on_idle)
         try:
             return wire.run(first_row, sink)
         except BaseException:
@@ -74,9 +79,12 @@ def last_line(block: bytes) -> bytes:
 class _Wire:
     """The byte buffer between the socket and the generated parser."""
 
-    def __init__(self, conn: pymysql.Connection, table: CompiledTable) -> None:
+    def __init__(self, conn: pymysql.Connection, table: CompiledTable, on_idle: IdleFn | None = None) -> None:
         self.conn = conn
         self.table = table
+        self.on_idle = on_idle
+        self._poll = select.poll()  # not select.select: it fails on descriptors past 1023
+        self._poll.register(conn._sock.fileno(), select.POLLIN)  # noqa: SLF001
         self.rfile = conn._rfile  # noqa: SLF001
         self.seq = conn._next_seq_id  # noqa: SLF001
         self.buf = b""
@@ -156,6 +164,8 @@ class _Wire:
 
     def _fill(self, need: int) -> None:
         """Append at least `need` bytes to the buffer (one block, or exactly what a big packet lacks)."""
+        if self.on_idle is not None:
+            self.on_idle(self._nothing_to_read)
         try:
             data = self.rfile.read1(BLOCK) if need <= BLOCK else self.rfile.read(need)
         except OSError as exc:
@@ -164,6 +174,13 @@ class _Wire:
             raise self._lost("the server closed the connection")
         self.buf = self.buf[self.p:] + data
         self.p = 0
+
+    def _nothing_to_read(self) -> bool:
+        """True while no bytes wait on the socket (an error or a closed socket counts as something to read).
+
+        Bytes PyMySQL's buffered reader already holds are not seen: at worst one job is done before them.
+        """
+        return not self._poll.poll(0)
 
     def _lost(self, why: str) -> pymysql.err.OperationalError:
         self.conn._force_close()  # noqa: SLF001 - the stream is out of step: never reuse it

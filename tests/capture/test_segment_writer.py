@@ -27,3 +27,20 @@ def test_a_failed_write_is_never_sealed_and_abandon_clears_it(tmp_path: Path) ->
     writer.write("000001:0000000004:0000", b'{"a":1}\n')  # a fresh temp file, a normal disk
     sealed = writer.seal()
     assert sealed is not None and sealed.read_bytes() == b'{"a":1}\n'
+
+
+def test_a_segment_that_could_not_be_opened_is_never_sealed_as_empty(tmp_path: Path) -> None:
+    writer = SegmentWriter(tmp_path / "log", "snapshot")
+    (tmp_path / "log").rmdir()
+    (tmp_path / "log").write_bytes(b"")  # the temp file cannot be created under a file
+    with pytest.raises(NotADirectoryError):
+        writer.write("000001:0000000004:0000", b'{"a":1}\n')
+    # Not "nothing was written" (None): the caller's checkpoint would then count lines that are nowhere.
+    with pytest.raises(NotADirectoryError):
+        writer.seal()
+    (tmp_path / "log").unlink()
+    (tmp_path / "log").mkdir()
+    writer.abandon()
+    writer.write("000001:0000000004:0000", b'{"a":1}\n')
+    sealed = writer.seal()
+    assert sealed is not None and sealed.read_bytes() == b'{"a":1}\n'
