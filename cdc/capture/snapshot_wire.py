@@ -178,7 +178,8 @@ class _Wire:
     def _nothing_to_read(self) -> bool:
         """True while no bytes wait on the socket (an error or a closed socket counts as something to read).
 
-        Bytes PyMySQL's buffered reader already holds are not seen: at worst one job is done before them.
+        Bytes already in PyMySQL's read buffer (or TLS's) are not seen: the queued jobs then run before they
+        are parsed, which delays them and loses nothing.
         """
         return not self._poll.poll(0)
 
