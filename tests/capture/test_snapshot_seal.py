@@ -120,11 +120,15 @@ def test_the_wire_asks_for_idle_work_only_while_the_server_sends_nothing(mariadb
         sql = sql.replace(" ORDER BY ", " WHERE SLEEP(IF(`id` = 1500, 0.6, 0)) = 0 ORDER BY ", 1)
         seen: list[tuple[bool, bool]] = []  # per call: (nothing to read at the call, and after any wait)
         blocks: list[bytes] = []
+        waited = [False]
 
         def on_idle(nothing_to_read: Callable[[], bool]) -> None:
             before = nothing_to_read()
-            if before and b"".join(blocks).count(b"\n") >= 1000 and not any(b for b, _ in seen):
-                time.sleep(1.0)  # the server is asleep; it sends the rest meanwhile
+            if before and not waited[0] and b"".join(blocks).count(b"\n") >= 1000:
+                waited[0] = True  # the server is asleep: wait (up to 10 s, for a loaded machine) for the rest
+                deadline = time.monotonic() + 10
+                while nothing_to_read() and time.monotonic() < deadline:
+                    time.sleep(0.05)
             seen.append((before, nothing_to_read()))
 
         count, _ = read_rows(conn, sql, None, compiled_for, 0, lambda n, c, batch: blocks.extend(batch), on_idle)
