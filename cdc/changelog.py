@@ -16,12 +16,15 @@ from typing import Any
 import orjson
 
 from cdc.errors import PositionError
-from cdc.state import disk_full_as_error, disk_full_error, fsync_dir
+from cdc.state import disk_full_as_error, disk_full_error, fsync_dir, start_writeback
 
 LINE_VERSION = 1
 SEGMENT_PREFIX = "seg-"
 SEGMENT_SUFFIX = ".jsonl"
 _FILE_SEQ = re.compile(r"\.(\d+)$")
+# A segment's pages start on their way to disk every this many bytes, so sealing a big one (a snapshot
+# chunk of wide rows, a huge transaction) waits for the last few MiB only, not for all of it at once.
+WRITEBACK_BYTES = 4 * 1024 * 1024
 
 
 @functools.lru_cache(maxsize=256)  # called for every rows event with the same few names
@@ -67,6 +70,7 @@ class SegmentWriter:
         self._failed: BaseException | None = None
         self.lines = 0
         self.bytes = 0
+        self._written_back = 0  # bytes of the open segment already handed to start_writeback
 
     def discard_stale(self) -> int:
         """Remove temp files a crashed run of this owner left; they were never sealed, so never read."""
@@ -83,16 +87,31 @@ class SegmentWriter:
             try:
                 self._handle = open(self._temp, "wb")
             except OSError as exc:  # a failed write too: seal must not say "nothing written" of this line
-                self._failed = disk_full_error(exc, self._temp) or exc
-                raise self._failed from exc
+                raise self._failure(exc) from exc
             self._first_position = position
         try:  # per change line: a plain try costs nothing until it raises, unlike a `with` block
             self._handle.write(line)
         except OSError as exc:
-            self._failed = disk_full_error(exc, self._temp) or exc
-            raise self._failed from exc
+            raise self._failure(exc) from exc
         self.lines += lines
         self.bytes += len(line)
+        if self.bytes - self._written_back >= WRITEBACK_BYTES:
+            self._write_back()
+
+    def _write_back(self) -> None:
+        """Start writing what the open segment holds beyond what was started before (see WRITEBACK_BYTES)."""
+        try:
+            self._handle.flush()  # the buffered last bytes: a line must not wait for the seal alone
+        except OSError as exc:
+            raise self._failure(exc) from exc
+        start_writeback(self._handle.fileno(), self._written_back)
+        self._written_back = self.bytes
+
+    def _failure(self, exc: OSError) -> BaseException:
+        """Remember a failed open, write or flush (seal re-raises it until abandon) and return what to raise."""
+        assert self._temp is not None
+        self._failed = disk_full_error(exc, self._temp) or exc
+        return self._failed
 
     @property
     def is_empty(self) -> bool:
@@ -116,6 +135,7 @@ class SegmentWriter:
         self._first_position = None
         self.lines = 0
         self.bytes = 0
+        self._written_back = 0
         return final
 
     def abandon(self) -> None:
@@ -133,6 +153,7 @@ class SegmentWriter:
         self._first_position = None
         self.lines = 0
         self.bytes = 0
+        self._written_back = 0
 
 
 def list_segments(directory: Path, after: str | None = None) -> list[Path]:
