@@ -81,7 +81,7 @@ def test_a_big_segment_is_on_its_way_to_disk_before_it_is_sealed(tmp_path: Path)
     if not _can_see_writeback(tmp_path):
         pytest.skip("no cachestat, or a file system without writeback (tmpfs)")
     writer = SegmentWriter(tmp_path, "snapshot")
-    line = b'{"a":"' + b"x" * 90 + b'"}\n'  # small writes: the buffered tail must reach the page cache too
+    line = b'{"a":"' + b"x" * 90 + b'"}\n'  # small writes, as tail makes them: checked per line
     lines = WRITEBACK_BYTES // len(line) + 1
     for n in range(lines):
         writer.write(f"000001:0000000004:{n:04d}", line)
