@@ -104,6 +104,9 @@ class Helpers:
         context = multiprocessing.get_context("fork")
         self.directory = directory
         self.complete = False  # every part was handed out to its end
+        # Chunk files chunks() gave out: the caller renames them into segments (on its sealing thread, maybe
+        # after stop() ran), so stop() must leave them alone.
+        self.handed_out: set[Path] = set()
         self.running: list[tuple[Part, Any, multiprocessing.connection.Connection]] = []
         for part in parts:
             receive, send = context.Pipe(duplex=False)
@@ -129,18 +132,20 @@ class Helpers:
                 if chunk.first_row != expected:
                     return
                 expected += chunk.count
+                self.handed_out.add(chunk.path)
                 yield chunk
         self.complete = True
 
     def stop(self) -> None:
-        """End every helper and remove the chunk files nobody sealed."""
+        """End every helper and remove its chunk files that were not handed out (nobody will seal them)."""
         for _, process, receive in self.running:
             if process.is_alive():
                 process.terminate()
             process.join(timeout=10)
             receive.close()
             for path in self.directory.glob(f"{TEMP_PREFIX}{process.pid}-*.tmp"):
-                path.unlink(missing_ok=True)
+                if path not in self.handed_out:
+                    path.unlink(missing_ok=True)
         self.running = []
 
 

@@ -10,7 +10,11 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from cdc.capture import snapshot_seal
 from cdc.capture.snapshot import SnapshotRequest, run_snapshot
 from cdc.changelog import list_segments, position_string
 from cdc.state import read_json
@@ -136,3 +140,25 @@ def test_kill_9_mid_parallel_snapshot_then_rerun_writes_the_same_lines(
     assert _segment_bytes(state_dir) == _segment_bytes(tmp_path / "one")
     time.sleep(1.5)  # an orphaned helper of the killed run finishes its chunk and removes it
     assert not list((state_dir / "changelog").glob(".seg-*"))
+
+
+def test_chunk_files_handed_out_survive_stop_while_their_rename_waits(
+    mariadb: MariaDB, fresh_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rename of a helper's chunk into its segment runs on the sealing thread, which may come to it after
+    # the helpers were stopped (seen once in CI). A slower sealing thread (a sleep, then the real rename) makes
+    # that order certain: stop() used to remove the last chunk's file first.
+    real = snapshot_seal.ChunkSealer._installed
+
+    def later(self: snapshot_seal.ChunkSealer, *args: Any) -> None:
+        time.sleep(0.3)
+        real(self, *args)
+
+    monkeypatch.setattr(snapshot_seal.ChunkSealer, "_installed", later)
+    _accounts(mariadb, fresh_db)
+    three = run_snapshot(make_settings(mariadb, tmp_path / "three", databases=(fresh_db,)),
+                         SnapshotRequest(chunk_size=7000, workers=3))
+    assert three.rows == ROWS
+    ids = [line["key"]["id"] for line in changelog_lines(tmp_path / "three")]
+    assert ids == list(range(1, ROWS + 1))
+    assert not list((tmp_path / "three" / "changelog").glob(".seg-*"))
