@@ -22,7 +22,7 @@ ABI_VERSION = 6  # must match _snapshot_native.c's: what the reader() arguments 
 # encoder is costly and whose values repeat. FLOAT32 (a FLOAT, read as the server's DOUBLE text) is the
 # shortest decimal that round-trips the 4-byte float, written as orjson writes it; text float() would read
 # otherwise (spaces, '_', nan) goes to the column's fragment. DOUBLE stays PYTHON: float() and orjson's
-# formatting beat Python's repr conversion called from C (measured: benchmarks/bench_snapshot.py, README).
+# formatting beat Python's repr conversion called from C (measured: benchmarks/bench_snapshot.py, docs/performance.md).
 RAW, QUOTED, TEMPORAL, TIMESTAMP, TEXT, BASE64, SKIP, PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32 = range(12)
 WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32})
 SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)

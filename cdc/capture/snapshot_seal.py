@@ -12,8 +12,8 @@ The writes themselves (copying ~370 bytes a row into the page cache) are queued,
 does them whenever the server has sent nothing new (write_while, called by snapshot_wire before it would
 block on the socket), or when more than QUEUED_BYTES wait. They used to run on a thread of their own:
 on 2 cores that third busy thread took CPU from the server, whose rows are what the snapshot waits for,
-and each hand-over cost a thread switch. 1M `narrow` rows, medians of 20 interleaved runs (README,
-Performance): 0.481 -> 0.433 s with the server on a disk of its own (mariadb-dump 0.425 s), 0.355 ->
+and each hand-over cost a thread switch. 1M `narrow` rows, medians of 20 interleaved runs (docs/performance.md,
+"The fifth machine"): 0.481 -> 0.433 s with the server on a disk of its own (mariadb-dump 0.425 s), 0.355 ->
 0.289 s with the table in the buffer pool (dump 0.404 s), 0.617 s either way when the server reads from
 the disk the segments go to; cdc's CPU 17-23% lower in all three.
 """

@@ -6,7 +6,7 @@ when written.
 
 Order is the position string (docs/formats.md): unique per row change, lexical = source order,
 snapshot `r` rows sort before the binlog changes after the hand-over. Where the time goes decides
-the shape (README, "### spark-merge"): only the key fields of a line are decoded before the
+the shape (docs/performance.md, "spark-merge"): only the key fields of a line are decoded before the
 shuffle; the run's events alone are shuffled and grouped by key, max_by(position) picking each
 key's last change (duplicated lines, same position, collapse); only those winners' `after` images
 are then parsed and typed. The lake's rows are never shuffled: the winners learn whether their key

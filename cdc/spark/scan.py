@@ -5,7 +5,7 @@ Two ways to the same facts (tests/spark/test_scan.py holds them equal):
 - `local_stats`: one pass in Python over local files. A fresh process runs it in a child process
   (`LocalScan`) while its driver JVM starts (job.merge), so Spark reads and parses the JSON lines once
   instead of twice; in a cold JVM that first Spark read is mostly interpreted and freshly compiled code
-  (README, "### spark-merge"). A child, not a thread: a thread holding the GIL slowed the session's start
+  (docs/performance.md, "spark-merge"). A child, not a thread: a thread holding the GIL slowed the session's start
   (py4j calls) by as much as the scan took.
 """
 

@@ -7,8 +7,8 @@ proleptic-Gregorian dates (0001-01-01 sentinels must not be "rebased").
 Start-up: a driver JVM this process launches loads Spark's classes from a class-data-sharing
 archive (Java's AppCDS) kept in ~/.cache/cdc/: the first run records the archive when its JVM
 exits (stop_session), later runs map it instead of loading and verifying Spark's classes from the
-jars. Measured: a 100,000-change merge in a fresh process took 15-19 s with it, 22-43 s without (README,
-"### spark-merge"). A stale archive only costs that speed (the JVM ignores it); a damaged one makes the
+jars. Measured: a 100,000-change merge in a fresh process took 15-19 s with it, 22-43 s without (docs/performance.md,
+"spark-merge"). A stale archive only costs that speed (the JVM ignores it); a damaged one makes the
 JVM fail at start, so build_session drops it and starts again without.
 """
 
@@ -60,15 +60,15 @@ DEFAULT_CONF = {
 # thresholds, a fresh 1M-change merge spent ~50 s of compiler-thread time in C2 (-XX:+CITime), most of it on
 # planning, serialization and class-generation code that runs briefly, while the tasks wanted the same 2
 # cores. 10x its thresholds leaves C2 the methods that stay hot (JSON parsing, generated code, Parquet);
-# the rest keeps C1's code. Measured (README, "### spark-merge"): a fresh process's CPU ~72-76 s -> ~55 s.
+# the rest keeps C1's code. Measured (docs/performance.md, "spark-merge"): a fresh process's CPU ~72-76 s -> ~55 s.
 # C1 alone (TieredStopAtLevel=1) was slower at 1M changes: the merge outlives the JIT's warm-up.
 # SerialGC too: G1's concurrent threads and costlier write barriers (in every compiled method) cost a one-shot
-# merge ~2.5 s of ~34 s CPU at 1M changes on 2 cores (README, "### spark-merge"); its pauses are short at
+# merge ~2.5 s of ~34 s CPU at 1M changes on 2 cores (docs/performance.md, "spark-merge"); its pauses are short at
 # this heap size. Long-lived sessions keep G1.
 # Shallower C2 inlining (depth 6 instead of 15, smaller inlined bodies): C2 spent ~15 s on ~1,500 methods
 # (~10 ms each) of a fresh 1M merge's ~40 s CPU (-XX:+CITime), its parse and optimize steps growing with
 # what is inlined; the hot loops (copyMemory, JSON tokens, sort) are intrinsics or short either way.
-# Measured (README, "### spark-merge"): cold 1M, interleaved x3, 22.7 -> 20.5 s (12.0x -> 11.1x DuckDB).
+# Measured (docs/performance.md, "spark-merge"): cold 1M, interleaved x3, 22.7 -> 20.5 s (12.0x -> 11.1x DuckDB).
 JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
                "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000 -XX:+UseSerialGC "
                "-XX:MaxInlineLevel=6 -XX:InlineSmallCode=1000 -XX:FreqInlineSize=100")
