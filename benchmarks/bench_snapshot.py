@@ -11,6 +11,10 @@ docs/formats.md, hostile values, tests/capture/workload.py). For each: rows/s of
 dump plus an fsync of its file, a reference for durable output, as cdc's segments are); each side
 runs --repeat times, alternating; the ratios of the best runs and of the median runs are printed (the
 machine is shared and its disk is virtual: see the load average, and prefer --repeat 10 or more).
+Beside them: the bytes each side wrote per row (cdc's sealed segments, dump's file), and the median
+seconds the server's threads waited for block I/O per run (needs `sysctl kernel.task_delayacct=1`,
+as root; n/a otherwise): a server that waits longer for its page reads while cdc writes than while
+dump does is slowed by the disk they share, not by the client.
 --profile prints the top of a cProfile of cdc's first run (the hot loop is the C row reader,
 cdc/capture/_snapshot_native.c, or without it the `parse` function cdc/capture/snapshot_rows.py
 generates per table). --python-baseline also runs cdc with CDC_NATIVE=0 (the generated Python
@@ -18,7 +22,7 @@ reader) in the same rounds, so the C reader's gain is measured side by side too.
 
 --buffer-pool sets the server's InnoDB buffer pool (default 64M, the test rig's: a 1M-row `narrow`
 does not fit, so both sides' SELECT reads pages from disk). On one machine the server's reads and
-cdc's fsynced segment writes (~4x the bytes of dump's SQL, which is not fsynced) share one disk;
+cdc's fsynced segment writes (~5x the bytes of dump's SQL on `narrow`, which is not fsynced) share one disk;
 with the table in the pool (e.g. 1G) the comparison is the clients' own work. A real source server
 reads from its own disks: --server-dir puts the throwaway server's files (its datadir) under DIR, e.g.
 a second disk, or a RAM-backed one when there is none (as root: `truncate -s 3G /dev/shm/srv.img;
@@ -43,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,27 +81,48 @@ def fill(server: MariaDB, narrow_rows: int, wide_rows: int) -> None:
     server.execute(f"ANALYZE TABLE {DB}.narrow, {DB}.{workload.TABLE}")
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run of one side: wall seconds, its CPU seconds and the server's, the seconds the server's threads
+    waited for block I/O (None unless the kernel counts it), the bytes the side wrote."""
+
+    seconds: float
+    cpu: float
+    server_cpu: float
+    server_io: float | None
+    written: int
+    durable: float = float("inf")  # dump only: its run plus an fsync of its file
+
+
 @dataclass
 class Best:
-    """The fastest run of one side: wall seconds, and the CPU seconds of that side and of the server in it;
-    and the wall seconds of every run, for the median."""
+    """The fastest run of one side, and every run's wall seconds and server I/O wait, for the medians."""
 
-    seconds: float = float("inf")
-    cpu: float = 0.0
-    server_cpu: float = 0.0
+    best: Run | None = None
+    runs: list[Run] = field(default_factory=list)
 
-    durable: float = float("inf")  # dump only: its run plus an fsync of its file
-    runs: list[float] = field(default_factory=list)
+    def keep(self, run: Run) -> None:
+        self.runs.append(run)
+        if self.best is None or run.seconds < self.best.seconds:
+            self.best = run
 
-    def keep(self, seconds: float, cpu: float, server_cpu: float, durable: float = float("inf")) -> None:
-        self.runs.append(seconds)
-        if seconds < self.seconds:
-            self.seconds, self.cpu, self.server_cpu = seconds, cpu, server_cpu
-        self.durable = min(self.durable, durable)
+    @property
+    def seconds(self) -> float:
+        assert self.best is not None
+        return self.best.seconds
+
+    @property
+    def durable(self) -> float:
+        return min(r.durable for r in self.runs)
 
     @property
     def median(self) -> float:
-        return statistics.median(self.runs)
+        return statistics.median(r.seconds for r in self.runs)
+
+    @property
+    def median_server_io(self) -> float | None:
+        waits = [r.server_io for r in self.runs if r.server_io is not None]
+        return statistics.median(waits) if waits else None
 
 
 def server_cpu(server: MariaDB) -> float:
@@ -106,19 +131,43 @@ def server_cpu(server: MariaDB) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measured(run: Callable[[], Any], server: MariaDB, who: tuple[int, ...]) -> tuple[Any, float, float, float]:
-    """(result, wall seconds, CPU seconds of `who` (RUSAGE_SELF and/or _CHILDREN), the server's CPU seconds)."""
+def server_io_wait(server: MariaDB) -> float | None:
+    """Seconds mariadbd's threads have waited for block I/O so far, or None where the kernel does not count it.
+
+    The count (delayacct_blkio_ticks, field 42 of /proc/<pid>/task/<tid>/stat) is kept only while
+    `sysctl kernel.task_delayacct=1` (off by default). It shows a server slowed by the client's writes
+    to the disk it reads its pages from, which its CPU seconds do not.
+    """
+    try:
+        if Path("/proc/sys/kernel/task_delayacct").read_text().strip() != "1":
+            return None
+    except OSError:
+        return None
+    ticks = 0
+    for task in Path(f"/proc/{server.pid}/task").iterdir():
+        try:
+            ticks += int((task / "stat").read_text().rsplit(")", 1)[1].split()[39])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def measured(run: Callable[[], Any], server: MariaDB, who: tuple[int, ...]) -> tuple[Any, Run]:
+    """(result, the Run: wall seconds, CPU seconds of `who` (RUSAGE_SELF and/or _CHILDREN), the server's CPU
+    and I/O wait seconds); its `written` is left 0 for the caller."""
     def cpu() -> float:
         return sum(usage.ru_utime + usage.ru_stime for usage in map(resource.getrusage, who))
 
-    cpu0, server0, start = cpu(), server_cpu(server), time.perf_counter()
+    cpu0, server0, io0, start = cpu(), server_cpu(server), server_io_wait(server), time.perf_counter()
     result = run()
     elapsed = time.perf_counter() - start
-    return result, elapsed, cpu() - cpu0, server_cpu(server) - server0
+    io1 = server_io_wait(server)
+    io = None if io0 is None or io1 is None else io1 - io0
+    return result, Run(elapsed, cpu() - cpu0, server_cpu(server) - server0, io, 0)
 
 
 def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, request: SnapshotRequest,
-              native: bool = True) -> tuple[int, float, float, float]:
+              native: bool = True) -> tuple[int, Run]:
     work.mkdir(exist_ok=True)
     state = work / f"state-{table}-{'c' if native else 'py'}"
     os.environ["CDC_NATIVE"] = "1" if native else "0"  # read by compile_table at each run
@@ -128,27 +177,28 @@ def bench_cdc(server: MariaDB, table: str, work: Path, profile: bool, request: S
     if profiler:
         profiler.enable()
     # --workers: the helper processes are children, reaped before run_snapshot returns.
-    summary, elapsed, cpu, busy = measured(lambda: run_snapshot(settings, request), server,
-                                           (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    summary, run = measured(lambda: run_snapshot(settings, request), server,
+                            (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     if profiler:
         profiler.disable()
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         pstats.Stats(profiler).sort_stats("cumulative").print_stats("cdc/(capture|source|state|changelog)", 30)
+    written = sum(path.stat().st_size for path in (state / "changelog").glob("seg-*"))
     shutil.rmtree(state)  # the next run's page cache and disk start alike
-    return summary.rows, elapsed, cpu, busy
+    return summary.rows, replace(run, written=written)
 
 
-def bench_dump(server: MariaDB, table: str, work: Path) -> tuple[float, float, float, float]:
-    """(wall, CPU and server CPU seconds of mariadb-dump, wall seconds with its file fsynced after)."""
+def bench_dump(server: MariaDB, table: str, work: Path) -> Run:
+    """mariadb-dump's run, and the wall seconds with its file fsynced after."""
     dump = shutil.which("mariadb-dump") or shutil.which("mysqldump")
     if dump is None:
         raise SystemExit("mariadb-dump not found: apt-get install mariadb-client")
     out = work / f"{table}.sql"
     argv = [dump, "--no-defaults", f"--host={server.host}", f"--port={server.port}", "--user=root",
             "--single-transaction", "--quick", "--hex-blob", f"--result-file={out}", DB, table]
-    _, elapsed, cpu, busy = measured(lambda: subprocess.run(argv, check=True), server, (resource.RUSAGE_CHILDREN,))
-    return elapsed, cpu, busy, elapsed + _fsync_seconds(out)
+    _, run = measured(lambda: subprocess.run(argv, check=True), server, (resource.RUSAGE_CHILDREN,))
+    return replace(run, written=out.stat().st_size, durable=run.seconds + _fsync_seconds(out))
 
 
 def _fsync_seconds(path: Path) -> float:
@@ -198,25 +248,37 @@ def compare(args: argparse.Namespace, server: MariaDB, work: Path) -> None:
           f"output under {work.parent}")
     print(f"{'table':<10} {'rows':>8} {'reader':>6} {'cdc rows/s':>12} {'dump rows/s':>12} {'cdc/dump':>9} "
           f"{'CPU s cdc/dump':>15} {'server CPU s cdc/dump':>22} {'cdc/(dump+fsync)':>17} "
-          f"{'median s cdc/dump':>18} {'median cdc/dump':>16}")
+          f"{'median s cdc/dump':>18} {'median cdc/dump':>16} {'bytes/row cdc/dump':>19} "
+          f"{'server I/O wait s cdc/dump':>27}")
     readers = [True, False] if args.python_baseline else [True]
     for table in args.tables:
         dump, best, rows = Best(), {native: Best() for native in readers}, 0
         for run in range(args.repeat):
-            dump.keep(*bench_dump(server, table, work))
+            dump.keep(bench_dump(server, table, work))
             request = SnapshotRequest(chunk_size=args.chunk_size, workers=args.workers)
             for native in readers:
-                rows, *figures = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request,
-                                           native)
-                best[native].keep(*figures)
+                rows, figures = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request,
+                                          native)
+                best[native].keep(figures)
         for native in readers:
-            ours = best[native]
-            print(f"{table:<10} {rows:>8} {'C' if native else 'Python':>6} {rows / ours.seconds:>12,.0f} "
-                  f"{rows / dump.seconds:>12,.0f} {dump.seconds / ours.seconds:>9.2f} "
-                  f"{ours.cpu:>7.2f}/{dump.cpu:<7.2f} {ours.server_cpu:>11.2f}/{dump.server_cpu:<10.2f} "
-                  f"{dump.durable / ours.seconds:>17.2f} {ours.median:>8.3f}/{dump.median:<9.3f} "
-                  f"{dump.median / ours.median:>16.2f}")
+            print(_figures(table, rows, 'C' if native else 'Python', best[native], dump))
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if server_io_wait(server) is None:
+        print("server I/O wait: n/a (as root, `sysctl kernel.task_delayacct=1` makes the kernel count it)")
+
+
+def _figures(table: str, rows: int, reader: str, ours: Best, dump: Best) -> str:
+    """One table's line: the best runs, their CPU, the medians, bytes written per row, the server's I/O wait."""
+    mine, theirs = ours.best, dump.best
+    assert mine is not None and theirs is not None
+    waits = (ours.median_server_io, dump.median_server_io)
+    io = "n/a" if None in waits else f"{waits[0]:.2f}/{waits[1]:.2f}"
+    return (f"{table:<10} {rows:>8} {reader:>6} {rows / mine.seconds:>12,.0f} "
+            f"{rows / theirs.seconds:>12,.0f} {theirs.seconds / mine.seconds:>9.2f} "
+            f"{mine.cpu:>7.2f}/{theirs.cpu:<7.2f} {mine.server_cpu:>11.2f}/{theirs.server_cpu:<10.2f} "
+            f"{dump.durable / mine.seconds:>17.2f} {ours.median:>8.3f}/{dump.median:<9.3f} "
+            f"{dump.median / ours.median:>16.2f} {mine.written / rows:>9.0f}/{theirs.written / rows:<9.0f} "
+            f"{io:>27}")
 
 
 if __name__ == "__main__":
