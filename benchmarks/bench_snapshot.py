@@ -107,11 +107,6 @@ class Best:
             self.best = run
 
     @property
-    def seconds(self) -> float:
-        assert self.best is not None
-        return self.best.seconds
-
-    @property
     def durable(self) -> float:
         return min(r.durable for r in self.runs)
 
