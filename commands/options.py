@@ -39,7 +39,7 @@ MYSQL_OPTIONS: dict[str, Any] = {
     "socket": Annotated[Optional[str], typer.Option("--socket", "-S", help="Unix socket.", rich_help_panel="MySQL")],
     "defaults_file": Annotated[
         Optional[str],
-        typer.Option("--defaults-file", help="MySQL option file ([client] section), e.g. ~/.my.cnf.", rich_help_panel="MySQL"),
+        typer.Option("--defaults-file", help="MySQL option file (\\[client] section), e.g. ~/.my.cnf.", rich_help_panel="MySQL"),
     ],
     "ssl_mode": Annotated[
         Optional[str],

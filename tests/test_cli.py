@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from cdc import __version__
@@ -53,3 +56,20 @@ def test_every_command_has_help(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_every_command_appears_in_readme(name: str) -> None:
     assert f"cdc {name}" in (ROOT / "README.md").read_text(encoding="utf-8"), f"README.md does not document cdc {name}"
+
+
+def _options(name: str) -> list[Any]:
+    """The command's options as click sees them (typer vendors its own click: no isinstance here)."""
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    return [p for p in command.params if any(flag.startswith("-") for flag in p.opts)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_help_keeps_bracketed_words(name: str) -> None:
+    # --help is rich markup: an unescaped "[client]" is taken for a style tag and vanishes from the text.
+    helps = [(option.help or "").replace("\\[", "[") for option in _options(name)]
+    words = {word for text in helps for word in re.findall(r"\[[^\]\s]+\]", text)}
+    result = CliRunner().invoke(app, [name, "--help"])
+    assert result.exit_code == 0
+    lost = [word for word in sorted(words) if word not in result.stdout]
+    assert not lost, f"cdc {name} --help lost {lost} (escape it as \\[...] in the help text)"
