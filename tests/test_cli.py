@@ -65,6 +65,15 @@ def _options(name: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_every_option_appears_in_readme(name: str) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    flags = [flag for option in _options(name) for flag in [*option.opts, *option.secondary_opts]
+             if flag.startswith("--") and flag != "--help"]
+    missing = [flag for flag in flags if not re.search(re.escape(flag) + r"(?![\w-])", readme)]
+    assert not missing, f"README.md does not document cdc {name} {' '.join(missing)}"
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_help_keeps_bracketed_words(name: str) -> None:
     # --help is rich markup: an unescaped "[client]" is taken for a style tag and vanishes from the text.
     helps = [(option.help or "").replace("\\[", "[") for option in _options(name)]
