@@ -66,6 +66,8 @@ def _options(name: str) -> list[Any]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_option_appears_in_readme(name: str) -> None:
+    # Anywhere in README, not only in the command's section: the shared options (--host, --config, --json...)
+    # are described once, under Configuration. What it catches is an option README never mentions.
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     flags = [flag for option in _options(name) for flag in [*option.opts, *option.secondary_opts]
              if flag.startswith("--") and flag != "--help"]
