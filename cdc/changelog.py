@@ -36,10 +36,10 @@ def file_seq(binlog_file: str) -> int:
     return int(match[1])
 
 
-def position_string(binlog_file: str, pos: int, row: int, *, snapshot: bool = False) -> str:
-    """Sortable, unique coordinates of one row change (docs/formats.md)."""
+def position_string(binlog_file: str, pos: int, row: int, *, snapshot: bool = False, seq_offset: int = 0) -> str:
+    """Sortable, unique coordinates of one row change (docs/formats.md); `seq_offset` is tail's, after a --rebase."""
     kind = "s" if snapshot else "b"
-    return f"{file_seq(binlog_file):010d}:{pos:012d}:{kind}{row:012d}"
+    return f"{file_seq(binlog_file) + seq_offset:010d}:{pos:012d}:{kind}{row:012d}"
 
 
 def encode_line(change: dict[str, Any]) -> bytes:

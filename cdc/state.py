@@ -212,8 +212,8 @@ class StateDir:
             raise PositionError(
                 f"state directory {self.root} belongs to server {known.describe()}, "
                 f"but this connection reached {found.describe()}",
-                hint="point --state-dir at the right directory, or pass --rebase to adopt the new server "
-                "(only after a failover that kept the binlog coordinates, e.g. GTID)",
+                hint="point --state-dir at the right directory, or, after a failover to a replica of that server, "
+                "run `cdc tail --until-now --rebase` once: it continues from the GTIDs cdc has captured",
             )
         if known != found:
             write_json_atomic(self.root / "server.json", found.to_dict())

@@ -29,7 +29,7 @@ def tail(
     start_position: Annotated[Optional[str], typer.Option("--start-position", help="FILE:POS at a transaction boundary (first run only).", rich_help_panel=_START)] = None,
     start_gtid: Annotated[Optional[str], typer.Option("--start-gtid", help="Start after these MariaDB GTIDs (first run only).", rich_help_panel=_START)] = None,
     from_now: Annotated[bool, typer.Option("--from-now", help="Start at the server's current position (first run only).", rich_help_panel=_START)] = False,
-    rebase: Annotated[bool, typer.Option("--rebase", help="Adopt a different server for this state directory.", rich_help_panel=_START)] = False,
+    rebase: Annotated[bool, typer.Option("--rebase", help="After a failover: go on at a promoted replica from the GTIDs already captured (never the old file:pos).", rich_help_panel=_START)] = False,
     follow: Annotated[bool, typer.Option("--follow/--until-now", help="Stream until Ctrl-C/SIGTERM, or catch up to the position current at start and exit.")] = False,
     databases: Annotated[ListOpt, typer.Option("--databases", help="Databases to capture (globs; repeatable or comma-separated).", rich_help_panel=_FILTERS)] = None,
     tables: Annotated[ListOpt, typer.Option("--tables", help="DB.TABLE globs to capture.", rich_help_panel=_FILTERS)] = None,

@@ -13,7 +13,8 @@ from typing import BinaryIO
 
 from cdc.capture.start import CHECKPOINT_VERSION, STAGE, Start, last_position_in, uncheckpointed_segments
 from cdc.capture.txn import TransactionBuffer
-from cdc.changelog import SegmentWriter
+from cdc.changelog import SegmentWriter, file_seq
+from cdc.gtid import GtidSet
 from cdc.source.binlog import Position
 from cdc.state import StateDir
 
@@ -25,6 +26,10 @@ class Committer:
                  segment_bytes: int, spill_bytes: int, stdout: BinaryIO | None = None) -> None:
         self.state, self.server_uuid = state, server_uuid
         self.position, self.gtid, self.last_segment = start.position, start.gtid, start.last_segment
+        # Every transaction read up to `position`: what a --rebase onto another server continues from.
+        self.gtid_state = None if start.gtid_state is None else GtidSet.parse(start.gtid_state)
+        self.seq_offset = start.seq_offset
+        self.skip_gtids = list(start.skip_gtids)  # captured before a --rebase, still ahead on the new server
         self.flush_interval, self.segment_bytes, self.stdout = flush_interval, segment_bytes, stdout
         self.writer = SegmentWriter(state.changelog, STAGE)
         self.writer.discard_stale()
@@ -53,11 +58,19 @@ class Committer:
         if position != self.position:
             self.position, self._dirty = position, True
 
-    def commit(self, xid: int | None, ts: int, gtid: str | None, position: Position) -> None:
-        if self.txn.count:
+    def commit(self, xid: int | None, ts: int, gtid: str | None, position: Position, *, seen: bool = False) -> None:
+        """The transaction read since the last commit ends at `position`; `seen`: captured before a --rebase."""
+        if seen:
+            self.skip_gtids.remove(gtid)  # type: ignore[arg-type]  # seen is only ever true for a GTID in the list
+        elif self.txn.count:
             self._write_transaction(xid, ts)
         self.txn.clear()
-        self.gtid = gtid or self.gtid
+        if not seen:
+            self.gtid = gtid or self.gtid
+            if gtid is None:  # MySQL with GTIDs off (anonymous): from here no GTID set can say what was read
+                self.gtid_state = None
+            elif self.gtid_state is not None:
+                self.gtid_state.add(gtid)
         self.last_ts = ts
         self.advance(position)
         self.flush()
@@ -89,17 +102,26 @@ class Committer:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        if self.skip_until is not None and self.position.key() > _position_key(self.skip_until):
+        if self.skip_until is not None and self._key(self.position) > _position_key(self.skip_until):
             self.skip_until = None
-        self.state.write_checkpoint(STAGE, {
+        document = {
             "version": CHECKPOINT_VERSION, "file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
             "last_segment": self.last_segment, "server_uuid": self.server_uuid,
-        })
+            "gtid_state": None if self.gtid_state is None else str(self.gtid_state), "seq_offset": self.seq_offset,
+        }
+        if self.skip_gtids:
+            document["skip_gtids"] = list(self.skip_gtids)
+        self.state.write_checkpoint(STAGE, document)
         self._dirty, self._checkpointed_at = False, time.monotonic()
 
     def close(self) -> None:
         self.writer.abandon()
         self.txn.clear()
+
+
+    def _key(self, position: Position) -> tuple[int, int]:
+        """A binlog position as change-log positions order it (the file number plus the --rebase offset)."""
+        return file_seq(position.file) + self.seq_offset, position.pos
 
 
 def _position_key(position: str) -> tuple[int, int]:

@@ -67,6 +67,7 @@ class Capture:
         self._file = start.position.file
         self._in_txn = self._begun = False
         self._txn_gtid: str | None = None
+        self._seen = False  # the open transaction was captured before a --rebase: read past it, write nothing
         self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
         # Effects in binlog order: (function, args), or (None, (decoder, event, meta)) for a job in the pool.
         self._pending: deque[tuple[Callable[..., None] | None, tuple[Any, ...]]] = deque()
@@ -114,6 +115,7 @@ class Capture:
             self._on_table_map(event)
         elif kind == "gtid":
             self._in_txn, self._begun, self._txn_gtid = True, False, event.gtid
+            self._seen = bool(self.out.skip_gtids) and event.gtid in self.out.skip_gtids
         elif kind == "begin":
             self._in_txn, self._begun = True, True
         elif kind == "commit":
@@ -150,8 +152,11 @@ class Capture:
 
     def _on_commit(self, event: Event) -> None:
         self.read_position = Position(event.file, event.next_pos)
-        self._later(self.out.commit, event.xid, event.timestamp, self._txn_gtid, self.read_position)
-        self._in_txn, self._begun, self._txn_gtid = False, False, None
+        self._later(self._commit, event.xid, event.timestamp, self._txn_gtid, self.read_position, self._seen)
+        self._in_txn, self._begun, self._txn_gtid, self._seen = False, False, None, False
+
+    def _commit(self, xid: int | None, ts: int, gtid: str | None, position: Position, seen: bool) -> None:
+        self.out.commit(xid, ts, gtid, position, seen=seen)
 
     def _on_table_map(self, event: Event) -> None:
         if not self._in_txn:
@@ -186,7 +191,7 @@ class Capture:
 
     def _schema_for(self, event: Event) -> TableSchema:
         db, table = event.db or "", event.table or ""
-        position = position_string(event.file, event.pos, 0)
+        position = position_string(event.file, event.pos, 0, seq_offset=self.out.seq_offset)
         hints = [h for h in (self.history.latest(db, table),) if h is not None]
         schema = schema_from_map(event.raw, db, table, position, hints)
         if not hints or not hints[0].same_shape(schema):
@@ -215,10 +220,10 @@ class Capture:
         if cached is None:
             raise DataError(f"rows event at {event.file}:{event.pos} for {event.db}.{event.table} without a table map")
         decoder = cached[1]
-        if decoder is None:
+        if decoder is None or self._seen:
             return
         meta = RowsMeta(event.db or "", event.table or "", event.file, event.pos, self._txn_gtid, event.server_id,
-                        event.op or "")
+                        event.op or "", seq_offset=self.out.seq_offset)
         if self.out.skip_until is not None:
             meta = meta._replace(first=first_row_after(meta, self.out.skip_until))
         pool = self.pool
@@ -250,13 +255,13 @@ class Capture:
 
     def _on_statement(self, event: Event) -> None:
         """A statement outside a transaction: DDL (its own transaction) becomes control lines."""
-        changes = parse_ddl(event.sql or "", event.db or "")
+        changes = [] if self._seen else parse_ddl(event.sql or "", event.db or "")
         skip = self.out.skip_until
         for index, change in enumerate(changes):
             if not (self.filters.wants(change.db, change.table)
                     or (change.new_table and self.filters.wants(change.new_db or change.db, change.new_table))):
                 continue
-            position = position_string(event.file, event.pos, index)
+            position = position_string(event.file, event.pos, index, seq_offset=self.out.seq_offset)
             if skip is not None and position <= skip:
                 continue
             body: dict[str, Any] = {"db": change.db, "ddl": event.sql, "kind": change.kind, "op": "ddl",
@@ -325,7 +330,7 @@ class Capture:
             self.settle()
         finally:
             self.out.txn.clear()
-            self._in_txn, self._begun, self._txn_gtid = False, False, None
+            self._in_txn, self._begun, self._txn_gtid, self._seen = False, False, None, False
             self._clear_decoders()
             self.read_position = self.position
 

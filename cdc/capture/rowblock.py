@@ -45,9 +45,10 @@ class RowsMeta(NamedTuple):
     server_id: int | None
     op: str
     first: int = 0
+    seq_offset: int = 0  # tail's, after a --rebase (docs/formats.md)
 
     def position(self, row: int) -> str:
-        return position_string(self.file, self.pos, row)
+        return position_string(self.file, self.pos, row, seq_offset=self.seq_offset)
 
 
 def first_row_after(meta: RowsMeta, skip_until: str | None) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +11,12 @@ import pymysql
 
 from cdc.changelog import SEGMENT_PREFIX, file_seq, list_segments
 from cdc.errors import PositionError, UsageError
+from cdc.gtid import GtidSet
 from cdc.source.binlog import PURGED_HINT, Position, current_position
 from cdc.source.connect import query
 from cdc.state import StateDir
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # v2 adds gtid_state, seq_offset and skip_gtids (a v1 file reads as state unknown, offset 0)
 STAGE = "tail"
 
 
@@ -33,7 +34,11 @@ class Start:
     position: Position
     gtid: str | None
     last_segment: str | None
-    origin: str  # "checkpoint" | "snapshot" | "--start-position" | ...
+    origin: str  # "checkpoint" | "snapshot" | "--start-position" | ... | "rebase (checkpoint)"
+    gtid_state: str | None = None  # every transaction captured before `position` (None: not known yet)
+    seq_offset: int = 0  # added to binlog file numbers in change-log positions (set by --rebase)
+    skip_gtids: tuple[str, ...] = ()  # captured transactions still ahead of `position` (after a --rebase)
+    foreign: bool = False  # read on another server than this connection's: only --rebase may go on from it
 
 
 def read_checkpoint(state: StateDir) -> dict[str, Any] | None:
@@ -43,7 +48,10 @@ def read_checkpoint(state: StateDir) -> dict[str, Any] | None:
     path = state.checkpoint_path(STAGE)
     try:
         Position(str(document["file"]), int(document["pos"]))
-    except (KeyError, TypeError, ValueError) as exc:
+        int(document.get("seq_offset", 0))
+        GtidSet.parse(document.get("gtid_state"))
+        [str(g) for g in document.get("skip_gtids", [])]
+    except (KeyError, TypeError, ValueError, UsageError) as exc:
         raise PositionError(f"checkpoint {path} is corrupt (missing {exc})", hint=f"restore or remove {path}") from None
     return document
 
@@ -61,15 +69,17 @@ def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connecti
         if chosen:
             raise UsageError(f"{chosen[0]} given, but tail already has a checkpoint {path}",
                              hint=f"omit {chosen[0]} to resume, or move {path} and the change log away to start over")
-        if checkpoint.get("server_uuid") not in (None, server_uuid) and not rebase:
+        foreign = checkpoint.get("server_uuid") not in (None, server_uuid)
+        if foreign and not rebase:
             raise PositionError(
                 f"checkpoint {path} was written against server {checkpoint.get('server_uuid')}, "
                 f"but this connection reached server {server_uuid}",
-                hint="point --host/--state-dir at the right server, or pass --rebase after a failover that kept "
-                "the binlog coordinates",
+                hint="point --host/--state-dir at the right server, or, after a failover to a replica of that "
+                "server, run `cdc tail --until-now --rebase` once: it continues from the GTIDs cdc has captured",
             )
         return Start(Position(checkpoint["file"], int(checkpoint["pos"])), checkpoint.get("gtid"),
-                     checkpoint.get("last_segment"), "checkpoint")
+                     checkpoint.get("last_segment"), "checkpoint", checkpoint.get("gtid_state"),
+                     int(checkpoint.get("seq_offset", 0)), tuple(checkpoint.get("skip_gtids", ())), foreign)
     if request.position:
         return Start(_on_the_server(conn, Position.parse(request.position)), None, None, "--start-position")
     if request.gtid:
@@ -78,7 +88,10 @@ def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connecti
         return Start(current_position(conn), None, None, "--from-now")
     snapshot = state.read_checkpoint("snapshot", 1)
     if snapshot is not None:
-        return _from_snapshot(state, snapshot)
+        start = _from_snapshot(state, snapshot)
+        known = state.read_server()
+        # Without --rebase, binding the state directory to this server refuses it (StateDir.bind_server).
+        return replace(start, foreign=rebase and known is not None and known.server_uuid != server_uuid)
     raise PositionError(
         f"tail has no checkpoint in {state.root} and no snapshot hand-over; it never guesses a start position",
         hint="run `cdc snapshot` first, or pass --start-position FILE:POS, --start-gtid SET or --from-now",
@@ -115,7 +128,9 @@ def _from_snapshot(state: StateDir, snapshot: dict[str, Any]) -> Start:
                             hint="finish `cdc snapshot` (rerun it) before starting tail")
     try:
         handover = snapshot["handover"]
-        return Start(Position(str(handover["file"]), int(handover["pos"])), handover.get("gtid"), None, "snapshot")
+        # The hand-over's "gtid" is the server's whole GTID state at that position (snapshot_handover).
+        return Start(Position(str(handover["file"]), int(handover["pos"])), handover.get("gtid"), None, "snapshot",
+                     handover.get("gtid"))
     except (KeyError, TypeError, ValueError) as exc:
         raise PositionError(f"snapshot {path} has no usable hand-over ({exc})", hint="rerun `cdc snapshot`") from None
 

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
 from cdc.capture.decode_pool import DEFAULT_LIMIT_BYTES, DecodePool, default_workers
 from cdc.capture.events import Capture, Progress
 from cdc.capture.filters import Filters
-from cdc.capture.start import STAGE, StartRequest, resolve_start
+from cdc.capture.rebase import rebase_start
+from cdc.capture.start import STAGE, Start, StartRequest, resolve_start
 from cdc.config import Settings
 from cdc.errors import CdcError, TransientError
 from cdc.masking import bind_rules
 from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
 from cdc.source.connect import open_connection
-from cdc.source.server import describe_server
+from cdc.source.gtids import state_at
+from cdc.source.server import ServerInfo, describe_server
 from cdc.state import StateDir
 
 
@@ -93,7 +95,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
     conn = open_connection(settings.mysql)  # kept as the capture's control connection: one connect less
     try:
         info = describe_server(conn)
-        start = resolve_start(state, options.start, conn, info.server_uuid, rebase=options.rebase)
+        start = _start(state, options, conn, info, f"the server at {settings.mysql.describe()}")
         state.bind_server(info.identity(), rebase=options.rebase)
         bind_rules(state, options.filters.rules)  # the rules snapshot and earlier tails wrote with
         target = None if options.follow else current_position(conn)
@@ -106,6 +108,9 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
         raise
     summary = TailSummary(str(start.position), str(start.position), start.origin, target and str(target),
                           decode_workers=pool.size if pool is not None else 0)
+    if start.origin.startswith("rebase"):
+        summary.notes.append(_rebase_note(start, settings.mysql.describe()))
+        (on_note or (lambda _m: None))(summary.notes[-1])
     began = time.monotonic()
     try:
         _loop(capture, settings, options, target, summary, should_stop, on_note or (lambda _m: None))
@@ -117,6 +122,23 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
     summary.worker_peak_bytes = pool.peak_bytes if pool is not None else 0
     summary.queued_peak_bytes = capture.queued_peak_bytes
     return summary
+
+
+def _start(state: StateDir, options: TailOptions, conn: Any, info: ServerInfo, where: str) -> Start:
+    """Where to read from, with the GTID state there: --rebase moves a foreign checkpoint onto this server."""
+    start = resolve_start(state, options.start, conn, info.server_uuid, rebase=options.rebase)
+    if start.foreign:
+        return rebase_start(state, start, conn, info, where)
+    if start.gtid_state is None:  # a v1 checkpoint, a start flag: ask the server (kept from now on)
+        known = state_at(conn, info.is_mariadb, start.position)
+        return replace(start, gtid_state=None if known is None else str(known))
+    return start
+
+
+def _rebase_note(start: Start, where: str) -> str:
+    skipped = f"; {len(start.skip_gtids)} captured transaction(s) further on are skipped" if start.skip_gtids else ""
+    return (f"rebased onto {where}: it holds every transaction captured ({start.gtid_state or 'none'}); resuming at "
+            f"{start.position}, change-log positions add {start.seq_offset} to its binlog file numbers{skipped}")
 
 
 def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Position | None,

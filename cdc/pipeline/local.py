@@ -20,7 +20,8 @@ from cdc.errors import PositionError
 from cdc.state import StateDir, read_json
 
 CHECKPOINT_VERSION = 1
-CHECKPOINT_VERSIONS = {"ship-s3": 2}  # v2 adds a pending batch; last_segment means the same in both
+# ship-s3 v2 adds a pending batch; tail v2 the GTID state and --rebase's offset. The other fields mean the same.
+CHECKPOINT_VERSIONS = {"ship-s3": 2, "tail": 2}
 # Stage name (as the user types it) -> checkpoint file stem; in pipeline order.
 CHECKPOINTS: dict[str, str] = {
     "snapshot": "snapshot",
@@ -119,14 +120,15 @@ def _sealed_batches(directory: Path) -> list[str]:
 
 # Field -> accepted types, per stage; None in a tuple means the field may be null.
 _FIELDS: dict[str, dict[str, tuple[type | None, ...]]] = {
-    "tail": {"file": (str,), "pos": (int,), "gtid": (str, None), "last_segment": (str, None)},
+    "tail": {"file": (str,), "pos": (int,), "gtid": (str, None), "last_segment": (str, None),
+             "gtid_state": (str, None), "seq_offset": (int,)},
     "snapshot": {"status": (str,), "handover": (dict,)},
     "ship-kinesis": {"last_segment": (str, None)},
     "ship-s3": {"last_segment": (str, None)},
     "spark-merge": {"last_segment": (str, None), "last_batch": (str, None)},
     "snowflake-apply": {"last_batch": (str, None)},
 }
-_OPTIONAL = {"gtid", "last_segment", "last_batch"}
+_OPTIONAL = {"gtid", "last_segment", "last_batch", "gtid_state", "seq_offset"}
 
 
 def _validated(stage: str, document: dict[str, Any], path: Path) -> dict[str, Any]:

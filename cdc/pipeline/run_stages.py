@@ -15,6 +15,7 @@ from typing import Any
 
 from cdc.capture import Filters, StartRequest, TailOptions, run_tail
 from cdc.capture.events import Progress as TailProgress
+from cdc.capture.start import read_checkpoint as read_tail_checkpoint
 from cdc.changelog import list_segments
 from cdc.config import Settings
 from cdc.state import StateDir
@@ -74,7 +75,7 @@ def snapshot(ctx: Context) -> Outcome:
     """Only when tail has no checkpoint and the snapshot is not done; a running snapshot is resumed."""
     from cdc.capture.snapshot import SnapshotRequest, run_snapshot
 
-    if ctx.state.read_checkpoint("tail", 1) is not None:
+    if read_tail_checkpoint(ctx.state) is not None:
         return Outcome(SKIPPED, detail={"reason": "tail has a checkpoint"})
     if _has_start(ctx.start):
         return Outcome(SKIPPED, detail={"reason": "tail starts at an explicit position"})
@@ -90,7 +91,7 @@ def snapshot(ctx: Context) -> Outcome:
 def tail(ctx: Context) -> Outcome:
     """tail --until-now: up to the server position current when it starts (never --follow: see run.py)."""
     mysql = ctx.settings.mysql
-    has_checkpoint = ctx.state.read_checkpoint("tail", 1) is not None
+    has_checkpoint = read_tail_checkpoint(ctx.state) is not None
     options = TailOptions(start=StartRequest() if has_checkpoint else ctx.start, follow=False,
                           filters=Filters.from_settings(mysql))
     last: list[TailProgress] = []

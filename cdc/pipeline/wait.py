@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from cdc.changelog import file_seq, read_segment
 from cdc.config import Settings
 from cdc.errors import CdcError, TimeoutExpired, TransientError, UsageError
+from cdc.gtid import GtidSet
 from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, read_local, segment_key
 from cdc.pipeline.probe import read_server_view
 from cdc.pipeline.status import offline_lag, server_lag
@@ -28,7 +29,6 @@ WAIT_STAGES = ("tail", "ship-s3", "ship-kinesis", "spark-merge", "snowflake-appl
 _FURTHEST_FIRST = ("snowflake-apply", "spark-merge", "ship-s3", "ship-kinesis", "tail")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-_MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 
 
 def parse_duration(text: str, option: str = "duration") -> float:
@@ -61,7 +61,7 @@ class Gate:
         if sum(x is not None for x in (self.lag_below, self.position, self.gtid)) != 1:
             raise UsageError("wait for exactly one thing", hint="pass one of --lag-below, --position, --gtid")
         if self.gtid is not None:
-            parse_gtids(self.gtid)  # fail on a malformed set now, not after the timeout
+            GtidSet.parse(self.gtid)  # fail on a malformed set now, not after the timeout
 
     def describe(self) -> str:
         if self.lag_below is not None:
@@ -143,30 +143,33 @@ def _observe_position(target: SourcePosition, local: LocalState, stage: str) -> 
         return Observation(stage, False, f"tail is at {at}")
     if stage == "tail":
         return Observation(stage, True, f"tail is at {at}")
-    before = [p for p in local.pending_segments(stage) if _starts_before(p.name, target)]
+    offset = int(tail.get("seq_offset", 0))  # change-log positions after a --rebase (docs/formats.md)
+    before = [p for p in local.pending_segments(stage) if _starts_before(p.name, target, offset)]
     if before:
         return Observation(stage, False, f"{len(before)} segment(s) before {target} not consumed yet (next {before[0].name})")
     return Observation(stage, True, f"every segment before {target} consumed; at {local.last_segment(stage)}")
 
 
-def _starts_before(segment: str, target: SourcePosition) -> bool:
+def _starts_before(segment: str, target: SourcePosition, seq_offset: int) -> bool:
     seq, pos, kind = segment_key(segment)
+    at = (target.key()[0] + seq_offset, target.pos)
     # Snapshot lines carry the hand-over position itself and hold the state before it.
-    return (seq, pos) < target.key() or ((seq, pos) == target.key() and kind == "s")
+    return (seq, pos) < at or ((seq, pos) == at and kind == "s")
 
 
 def _observe_gtid(want: str, local: LocalState, stage: str) -> Observation:
-    tail = local.checkpoints.get("tail")
-    have = (tail or {}).get("gtid")
-    if not have or not gtid_contains(have, want):
+    tail = local.checkpoints.get("tail") or {}
+    # A v1 checkpoint has only its last transaction's GTID: right for one MariaDB domain, short for more.
+    have = tail.get("gtid_state") or tail.get("gtid")
+    wanted = GtidSet.parse(want)
+    if not have or not GtidSet.parse(have).contains(wanted):
         return Observation(stage, False, f"tail's GTID state is {have or 'unknown'}")
     if stage == "tail":
         return Observation(stage, True, f"tail's GTID state {have} contains {want}")
-    wanted = parse_gtids(want)
     for segment in local.pending_segments(stage):
         for change in read_segment(segment):
             gtid = (change.get("src") or {}).get("gtid")
-            if change.get("op") == "r" or (gtid and _gtid_in(gtid, wanted)):
+            if change.get("op") == "r" or (gtid and wanted.contains_gtid(gtid)):
                 return Observation(stage, False, f"{segment.name} holds changes inside {want}, not consumed yet")
     return Observation(stage, True, f"every change inside {want} consumed; at {local.last_segment(stage)}")
 
@@ -185,50 +188,3 @@ def _observe_lag(settings: Settings, bound: float, local: LocalState, stage: str
     if seconds is None:
         return Observation(stage, False, "lag unknown")
     return Observation(stage, seconds < bound, f"lag {seconds:.1f}s")
-
-
-# GTIDs ------------------------------------------------------------------------------------------
-# MariaDB: "0-1-57,1-2-9" (domain-server-seq, the last per domain; seq grows within a domain).
-# MySQL: "uuid:1-57:60,uuid2:1-3" (sets of intervals per source uuid).
-Gtids = dict[str, list[tuple[int, int]]]
-
-
-def parse_gtids(text: str) -> Gtids:
-    """Parse a GTID set of either flavour into {domain or uuid: [(first, last), ...]}."""
-    found: Gtids = {}
-    for part in (p.strip() for p in text.replace("\n", "").split(",")):
-        if not part:
-            continue
-        maria = _MARIADB_GTID.match(part)
-        if maria:
-            found.setdefault(f"domain:{maria[1]}", []).append((1, int(maria[3])))
-            continue
-        uuid, _, ranges = part.partition(":")
-        try:
-            for piece in ranges.split(":"):
-                first, _, last = piece.partition("-")
-                found.setdefault(uuid.lower(), []).append((int(first), int(last or first)))
-        except ValueError:
-            raise UsageError(f"GTID set {text!r} is neither MariaDB (0-1-57) nor MySQL (uuid:1-57)") from None
-    return found
-
-
-def gtid_contains(have: str, want: str) -> bool:
-    held = parse_gtids(have)
-    return all(any(a <= first and last <= b for a, b in _merged(held.get(key, []))) for key, intervals in
-               parse_gtids(want).items() for first, last in intervals)
-
-
-def _gtid_in(gtid: str, wanted: Gtids) -> bool:
-    return all(any(a <= first and last <= b for a, b in wanted.get(key, [])) for key, intervals in
-               parse_gtids(gtid).items() for first, last in intervals)
-
-
-def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for first, last in sorted(intervals):
-        if out and first <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], last))
-        else:
-            out.append((first, last))
-    return out

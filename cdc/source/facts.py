@@ -21,7 +21,7 @@ from cdc.source.server import ServerInfo, describe_server
 
 VARIABLES = [
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
-    "binlog_transaction_compression", "log_bin_compress", "gtid_mode", "enforce_gtid_consistency",
+    "binlog_transaction_compression", "log_bin_compress", "gtid_mode", "enforce_gtid_consistency", "gtid_executed",
     "gtid_binlog_pos", "gtid_strict_mode", *RETENTION_VARIABLES,
 ]
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")

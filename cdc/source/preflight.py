@@ -14,6 +14,7 @@ from typing import Any
 
 from cdc.config import Settings
 from cdc.errors import CdcError
+from cdc.gtid import GtidSet
 from cdc.source import flavour
 from cdc.source.connect import connection
 from cdc.source.facts import Facts, gather
@@ -311,10 +312,32 @@ def state_checks(root: Path, facts: Facts) -> list[Check]:
         checks.append(Check("state_server", OK, f"{root} belongs to this server", "this server"))
     else:
         checks.append(Check("state_server", FAIL, f"{root} belongs to {known.describe()}", found.describe(),
-                            "point --state-dir at this server's state directory"))
+                            "point --state-dir at this server's state directory, or, after a failover to this "
+                            "server, run `cdc tail --rebase` (see the rebase check)"))
+        if tail is not None:  # its file:pos means nothing here: what counts is whether its GTIDs are here
+            checks.append(_check_rebase(tail, facts))
+            return checks
     if tail is not None:
         checks.append(_check_tail(tail, facts))
     return checks
+
+
+def _check_rebase(tail: dict[str, Any], facts: Facts) -> Check:
+    """After a failover: does this server hold every transaction tail captured on the old one?"""
+    captured = tail.get("gtid_state")
+    expected = "this server's binlogs hold every transaction tail captured"
+    fix = "take a new `cdc snapshot` into a new state directory"
+    if not captured:
+        return Check("rebase", FAIL, "tail.json records no GTID state (an older cdc, or a server without GTIDs)",
+                     expected, fix)
+    held = facts.variables.get("gtid_binlog_pos" if facts.server.is_mariadb else "gtid_executed") or ""
+    try:
+        missing = GtidSet.parse(held).describe_missing(GtidSet.parse(str(captured)))
+    except CdcError as exc:
+        return Check("rebase", FAIL, exc.message, expected, fix)
+    if missing:
+        return Check("rebase", FAIL, f"this server lacks {missing} (it holds {held or 'no GTIDs'})", expected, fix)
+    return Check("rebase", OK, f"this server holds {captured}: `cdc tail --rebase` can go on here", expected)
 
 
 def _check_tail(tail: dict[str, Any], facts: Facts) -> Check:

@@ -115,7 +115,7 @@ def test_failing_stage_stops_the_chain_with_its_exit_code(
     assert [(e["stage"], e["status"]) for e in events] == [("snapshot", "done"), ("tail", "nothing new"),
                                                           ("ship-s3", "failed")]
     assert (state.read_checkpoint("snapshot", 1) or {})["status"] == "done"
-    assert state.read_checkpoint("tail", 1) is not None
+    assert state.read_checkpoint("tail", 2) is not None
     for later in ("ship-s3", "merge", "snowflake-apply"):
         assert state.read_checkpoint(later, 1) is None
     assert not (setup["state"] / "batches").exists()
@@ -250,4 +250,4 @@ def test_a_signal_stops_until_now_between_stages_incomplete(tmp_path: Path, mari
                            stop=stop, on_stage=signal_after_tail)
     assert seen == [("tail", "nothing new")]  # spark-merge never started
     assert (summary.complete, summary.stopped, summary.cycles) == (False, "stopped by signal", 1)
-    assert StateDir(tmp_path / "state").read_checkpoint("tail", 1) is not None
+    assert StateDir(tmp_path / "state").read_checkpoint("tail", 2) is not None

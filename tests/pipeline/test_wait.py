@@ -10,7 +10,8 @@ import pytest
 
 from cdc.config import load_settings
 from cdc.errors import TimeoutExpired, UsageError
-from cdc.pipeline.wait import Gate, gtid_contains, parse_duration, parse_position, wait_for
+from cdc.gtid import GtidSet
+from cdc.pipeline.wait import Gate, parse_duration, parse_position, wait_for
 from cdc.state import StateDir
 from tests.pipeline.cli import run
 from tests.pipeline.conftest import BINLOG, change, checkpoint, write_segments
@@ -37,7 +38,7 @@ def test_bad_duration_is_a_usage_error(text: str) -> None:
     ("aaaa:1-10:12-20", "aaaa:11", False), ("aaaa:1-10:11-20", "aaaa:5-15", True), ("aaaa:1-10", "bbbb:1", False),
 ])
 def test_gtid_containment(have: str, want: str, expected: bool) -> None:
-    assert gtid_contains(have, want) is expected
+    assert GtidSet.parse(have).contains(GtidSet.parse(want)) is expected
 
 
 def test_position_gate_per_stage(state: StateDir) -> None:
@@ -55,6 +56,18 @@ def test_position_gate_per_stage(state: StateDir) -> None:
     assert "1 segment(s) before" in result.stderr.replace("\n", " ")
     done = run(*base, "--position", "mariadb-bin.000002:999999", "--json")
     assert done.exit_code == 0 and json.loads(done.stdout)["stage"] == "ship-s3"
+
+
+def test_position_gate_after_a_rebase_counts_the_offset(state: StateDir) -> None:
+    # Since a --rebase, tail reads mariadb-bin.000001 of a new server, written into the change log as file 3.
+    moved = [dict(change(pos), position=f"{3:010d}:{pos:012d}:b{0:012d}") for pos in (100, 200, 300)]
+    segs = write_segments(state, [[change(50)], *([line] for line in moved)])
+    checkpoint(state, "tail", file="mariadb-bin.000001", pos=400, gtid="0-2-9", last_segment=segs[-1].name,
+               server_uuid="u", gtid_state="0-2-9", seq_offset=2)
+    checkpoint(state, "ship-s3", last_segment=segs[1].name)
+    base = ("wait", "--state-dir", str(state.root), *FAST, "--stage", "ship-s3")
+    assert run(*base, "--position", "mariadb-bin.000001:100").exit_code == 0
+    assert run(*base, "--position", "mariadb-bin.000001:201").exit_code == 9  # the line at 200 is not shipped
 
 
 def test_gtid_gate(state: StateDir) -> None:

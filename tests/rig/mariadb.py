@@ -282,6 +282,26 @@ class MariaDB:
                 raise RigError(f"{self!r} kept binlogs older than {keep} for {timeout}s after PURGE BINARY LOGS")
             time.sleep(0.2)
 
+    # Replication ---------------------------------------------------------------------------
+
+    def replicate_from(self, primary: MariaDB) -> None:
+        """Become a GTID replica of `primary` (start this server with log-slave-updates to keep its binlog whole)."""
+        self.execute("CHANGE MASTER TO master_host = %s, master_port = %s, master_user = 'root', "
+                     "master_use_gtid = slave_pos, master_connect_retry = 1", (primary.host, primary.port))
+        self.execute("START SLAVE")
+
+    def wait_for_gtids(self, gtids: str, timeout: float = 60.0) -> None:
+        """Wait until this replica has applied `gtids` (MASTER_GTID_WAIT), or fail."""
+        if self.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (gtids, timeout))[0][0] != 0:
+            status = self.execute("SHOW SLAVE STATUS")
+            raise RigError(f"{self!r} did not reach GTID {gtids} within {timeout}s: {status}")
+
+    def promote(self) -> None:
+        """Stop replicating and take writes: what a failover does to the chosen replica."""
+        self.execute("STOP SLAVE")
+        self.execute("RESET SLAVE ALL")
+        self.execute("SET GLOBAL read_only = 0")
+
     def create_database(self, prefix: str = "t") -> str:
         """Create a database with a unique name starting with `prefix` and return the name."""
         name = f"{prefix}_{uuid.uuid4().hex[:10]}"

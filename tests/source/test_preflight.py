@@ -230,17 +230,32 @@ def test_session_server_is_ready(mariadb: MariaDB, fresh_db: str, tmp_path: Path
     assert not (tmp_path / "absent").exists()
 
 
-def test_state_dir_checks_are_read_only(mariadb: MariaDB, tmp_path: Path) -> None:
+@pytest.mark.parametrize("gtid_state", [None, "0-1-999999", "0-1-1"])
+def test_state_dir_checks_are_read_only(mariadb: MariaDB, tmp_path: Path, gtid_state: str | None) -> None:
     state = StateDir(tmp_path / "state").ensure()
     settings = settings_for(mariadb, state.root)
+    write_json_atomic(state.checkpoint_path("tail"), {"version": 2, "file": "mariadb-bin.000000", "pos": 4,
+                                                     "gtid_state": gtid_state})
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in state.root.iterdir())
+    checks = {c.name: c for c in preflight.run(settings).checks}
+    assert checks["state_server"].value == f"{state.root}: no server recorded yet"
+    assert checks["tail_position"].value == "mariadb-bin.000000:4: file purged from the server"
+    # A state directory of another server: its file:pos means nothing here, its GTIDs do (tail --rebase).
     other = ServerIdentity("another-uuid", 9, "mysql", "8.0.36")
     write_json_atomic(state.root / "server.json", other.to_dict())
-    write_json_atomic(state.checkpoint_path("tail"), {"version": 1, "file": "mariadb-bin.000000", "pos": 4})
     before = sorted((p.name, p.stat().st_mtime_ns) for p in state.root.iterdir())
     checks = {c.name: c for c in preflight.run(settings).checks}
     assert checks["state_server"].status == "fail"
     assert checks["state_server"].value == f"{state.root} belongs to {other.describe()}"
-    assert checks["tail_position"].value == "mariadb-bin.000000:4: file purged from the server"
+    assert "tail_position" not in checks
+    rebase = checks["rebase"]
+    if gtid_state is None:
+        assert (rebase.status, rebase.value) == ("fail", "tail.json records no GTID state (an older cdc, or a "
+                                                         "server without GTIDs)")
+    elif gtid_state == "0-1-999999":
+        assert rebase.status == "fail" and rebase.value.startswith("this server lacks domain 0 seq ")
+    else:
+        assert rebase.status == "ok" and "`cdc tail --rebase` can go on here" in rebase.value
     assert sorted((p.name, p.stat().st_mtime_ns) for p in state.root.iterdir()) == before
 
 

@@ -1,0 +1,202 @@
+"""`cdc tail --rebase` after a failover: a real primary and a GTID replica, the primary killed mid-workload.
+
+The change log, replayed in position order, must equal SELECT * of the new primary: nothing lost, nothing twice.
+Every refusal (an unrelated server, a replica missing transactions cdc captured) exits 5 and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+from cdc.errors import ExitCode
+from tests.capture.conftest import changelog_lines
+from tests.capture.workload import create_all_types_table, expected_rows, replay, run_workload
+from tests.rig import MariaDB
+
+GTID_SERVER = {"gtid-strict-mode": 1, "log-slave-updates": 1}
+
+
+@pytest.fixture
+def topology(mariadb_factory: Callable[..., MariaDB]) -> tuple[MariaDB, MariaDB]:
+    """A primary (server_id 1) ahead by a few binlog files, and its GTID replica (server_id 2)."""
+    primary = mariadb_factory({**GTID_SERVER, "server-id": 1})
+    replica = mariadb_factory({**GTID_SERVER, "server-id": 2})
+    for _ in range(4):  # the replica's binlog numbers start lower, as after a failover in production
+        primary.execute("FLUSH BINARY LOGS")
+    replica.replicate_from(primary)
+    return primary, replica
+
+
+def state_files(state: Path) -> dict[str, str]:
+    """Every file of a state directory (but lock files) with a digest of its bytes."""
+    return {str(p.relative_to(state)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(state.rglob("*")) if p.is_file() and "locks" not in p.parts}
+
+
+def checkpoint(state: Path) -> dict[str, Any]:
+    return dict(json.loads((state / "tail.json").read_text()))
+
+
+class Writer(threading.Thread):
+    """The workload on a server until it dies under it (kill -9): the error is the expected end."""
+
+    def __init__(self, server: MariaDB, db: str, seed: int, first_key: int) -> None:
+        super().__init__(daemon=True)
+        self.server, self.db, self.seed, self.first_key = server, db, seed, first_key
+        self.ended: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with self.server.connect() as conn:
+                run_workload(conn, self.db, seed=self.seed, transactions=100_000, first_key=self.first_key)
+        except pymysql.err.MySQLError as exc:
+            self.ended = exc
+
+
+def rebase_check(cli: Callable[..., Any], server: MariaDB, state: Path) -> dict[str, Any]:
+    """What `cdc check-binlog` says, before any rebase, about going on at `server` with this state directory."""
+    result = cli("check-binlog", "--json", server=server, state=state)
+    return next(check for check in json.loads(result.stdout)["checks"] if check["name"] == "rebase")
+
+
+def lines_in_order(state: Path) -> list[dict[str, Any]]:
+    """The change log in file order; it must already be in position order, each position once."""
+    lines = changelog_lines(state)
+    positions = [line["position"] for line in lines]
+    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+    return lines
+
+
+@pytest.fixture
+def captured(topology: tuple[MariaDB, MariaDB], cli: Callable[..., Any], tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Snapshot + tail on the primary while it takes writes; the replica has everything tail captured."""
+    primary, replica = topology
+    db = "shop"
+    primary.execute(f"CREATE DATABASE {db}")
+    with primary.connect() as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=3, transactions=40)
+    state = tmp_path / "state"
+    assert cli("snapshot", "--databases", db, server=primary, state=state).exit_code == 0
+    yield {"primary": primary, "replica": replica, "db": db, "state": state}
+
+
+def test_rebase_after_a_kill_9_failover_loses_nothing_and_doubles_nothing(
+        captured: dict[str, Any], cli: Callable[..., Any]) -> None:
+    primary, replica, db, state = captured["primary"], captured["replica"], captured["db"], captured["state"]
+    writer = Writer(primary, db, seed=5, first_key=10_000)
+    writer.start()
+    for _ in range(2):
+        result = cli("tail", "--until-now", "--databases", db, server=primary, state=state)
+        assert result.exit_code == 0, result.output
+    old = checkpoint(state)
+    assert old["gtid_state"], old
+    replica.wait_for_gtids(old["gtid_state"])  # the replica has what tail captured, and goes on receiving
+    primary.kill()  # mid-workload: transactions after the checkpoint, replicated or not, are the new truth
+    writer.join(timeout=30)
+    assert writer.ended is not None
+    replica.promote()
+    with replica.connect() as conn:
+        run_workload(conn, db, seed=9, transactions=40, first_key=50_000)
+    new_file = replica.binlog_position()[0]
+    assert int(new_file.rsplit(".", 1)[1]) < int(old["file"].rsplit(".", 1)[1])  # numbers went down
+
+    before, old_lines = state_files(state), lines_in_order(state)
+    assert rebase_check(cli, replica, state)["status"] == "ok"
+    refused = cli("tail", "--until-now", "--databases", db, server=replica, state=state)
+    assert refused.exit_code == ExitCode.POSITION and "--rebase" in refused.output, refused.output
+    assert state_files(state) == before
+
+    rebased = cli("tail", "--until-now", "--databases", db, "--rebase", server=replica, state=state)
+    assert rebased.exit_code == 0, rebased.output
+    with replica.connect() as conn:  # and it goes on from there, on the new server, without --rebase
+        run_workload(conn, db, seed=11, transactions=20, first_key=80_000)
+    assert cli("tail", "--until-now", "--databases", db, server=replica, state=state).exit_code == 0
+
+    new = checkpoint(state)
+    assert new["file"].startswith("mariadb-bin.") and new["seq_offset"] > 0
+    assert new["gtid_state"] == replica.variable("gtid_binlog_pos")
+    lines = lines_in_order(state)
+    assert lines[:len(old_lines)] == old_lines  # what was captured on the new server sorts after all of it
+    assert any(line["src"]["server_id"] == 2 for line in lines[len(old_lines):])
+    with replica.connect() as conn:
+        assert replay(lines, db, "all_types") == expected_rows(conn, db, "all_types")
+
+
+def test_rebase_refuses_a_replica_that_lacks_captured_transactions(
+        captured: dict[str, Any], cli: Callable[..., Any]) -> None:
+    primary, replica, db, state = captured["primary"], captured["replica"], captured["db"], captured["state"]
+    replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
+    replica.execute("STOP SLAVE")  # replication breaks: what tail reads next never reaches the replica
+    with primary.connect() as conn:
+        run_workload(conn, db, seed=5, transactions=10, first_key=10_000)
+    assert cli("tail", "--until-now", "--databases", db, server=primary, state=state).exit_code == 0
+    primary.kill()
+    replica.promote()
+    before = state_files(state)
+    check = rebase_check(cli, replica, state)
+    assert check["status"] == "fail" and "this server lacks domain 0 seq" in check["value"], check
+    result = cli("tail", "--until-now", "--databases", db, "--rebase", server=replica, state=state)
+    assert result.exit_code == ExitCode.POSITION, result.output
+    text = " ".join(result.output.split())
+    assert "does not have every transaction cdc already captured: domain 0 seq" in text
+    assert "new `cdc snapshot`" in text
+    assert state_files(state) == before
+
+
+def test_rebase_refuses_an_unrelated_server_whose_gtids_look_alike(
+        captured: dict[str, Any], cli: Callable[..., Any], mariadb_factory: Callable[..., MariaDB]) -> None:
+    primary, db, state = captured["primary"], captured["db"], captured["state"]
+    assert cli("tail", "--until-now", "--databases", db, server=primary, state=state).exit_code == 0
+    stranger = mariadb_factory({**GTID_SERVER, "server-id": 1})  # same server_id and domain: GTIDs 0-1-N too
+    stranger.execute(f"CREATE DATABASE {db}")
+    with stranger.connect() as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=3, transactions=80)
+    mine = checkpoint(state)["gtid"]
+    assert int(str(stranger.variable("gtid_binlog_pos")).split("-")[2]) >= int(mine.split("-")[2])
+    before = state_files(state)
+    result = cli("tail", "--until-now", "--databases", db, "--rebase", server=stranger, state=state)
+    assert result.exit_code == ExitCode.POSITION, result.output
+    assert "not a replica of it" in " ".join(result.output.split())
+    assert state_files(state) == before
+
+
+def test_rebase_reads_the_replica_s_own_domain_and_skips_what_was_captured_after_it(
+        captured: dict[str, Any], cli: Callable[..., Any]) -> None:
+    primary, replica, db, state = captured["primary"], captured["replica"], captured["db"], captured["state"]
+    primary.execute(f"CREATE TABLE `{db}`.notes (id INT PRIMARY KEY, note VARCHAR(50))")
+    primary.execute(f"INSERT INTO `{db}`.notes VALUES (1, 'from the primary'), (2, 'x')")
+    replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
+    # A write on the replica itself in a GTID domain of its own: the old primary never has it. Domains are
+    # independent by MariaDB's rule (parallel replication relies on it), so it touches data no other domain does.
+    with replica.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION gtid_domain_id = 7")
+        cur.execute(f"INSERT INTO `{db}`.notes VALUES (3, 'the replica''s own')")
+        cur.execute(f"UPDATE `{db}`.notes SET note = 'changed on the replica' WHERE id = 2")
+    with primary.connect() as conn:  # replicated after it: on the replica these follow the domain-7 writes
+        run_workload(conn, db, seed=5, transactions=15, first_key=10_000)
+    assert cli("tail", "--until-now", "--databases", db, server=primary, state=state).exit_code == 0
+    replica.wait_for_gtids(checkpoint(state)["gtid_state"])
+    primary.kill()
+    replica.promote()
+    rebased = cli("tail", "--until-now", "--databases", db, "--rebase", "--json", server=replica, state=state)
+    assert rebased.exit_code == 0, rebased.output
+    summary = json.loads(rebased.stdout.splitlines()[-1])
+    # Only the two domain-7 transactions are new; the captured ones after them were skipped, not written twice.
+    assert summary["origin"] == "rebase (checkpoint)" and summary["transactions"] == 2, summary
+    assert "captured transaction(s) further on are skipped" in summary["notes"][0]
+    assert checkpoint(state)["gtid_state"] == replica.variable("gtid_binlog_pos")
+    assert "skip_gtids" not in checkpoint(state)  # every captured transaction after the resume point was passed
+    lines = lines_in_order(state)
+    with replica.connect() as conn:
+        for table in ("all_types", "notes"):
+            assert replay(lines, db, table) == expected_rows(conn, db, table), table
