@@ -16,8 +16,9 @@ from typing import Any
 import pymysql
 import pytest
 
+from cdc.capture import Filters, TailOptions, run_tail
 from cdc.errors import ExitCode
-from tests.capture.conftest import changelog_lines
+from tests.capture.conftest import changelog_lines, settings_for
 from tests.capture.workload import create_all_types_table, expected_rows, replay, run_workload
 from tests.rig import MariaDB
 
@@ -170,33 +171,64 @@ def test_rebase_refuses_an_unrelated_server_whose_gtids_look_alike(
     assert state_files(state) == before
 
 
-def test_rebase_reads_the_replica_s_own_domain_and_skips_what_was_captured_after_it(
-        captured: dict[str, Any], cli: Callable[..., Any]) -> None:
+def fail_over_after_a_replica_s_own_writes(captured: dict[str, Any], cli: Callable[..., Any]) -> None:
+    """The replica writes in a GTID domain of its own, then receives more of the primary's transactions, which
+    tail captures; then the primary dies. On the replica the captured transactions follow its own writes."""
     primary, replica, db, state = captured["primary"], captured["replica"], captured["db"], captured["state"]
     primary.execute(f"CREATE TABLE `{db}`.notes (id INT PRIMARY KEY, note VARCHAR(50))")
     primary.execute(f"INSERT INTO `{db}`.notes VALUES (1, 'from the primary'), (2, 'x')")
     replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
-    # A write on the replica itself in a GTID domain of its own: the old primary never has it. Domains are
-    # independent by MariaDB's rule (parallel replication relies on it), so it touches data no other domain does.
+    # Domains are independent by MariaDB's rule (parallel replication relies on it), so the replica's own
+    # writes touch data no other domain does.
     with replica.connect() as conn, conn.cursor() as cur:
         cur.execute("SET SESSION gtid_domain_id = 7")
         cur.execute(f"INSERT INTO `{db}`.notes VALUES (3, 'the replica''s own')")
         cur.execute(f"UPDATE `{db}`.notes SET note = 'changed on the replica' WHERE id = 2")
-    with primary.connect() as conn:  # replicated after it: on the replica these follow the domain-7 writes
+    with primary.connect() as conn:
         run_workload(conn, db, seed=5, transactions=15, first_key=10_000)
     assert cli("tail", "--until-now", "--databases", db, server=primary, state=state).exit_code == 0
     replica.wait_for_gtids(checkpoint(state)["gtid_state"])
     primary.kill()
     replica.promote()
-    rebased = cli("tail", "--until-now", "--databases", db, "--rebase", "--json", server=replica, state=state)
-    assert rebased.exit_code == 0, rebased.output
-    summary = json.loads(rebased.stdout.splitlines()[-1])
-    # Only the two domain-7 transactions are new; the captured ones after them were skipped, not written twice.
-    assert summary["origin"] == "rebase (checkpoint)" and summary["transactions"] == 2, summary
-    assert "captured transaction(s) further on are skipped" in summary["notes"][0]
+
+
+def assert_exact(captured: dict[str, Any]) -> None:
+    replica, db, state = captured["replica"], captured["db"], captured["state"]
     assert checkpoint(state)["gtid_state"] == replica.variable("gtid_binlog_pos")
     assert "skip_gtids" not in checkpoint(state)  # every captured transaction after the resume point was passed
     lines = lines_in_order(state)
     with replica.connect() as conn:
         for table in ("all_types", "notes"):
             assert replay(lines, db, table) == expected_rows(conn, db, table), table
+
+
+def test_rebase_reads_the_replica_s_own_domain_and_skips_what_was_captured_after_it(
+        captured: dict[str, Any], cli: Callable[..., Any]) -> None:
+    fail_over_after_a_replica_s_own_writes(captured, cli)
+    rebased = cli("tail", "--until-now", "--databases", captured["db"], "--rebase", "--json",
+                  server=captured["replica"], state=captured["state"])
+    assert rebased.exit_code == 0, rebased.output
+    summary = json.loads(rebased.stdout.splitlines()[-1])
+    # Only the two domain-7 transactions are new; the captured ones after them were skipped, not written twice.
+    assert summary["origin"] == "rebase (checkpoint)" and summary["transactions"] == 2, summary
+    assert "captured transaction(s) further on are skipped" in summary["notes"][0]
+    assert_exact(captured)
+
+
+def test_a_rebase_stopped_among_the_transactions_to_skip_resumes_skipping_them(
+        captured: dict[str, Any], cli: Callable[..., Any]) -> None:
+    fail_over_after_a_replica_s_own_writes(captured, cli)
+    replica, db, state = captured["replica"], captured["db"], captured["state"]
+    events = [0]
+
+    def stop_midway() -> bool:  # asked before every event: past the domain-7 writes, inside the captured ones
+        events[0] += 1
+        return events[0] > 60
+
+    options = TailOptions(rebase=True, filters=Filters(databases=(db,)), decode_workers=0)
+    assert run_tail(settings_for(replica, state), options, should_stop=stop_midway).stopped == "stopped by signal"
+    left = checkpoint(state)["skip_gtids"]
+    assert left and checkpoint(state)["seq_offset"] > 0  # persisted with the position they lie ahead of
+    resumed = run_tail(settings_for(replica, state), TailOptions(filters=Filters(databases=(db,))))
+    assert resumed.transactions == 0 and resumed.origin == "checkpoint"
+    assert_exact(captured)
