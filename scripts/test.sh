@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Run the test suite: set the machine up (idempotent, fast when nothing changed), then pytest.
-# Arguments go to pytest unchanged, and pytest's exit code is this script's exit code.
+# Arguments go to pytest unchanged, and pytest's exit code is this script's exit code. The tests run on every
+# core (pytest-xdist, -n auto) unless the arguments say otherwise (-n 0: one process, e.g. to use a debugger).
 #   bash scripts/test.sh                      # everything but the slow and live-Snowflake tests
 #   bash scripts/test.sh tests/rig -q         # one folder
 #   bash scripts/test.sh -m slow              # the fault campaign
+#   bash scripts/test.sh -n 0 -x tests/capture/test_tail_rebase.py
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
 # Paths given to pytest are relative to the repository root.
 cd "$ROOT"
-exec "$ROOT/.venv/bin/python" -m pytest "$@"
+parallel=(-n auto --dist worksteal)
+for arg in "$@"; do
+    case "$arg" in -n|-n*|--numprocesses*) parallel=() ;; esac
+done
+exec "$ROOT/.venv/bin/python" -m pytest "${parallel[@]}" "$@"

@@ -7,12 +7,18 @@ saying what to install.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 import pymysql
 import pytest
 
 from tests.rig import DbUser, MariaDB, MotoServer, OptionValue
+
+# pytest-xdist's workers inherit COLUMNS (80) from the controller, and rich fixes a console's width from it when
+# commands.ui is imported: tests that render tables set the width they need per invocation instead.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 # Fixtures every end-to-end test may need, defined once (a module importing them would start its own copies).
 pytest_plugins = ["tests.sinks.aws_fixtures", "tests.snowflake.stand_in", "tests.spark.spark_session"]
