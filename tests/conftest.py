@@ -28,6 +28,36 @@ pytest_plugins = ["tests.sinks.aws_fixtures", "tests.snowflake.stand_in", "tests
 REPLICATION_PASSWORD = "s3cret 'pw\" #1"
 
 
+# The real part each fixture starts, as a marker: `pytest -m "not mariadb and not spark"` is the fast lane.
+PART_OF_FIXTURE = {
+    "mariadb": "mariadb", "mariadb_factory": "mariadb", "fresh_db": "mariadb", "replication_user": "mariadb",
+    "tls_server": "mariadb",
+    "spark": "spark",
+    "moto_server": "aws", "aws_env": "aws", "s3": "aws", "kinesis": "aws", "bucket": "aws", "stream": "aws",
+    "fakesnow_server": "snowflake", "snowflake_home": "snowflake", "snowflake_env": "snowflake", "sf": "snowflake",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with the parts its fixtures start (tests that start one themselves say so by hand)."""
+    for item in items:
+        for part in {PART_OF_FIXTURE[name] for name in getattr(item, "fixturenames", ()) if name in PART_OF_FIXTURE}:
+            item.add_marker(part)
+        if "tests/pipeline/" in item.nodeid:
+            item.add_marker("e2e")
+
+
+@pytest.fixture(autouse=True)
+def _a_server_needs_its_marker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that starts a MariaDB without the mariadb marker fails: the fast lane must never wait for one.
+    (Servers of session and module fixtures start before this runs: PART_OF_FIXTURE names those fixtures.)"""
+    if request.node.get_closest_marker("mariadb") is None:
+        def refuse(self: MariaDB) -> MariaDB:
+            raise AssertionError(f"{request.node.nodeid} starts a MariaDB server: mark it with pytest.mark.mariadb")
+
+        monkeypatch.setattr(MariaDB, "start", refuse)
+
+
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[MariaDB]:
     """The session's MariaDB server, configured the way cdc needs (binlog ROW / FULL / FULL)."""

@@ -68,6 +68,7 @@ def test_overrides_reach_the_server(mariadb_factory: Callable[..., MariaDB]) -> 
     assert server.variable("binlog_row_metadata") == "NO_LOG"
 
 
+@pytest.mark.mariadb
 def test_restart_freeze_and_stop_by_pid() -> None:
     with MariaDB() as server:
         server.execute("CREATE DATABASE kept")

@@ -27,6 +27,7 @@ def run_cli(state: Path, *args: str) -> subprocess.Popen[bytes]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+@pytest.mark.spark  # cdc spark-merge in a subprocess starts its own JVM
 def test_kill_9_mid_merge_then_rerun_equals_uninterrupted(tmp_path: Path) -> None:
     state = tmp_path / "state"
     w = build(state, seed=9)
@@ -76,6 +77,7 @@ def test_bad_conf_is_a_config_error(bad: str) -> None:
         parse_conf([bad])
 
 
+@pytest.mark.spark  # cdc spark-merge in a subprocess starts its own JVM
 def test_class_archive_recorded_once_then_used_and_a_damaged_one_dropped(tmp_path: Path) -> None:
     """The first run's JVM records Spark's classes (AppCDS); later runs map them; a damaged archive costs nothing but speed.
 

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cdc.spark.session import JIT_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +46,7 @@ def _values(spark: Any) -> dict[str, str]:
     return {name: bean.getVMOption(name).getValue() for name in WANTED}
 
 
+@pytest.mark.spark
 def test_one_shot_session_jvm_runs_with_the_jit_options(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(list(WANTED))], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)},
