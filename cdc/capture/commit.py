@@ -58,7 +58,7 @@ class Committer:
         if position != self.position:
             self.position, self._dirty = position, True
 
-    def commit(self, xid: int | None, ts: int, gtid: str | None, position: Position, *, seen: bool = False) -> None:
+    def commit(self, xid: int | None, ts: int, gtid: str | None, position: Position, seen: bool = False) -> None:
         """The transaction read since the last commit ends at `position`; `seen`: captured before a --rebase."""
         if seen:
             self.skip_gtids.remove(gtid)  # type: ignore[arg-type]  # seen is only ever true for a GTID in the list
@@ -117,7 +117,6 @@ class Committer:
     def close(self) -> None:
         self.writer.abandon()
         self.txn.clear()
-
 
     def _key(self, position: Position) -> tuple[int, int]:
         """A binlog position as change-log positions order it (the file number plus the --rebase offset)."""

@@ -152,11 +152,8 @@ class Capture:
 
     def _on_commit(self, event: Event) -> None:
         self.read_position = Position(event.file, event.next_pos)
-        self._later(self._commit, event.xid, event.timestamp, self._txn_gtid, self.read_position, self._seen)
+        self._later(self.out.commit, event.xid, event.timestamp, self._txn_gtid, self.read_position, self._seen)
         self._in_txn, self._begun, self._txn_gtid, self._seen = False, False, None, False
-
-    def _commit(self, xid: int | None, ts: int, gtid: str | None, position: Position, seen: bool) -> None:
-        self.out.commit(xid, ts, gtid, position, seen=seen)
 
     def _on_table_map(self, event: Event) -> None:
         if not self._in_txn:

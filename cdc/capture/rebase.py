@@ -18,8 +18,9 @@ import pymysql
 
 from cdc.capture.start import Start, last_position_in, uncheckpointed_segments
 from cdc.changelog import file_seq, read_segment
-from cdc.errors import PositionError
+from cdc.errors import PositionError, PreconditionError
 from cdc.gtid import GtidSet
+from cdc.source.flavour import replication_client_privilege
 from cdc.source.gtids import locate, state_at
 from cdc.source.server import ServerInfo
 from cdc.state import StateDir
@@ -35,8 +36,15 @@ def rebase_start(state: StateDir, carried: Start, conn: pymysql.Connection, info
             "state (written by a cdc older than GTID tracking, or the old server ran without GTIDs), so there is "
             "no way to tell which transactions the new server still has to send", hint=_NEW_SNAPSHOT)
     seen, last_segment, last_position = _through_unrecorded(state, carried)
-    _refuse_a_stranger(state, carried, conn, info, where)
-    resume = locate(conn, info.is_mariadb, seen, where)
+    try:
+        _refuse_a_stranger(state, carried, conn, info, where)
+        resume = locate(conn, info.is_mariadb, seen, where)
+    except pymysql.err.MySQLError as exc:  # SHOW BINARY LOGS / BINLOG EVENTS need the replication client grant
+        raise PreconditionError(
+            f"cannot rebase {state.root} onto {where}: reading its binlogs failed ({exc.args[-1]})",
+            hint=f"GRANT {replication_client_privilege(info)} ON *.* TO the cdc user ({getattr(conn, 'user', '?')}), "
+            "then rerun; nothing was written",
+        ) from None
     old_seq = max(file_seq(carried.position.file) + carried.seq_offset, int(last_position.split(":")[0]))
     offset = max(0, old_seq + 1 - file_seq(resume.position.file))
     return replace(carried, position=resume.position, last_segment=last_segment, origin=f"rebase ({carried.origin})",

@@ -69,10 +69,13 @@ def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connecti
         if chosen:
             raise UsageError(f"{chosen[0]} given, but tail already has a checkpoint {path}",
                              hint=f"omit {chosen[0]} to resume, or move {path} and the change log away to start over")
-        foreign = checkpoint.get("server_uuid") not in (None, server_uuid)
+        # A checkpoint of a very old cdc names no server: server.json then says whose positions these are.
+        known = state.read_server()
+        owner = checkpoint.get("server_uuid") or (known.server_uuid if known is not None else None)
+        foreign = owner not in (None, server_uuid)
         if foreign and not rebase:
             raise PositionError(
-                f"checkpoint {path} was written against server {checkpoint.get('server_uuid')}, "
+                f"checkpoint {path} was written against server {owner}, "
                 f"but this connection reached server {server_uuid}",
                 hint="point --host/--state-dir at the right server, or, after a failover to a replica of that "
                 "server, run `cdc tail --until-now --rebase` once: it continues from the GTIDs cdc has captured",

@@ -197,7 +197,9 @@ def find_resume(events: Iterable[EventRow], seen: GtidSet, start: GtidSet, where
 
 def _check_same(gtid: str, seen: GtidSet, row: EventRow, where: str) -> None:
     """MariaDB: the domain's last seen transaction must carry the same server id here as where cdc read it."""
-    domain, server, seq = (int(x) for x in gtid.split("-")) if "-" in gtid and ":" not in gtid else (0, 0, -1)
+    if ":" in gtid:  # MySQL: the source uuid is part of the GTID, so equal GTIDs are the same transaction
+        return
+    domain, server, seq = (int(x) for x in gtid.split("-"))
     held = seen.domains.get(domain)
     if held is not None and held[1] == seq and held[0] != server:
         raise PositionError(

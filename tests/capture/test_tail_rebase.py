@@ -232,3 +232,31 @@ def test_a_rebase_stopped_among_the_transactions_to_skip_resumes_skipping_them(
     resumed = run_tail(settings_for(replica, state), TailOptions(filters=Filters(databases=(db,))))
     assert resumed.transactions == 0 and resumed.origin == "checkpoint"
     assert_exact(captured)
+
+
+def test_rebase_without_binlog_monitor_names_the_grant_and_writes_nothing(
+        captured: dict[str, Any], cli: Callable[..., Any]) -> None:
+    primary, replica, db, state = captured["primary"], captured["replica"], captured["db"], captured["state"]
+    assert cli("tail", "--until-now", "--databases", db, server=primary, state=state).exit_code == 0
+    replica.wait_for_gtids(checkpoint(state)["gtid_state"])
+    primary.kill()
+    replica.promote()
+    replica.create_user("cdc_weak", "", ("REPLICATION SLAVE", "SELECT"))  # no BINLOG MONITOR: no SHOW BINLOG EVENTS
+    before = state_files(state)
+    result = cli("tail", "--until-now", "--databases", db, "--rebase", "-u", "cdc_weak", server=replica, state=state)
+    assert result.exit_code == ExitCode.PRECONDITION, result.output
+    assert "GRANT BINLOG MONITOR ON *.* TO" in " ".join(result.output.split())
+    assert state_files(state) == before
+
+
+def test_a_checkpoint_without_server_uuid_belongs_to_the_server_of_server_json(tmp_path: Path) -> None:
+    from cdc.capture.start import StartRequest, resolve_start
+    from cdc.state import ServerIdentity, StateDir
+
+    state = StateDir(tmp_path).ensure()
+    state.bind_server(ServerIdentity("mariadb-old", 1, "mariadb", "10.11.19-MariaDB"))
+    (tmp_path / "tail.json").write_text(json.dumps({"version": 1, "file": "mariadb-bin.000005", "pos": 4,
+                                                    "gtid": "0-1-9", "last_segment": None, "server_uuid": None}))
+    start = resolve_start(state, StartRequest(), None, "mariadb-new", rebase=True)  # type: ignore[arg-type]
+    assert start.foreign  # so --rebase goes through the GTID checks instead of adopting the old file:pos
+    assert not resolve_start(state, StartRequest(), None, "mariadb-old", rebase=True).foreign  # type: ignore[arg-type]
