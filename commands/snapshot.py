@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cdc.capture.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
+from cdc.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
 from cdc.errors import ExitCode
 from commands import ui
 from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from

@@ -146,7 +146,7 @@ def probe_connection(settings: Settings) -> Any:
 
 def probe_tables(settings: Settings) -> list[str]:
     """The tables the patterns select on the server; UsageError if they select nothing."""
-    from cdc.capture.snapshot_tables import select_tables
+    from cdc.source.tables import select_tables
     from cdc.source.connect import connection
 
     with connection(settings.mysql) as conn:
@@ -155,7 +155,7 @@ def probe_tables(settings: Settings) -> list[str]:
 
 def probe_destination(settings: Settings, key: str) -> str:
     """Reach the S3 bucket or Kinesis stream the answers name; return what was found."""
-    from cdc.sinks.aws import make_client, map_error
+    from cdc.aws import make_client, map_error
 
     aws = settings.aws
     try:

@@ -7,7 +7,7 @@ Exact semantics (README "cdc verify" says the same to the user):
    _CDC_APPLIED_BATCHES bookkeeping table, else snowflake-apply.json). A batch/merge covers whole
    segments, and segments hold whole transactions.
 2. Then pin. Open a consistent snapshot of the source and read the binlog position P it
-   corresponds to, reusing snapshot's hand-over code (cdc.capture.snapshot_handover: lock-free
+   corresponds to, reusing snapshot's hand-over code (cdc.snapshot.handover: lock-free
    START TRANSACTION WITH CONSISTENT SNAPSHOT + Binlog_snapshot_* on MariaDB; a short FLUSH TABLES
    WITH READ LOCK, or LOCK TABLES on the selected tables, on MySQL). Every table is read inside
    that one transaction.
@@ -42,8 +42,8 @@ from typing import Any
 
 import pymysql
 
-from cdc.capture.snapshot_handover import Handover, take_handover
-from cdc.capture.snapshot_tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, select_tables
+from cdc.snapshot import Handover, take_handover
+from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, select_tables
 from cdc.config import Settings
 from cdc.errors import ExitCode, PreconditionError, UsageError
 from cdc.pipeline.checksum import DEFAULT_SAMPLE, RowHasher, TableDiff, compare_streams
@@ -173,7 +173,7 @@ def _open_readers(settings: Settings, state: StateDir, targets: list[str], reque
     if "lake" in targets:
         readers.append(LakeReader(request.lake or state.root / "lake", request.page))
     if "snowflake" in targets:
-        from cdc.snowflake.connect import connect
+        from cdc.snowflake import connect
 
         readers.append(SnowflakeReader(connect(settings.snowflake), request.page))
     return readers

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cdc.schema import TableSchema
-from cdc.sinks.s3 import encode_component
+from cdc.s3keys import table_component
 from cdc.state import fsync_dir, read_json, write_json_atomic
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def lake_frame(changed: DataFrame, untouched: DataFrame | None, final: TableSche
 
 
 def table_folder(db: str, table: str) -> str:
-    return f"{encode_component(db)}.{encode_component(table)}"
+    return table_component(db, table)
 
 
 def staging_dir(batches: Path, batch: str) -> Path:

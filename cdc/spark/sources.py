@@ -90,7 +90,7 @@ def _manifest(body: bytes, where: str) -> dict[str, Any]:
 
 
 def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> list[Segment]:
-    from cdc.sinks.aws import make_client, map_error
+    from cdc.aws import make_client, map_error
 
     scheme, _, rest = url.partition("://")
     bucket, _, prefix = rest.partition("/")
