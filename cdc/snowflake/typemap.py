@@ -75,11 +75,6 @@ def snowflake_type(column: Column, *, table: str = "?", decimal_overflow: str = 
     )
 
 
-def is_variant(snowflake_type_name: str) -> bool:
-    """Semi-structured targets whose batch values arrive as JSON text and need PARSE_JSON."""
-    return snowflake_type_name.split("(")[0].upper() in ("VARIANT", "OBJECT")
-
-
 def _decimal(column: Column, table: str, decimal_overflow: str) -> str:
     precision, scale = column.precision, column.scale
     if precision is None:

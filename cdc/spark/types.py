@@ -110,10 +110,6 @@ def raw_struct(names: list[str]) -> T.StructType:
     return T.StructType([T.StructField(name, T.StringType()) for name in names])
 
 
-def lake_schema(schema: TableSchema) -> T.StructType:
-    return T.StructType([T.StructField(c.name, spark_type(c)) for c in schema.columns])
-
-
 def _precision_scale(column: Column) -> tuple[int, int]:
     if column.precision is not None:
         return column.precision, column.scale or 0
