@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -52,6 +54,33 @@ def test_every_command_has_help(name: str) -> None:
     result = CliRunner().invoke(app, [name, "--help"])
     assert result.exit_code == 0
     assert " ".join(doc.splitlines()[0].split()[:4]) in " ".join(result.stdout.split())
+
+
+def _cli_docs() -> ModuleType:
+    """scripts/cli_docs.py, the generator of docs/cli.md (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("cli_docs", ROOT / "scripts" / "cli_docs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_reference_is_up_to_date() -> None:
+    # CI's check that docs/cli.md was regenerated after a change to a command, an option or a help text.
+    assert CLI_MD.read_text(encoding="utf-8") == _cli_docs().render(), (
+        "docs/cli.md is stale: run `python scripts/cli_docs.py` and commit the result")
+
+
+def test_cli_reference_check_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cli_docs, target = _cli_docs(), tmp_path / "cli.md"
+    assert cli_docs.main([], target=target) == 0
+    assert cli_docs.main(["--check"], target=target) == 0
+    target.write_text(target.read_text(encoding="utf-8").replace("Show the version and exit.", "edited"),
+                      encoding="utf-8")
+    assert cli_docs.main(["--check"], target=target) == 1
+    message = capsys.readouterr().err
+    assert "is stale: run `python scripts/cli_docs.py`" in message
+    assert "-│ --version" in message and "+│ --version" in message
 
 
 @pytest.mark.parametrize("name", NAMES)
