@@ -1,4 +1,5 @@
-"""The documentation as a whole: README stays a front door, and no link in README.md or docs/ points nowhere."""
+"""The documentation as a whole: README stays a front door, and no link in README.md, docs/ or examples/ points
+nowhere."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("*.md"))]
 README_MAX_LINES = 200
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
