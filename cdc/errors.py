@@ -6,7 +6,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Documented process exit codes (README, "Exit codes"). Never reuse a number."""
+    """Documented process exit codes (docs/exit-codes.md). Never reuse a number."""
 
     OK = 0
     FAILURE = 1

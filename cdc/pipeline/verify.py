@@ -1,6 +1,6 @@
 """`cdc verify`: compare MySQL with the lake and/or Snowflake at one pinned binlog position (the cut-over gate).
 
-Exact semantics (README "cdc verify" says the same to the user):
+Exact semantics (docs/guide.md, "cdc verify", says the same to the user):
 
 1. Watermark first. For each target, read how far its stage has consumed the change log: the lake
    is spark-merge's (merge.json), Snowflake is snowflake-apply's (the newest batch in the

@@ -1,4 +1,4 @@
-"""MySQL column -> Snowflake column type (README, "snowflake-bootstrap": type map).
+"""MySQL column -> Snowflake column type (docs/guide.md, "snowflake-bootstrap": type map).
 
 The map follows what the change log and the lake hold (docs/formats.md, cdc/spark/types.py), so a
 value keeps its exact meaning from binlog to Snowflake:

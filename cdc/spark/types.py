@@ -58,7 +58,7 @@ def col(name: str) -> SparkColumn:
 
 
 def spark_type(column: Column) -> T.DataType:
-    """The lake type of a MySQL column (README, "spark-merge": type map)."""
+    """The lake type of a MySQL column (docs/guide.md, "spark-merge": type map)."""
     kind = column.data_type
     if kind in SMALL_INTS or kind == "year":
         return T.IntegerType()

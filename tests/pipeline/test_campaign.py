@@ -6,7 +6,7 @@ CI runs the short campaign; the full one (>= 50 kills) is marked slow and run by
 
     bash scripts/test.sh -m slow tests/pipeline/test_campaign.py -s
 
-It prints its figures (kills per stage, faults, rows compared, differences), which README records.
+It prints its figures (kills per stage, faults, rows compared, differences), which docs/fault-campaign.md records.
 """
 
 from __future__ import annotations
