@@ -60,3 +60,12 @@ def test_relative_links_point_at_something(page: Path) -> None:
         elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
             broken.append(f"{target} (no heading #{anchor} in {path.relative_to(ROOT)})")
     assert not broken, f"{page.relative_to(ROOT)}: broken links: {broken}"
+
+
+def test_every_exit_code_is_documented() -> None:
+    """docs/exit-codes.md's table lists each ExitCode by number and name; a new code cannot go undocumented."""
+    from cdc.errors import ExitCode
+
+    table = (ROOT / "docs" / "exit-codes.md").read_text(encoding="utf-8")
+    missing = [code.name for code in ExitCode if f"| {code.value} | `{code.name}` |" not in table]
+    assert not missing, missing

@@ -1,6 +1,6 @@
 """`cdc snapshot`: a consistent initial copy of the selected tables, handed over to tail at an exact position.
 
-How it works (README "cdc snapshot" tells the user the same):
+How it works (docs/guide.md "cdc snapshot" tells the user the same):
 1. Select the tables, refuse those without a primary key (unless allow_no_pk), and estimate the
    copy time against the binlog retention (cdc.snapshot.runway).
 2. Start a REPEATABLE READ consistent-snapshot transaction and read the hand-over position that
