@@ -66,13 +66,14 @@ class Answers:
     snowflake_schema: str | None = None
 
     def get(self, key: str) -> str | None:
-        return getattr(self, key)
+        value: str | None = getattr(self, key)
+        return value
 
     def with_answer(self, key: str, value: str | None) -> Answers:
         """Record an answer; an empty one means the setting's default (None for optional ones)."""
         text = (value or "").strip()
         default = next(f.default for f in fields(Answers) if f.name == key)
-        return replace(self, **{key: text or default})
+        return replace(self, **{key: text or default})  # type: ignore[arg-type]  # default: a field's own default
 
     def table_list(self) -> tuple[str, ...]:
         return tuple(part.strip() for part in (self.tables or "").split(",") if part.strip())

@@ -190,7 +190,7 @@ def _attempts(settings: Settings, state: StateDir, conn: pymysql.Connection, rea
         pinned = take_handover(settings.mysql, conn, info, tables, "auto").handover
         marks = {r.name: watermark(settings, before[r.name], r, pinned) for r in readers}
         waiting = deadline is not None and time.monotonic() < deadline
-        if waiting and not all(m.reached for m in marks.values()):
+        if deadline is not None and waiting and not all(m.reached for m in marks.values()):
             conn.rollback()  # end this snapshot; the next attempt pins afresh
             sleep(max(min(request.interval, deadline - time.monotonic()), 0.0))
             continue

@@ -36,7 +36,7 @@ class ShipTarget:
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
 
 
-def open_sink(aws: AWSSettings, target: ShipTarget) -> Sink:
+def open_sink(aws: AWSSettings, target: ShipTarget) -> Sink | BatchSink:
     """Build the sink for `target` with clients from the default credential chain."""
     if target.to.startswith("s3://"):
         bucket, prefix = split_s3_url(target.to)

@@ -90,7 +90,8 @@ class S3Sink:
 
     def deliver_batch(self, batch: Batch, report: Report) -> Delivery:
         """Upload every table's parts of the batch, then its manifest (readers wait for the manifest)."""
-        objects, requests = [], 0
+        objects: list[dict[str, Any]] = []
+        requests = 0
         for lines in index_tables(batch.segments):
             ranges = cut_parts(lines.length, batch.roll_size)
             for number, (start, end) in enumerate(ranges, start=1):
@@ -186,7 +187,7 @@ def _multipart(client: Any, bucket: str, key: str, source: IO[bytes], digest: st
     upload = client.create_multipart_upload(Bucket=bucket, Key=key, Metadata={SHA_METADATA: digest},
                                             ContentType="application/x-ndjson")["UploadId"]
     try:
-        parts = []
+        parts: list[dict[str, Any]] = []
         while chunk := source.read(part_size):
             answer = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=len(parts) + 1,
                                         Body=chunk)

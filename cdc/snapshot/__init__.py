@@ -21,6 +21,7 @@ _HOMES = {"DEFAULT_CHUNK_SIZE": "cdc.snapshot.run", "SnapshotRequest": "cdc.snap
           "Handover": "cdc.snapshot.handover", "take_handover": "cdc.snapshot.handover",
           "read_retention": "cdc.snapshot.runway"}
 
-__all__ = sorted(_HOMES)
+__all__ = ["DEFAULT_CHUNK_SIZE", "Handover", "SnapshotRequest", "SnapshotSummary", "TableProgress", "read_retention",
+           "run_snapshot", "take_handover"]
 
 __getattr__ = exports(__name__, _HOMES)

@@ -24,6 +24,7 @@ _HOMES = {"list_batches": "cdc.snowflake.apply", "apply_batches": "cdc.snowflake
           "Target": "cdc.snowflake.ddl", "build_target": "cdc.snowflake.ddl", "BOOKKEEPING_TABLE": "cdc.snowflake.names",
           "CDC_DELETED": "cdc.snowflake.names", "snowflake_name": "cdc.snowflake.names"}
 
-__all__ = sorted(_HOMES)
+__all__ = ["BOOKKEEPING_TABLE", "BootstrapOptions", "CDC_DELETED", "Target", "apply_batches", "bootstrap_history",
+           "build_target", "connect", "existing_columns", "list_batches", "snowflake_name"]
 
 __getattr__ = exports(__name__, _HOMES)

@@ -164,7 +164,11 @@ def _create_or_extend(result: Plan, table: str, wanted: dict[str, str], existing
 def _same_type(have: str, want: str) -> bool:
     """Compare loosely: Snowflake reports TEXT for VARCHAR, NUMBER without precision, VARIANT for ARRAY."""
     aliases = {"TEXT": "VARCHAR", "ARRAY": "VARIANT", "OBJECT": "VARIANT", "REAL": "FLOAT", "FIXED": "NUMBER"}
-    base = lambda kind: aliases.get(kind.split("(")[0].upper(), kind.split("(")[0].upper())  # noqa: E731
+
+    def base(kind: str) -> str:
+        name = kind.split("(")[0].upper()
+        return aliases.get(name, name)
+
     return base(have) == base(want)
 
 

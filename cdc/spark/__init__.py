@@ -23,6 +23,7 @@ _HOMES = {"MergeSummary": "cdc.spark.job", "TableResult": "cdc.spark.job", "merg
           "LakeTable": "cdc.spark.lake", "read_lake_table": "cdc.spark.lake", "read_pointer": "cdc.spark.lake",
           "table_dir": "cdc.spark.lake", "build_session": "cdc.spark.session"}
 
-__all__ = sorted(_HOMES)
+__all__ = ["LakeTable", "MergeSummary", "TableResult", "build_session", "merge", "read_lake_table", "read_pointer",
+           "table_dir"]
 
 __getattr__ = exports(__name__, _HOMES)

@@ -18,6 +18,7 @@ from cdc.s3keys import table_component
 from cdc.state import fsync_dir, read_json, write_json_atomic
 
 if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame
 
 MANIFEST = "manifest.json"
@@ -56,8 +57,8 @@ def lake_frame(changed: DataFrame, untouched: DataFrame | None, final: TableSche
     """Rows of the new lake version: the kept changed rows, plus the untouched rows of the previous version."""
     from pyspark.sql import functions as F
 
-    names = [*[F.col(f"c{i}").alias(c.name) for i, c in enumerate(final.columns)], "_cdc_op", "_cdc_position",
-             "_cdc_commit_ts"]
+    names: list[SparkColumn | str] = [*[F.col(f"c{i}").alias(c.name) for i, c in enumerate(final.columns)],
+                                      "_cdc_op", "_cdc_position", "_cdc_commit_ts"]
     kept = changed.filter(F.col("_keep")).select(*names)
     return kept if untouched is None else untouched.select(*names).unionByName(kept)
 
