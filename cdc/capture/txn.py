@@ -4,7 +4,7 @@ Lines arrive as blocks (cdc.capture.rowblock: all lines of one rows event, or on
 the commit's xid and timestamp go; COMMIT fills them in, block by block. Keys of a change line sort as
 after, before, db, key, op, position, src{file, gtid, pos, row, server_id, xid}, table, ts, v, so a line is
 `head + xid + tail + ts + '","v":1}'`: byte-identical to cdc.changelog.encode_line of the whole dict
-(tests/capture/test_tail_options.py and test_txn_lines.py check it).
+(tests/capture/test_tail_options.py and test_txn.py check it).
 """
 
 from __future__ import annotations
