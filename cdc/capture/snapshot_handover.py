@@ -22,11 +22,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pymysql
 
 from cdc.capture.snapshot_tables import TableInfo, qualified
+from cdc.checkpoints import Handover  # part of snapshot.json, whose shape cdc.checkpoints owns
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
 from cdc.source.connect import open_connection, query
@@ -39,22 +39,6 @@ LOCK_WAIT_SECONDS = 30
 # ER_SPECIFIC_ACCESS_DENIED_ERROR (no RELOAD), ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
 # ER_TABLEACCESS_DENIED_ERROR: the privilege errors that make `auto` fall back.
 _PRIVILEGE_ERRORS = {1227, 1044, 1045, 1142}
-
-
-@dataclass(frozen=True)
-class Handover:
-    """The binlog position (a transaction boundary) where tail takes over from the snapshot."""
-
-    file: str
-    pos: int
-    gtid: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "pos": self.pos, "gtid": self.gtid}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Handover:
-        return cls(str(d["file"]), int(d["pos"]), d.get("gtid"))
 
 
 @dataclass(frozen=True)

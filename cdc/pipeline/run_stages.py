@@ -15,8 +15,8 @@ from typing import Any
 
 from cdc.capture import Filters, StartRequest, TailOptions, run_tail
 from cdc.capture.events import Progress as TailProgress
-from cdc.capture.start import read_checkpoint as read_tail_checkpoint
 from cdc.changelog import list_segments
+from cdc.checkpoints import SnapshotStatus, TailCheckpoint
 from cdc.config import Settings
 from cdc.state import StateDir
 
@@ -75,15 +75,15 @@ def snapshot(ctx: Context) -> Outcome:
     """Only when tail has no checkpoint and the snapshot is not done; a running snapshot is resumed."""
     from cdc.capture.snapshot import SnapshotRequest, run_snapshot
 
-    if read_tail_checkpoint(ctx.state) is not None:
+    if TailCheckpoint.read(ctx.state) is not None:
         return Outcome(SKIPPED, detail={"reason": "tail has a checkpoint"})
     if _has_start(ctx.start):
         return Outcome(SKIPPED, detail={"reason": "tail starts at an explicit position"})
-    done = (ctx.state.read_checkpoint("snapshot", 1) or {}).get("status") == "done"
-    if done:
+    snapshot = SnapshotStatus.read(ctx.state)
+    if snapshot is not None and snapshot.is_done:
         return Outcome(SKIPPED, detail={"reason": "snapshot already done"})
     summary = run_snapshot(ctx.settings, SnapshotRequest(), on_progress=lambda p: ctx.report(
-        StageProgress("snapshot", p.table, p.rows)))
+        StageProgress(SnapshotStatus.STAGE, p.table, p.rows)))
     h = summary.checkpoint.handover
     return Outcome(DONE, f"{h.file}:{h.pos}", summary.rows, "rows", detail=summary.to_dict())
 
@@ -91,14 +91,14 @@ def snapshot(ctx: Context) -> Outcome:
 def tail(ctx: Context) -> Outcome:
     """tail --until-now: up to the server position current when it starts (never --follow: see run.py)."""
     mysql = ctx.settings.mysql
-    has_checkpoint = read_tail_checkpoint(ctx.state) is not None
+    has_checkpoint = TailCheckpoint.read(ctx.state) is not None
     options = TailOptions(start=StartRequest() if has_checkpoint else ctx.start, follow=False,
                           filters=Filters.from_settings(mysql))
     last: list[TailProgress] = []
 
     def progress(p: TailProgress) -> None:
         last[:] = [p]
-        ctx.report(StageProgress("tail", p.position, p.rows, p.events_per_second, p.lag_seconds))
+        ctx.report(StageProgress(TailCheckpoint.STAGE, p.position, p.rows, p.events_per_second, p.lag_seconds))
 
     summary = run_tail(ctx.settings, options, should_stop=ctx.stop.is_set, on_progress=progress)
     caught_up = summary.stopped == "caught up"
