@@ -23,13 +23,15 @@ from cdc.checkpoints.snapshot import DONE, RUNNING, Handover, SnapshotCheckpoint
 from cdc.checkpoints.tail import TailCheckpoint
 
 # The stages that consume sealed change-log segments, in pipeline order.
-CHANGELOG_CONSUMERS: tuple[type[CheckpointView], ...] = (
+CHANGELOG_CONSUMERS: tuple[type[Checkpoint], ...] = (
     ShipKinesisCheckpoint, ShipS3Checkpoint, MergeCheckpoint, ApplyCheckpoint)
+# What each stage writes, in pipeline order.
+STAGE_CHECKPOINTS: tuple[type[Checkpoint], ...] = (SnapshotCheckpoint, TailCheckpoint, *CHANGELOG_CONSUMERS)
 # What a reader of a whole state directory reads, in pipeline order (the snapshot as its status and hand-over).
 PIPELINE: tuple[type[CheckpointView], ...] = (SnapshotStatus, TailCheckpoint, *CHANGELOG_CONSUMERS)
 
 __all__ = [
-    "CHANGELOG_CONSUMERS", "DONE", "PIPELINE", "RUNNING", "ApplyCheckpoint", "Checkpoint", "CheckpointView",
+    "CHANGELOG_CONSUMERS", "DONE", "PIPELINE", "RUNNING", "STAGE_CHECKPOINTS", "ApplyCheckpoint", "Checkpoint", "CheckpointView",
     "Fields", "Handover", "MergeCheckpoint", "ShipKinesisCheckpoint", "ShipS3Checkpoint", "SnapshotCheckpoint",
     "SnapshotStatus", "TableState", "TailCheckpoint",
 ]

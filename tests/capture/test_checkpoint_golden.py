@@ -18,7 +18,7 @@ from cdc import sinks
 from cdc.capture.snapshot import SnapshotRequest, run_snapshot
 from cdc.capture.snapshot_checkpoint import read_checkpoint as read_snapshot
 from cdc.capture.start import Start, StartRequest, resolve_start
-from cdc.checkpoints import TailCheckpoint
+from cdc.checkpoints import ShipS3Checkpoint, TailCheckpoint
 from cdc.config import AWSSettings
 from cdc.sinks.common import read_ship_checkpoint
 from cdc.sinks.s3_batches import Batch, pending_batch
@@ -145,11 +145,12 @@ def test_golden_ship_s3_checkpoints_resume_where_they_say(tmp_path: Path) -> Non
     state = StateDir(tmp_path)
     shutil.copy(GOLDEN / "ship-s3.v1.json", tmp_path / "ship-s3.json")
     migrated = read_ship_checkpoint(state, sink)
-    assert migrated == {**v1, "version": 2, "pending": None, "batches": 12}  # v1: one batch per segment
+    assert isinstance(migrated, ShipS3Checkpoint)
+    assert migrated.to_dict() == {**v1, "version": 2, "pending": None, "batches": 12}  # v1: one batch per segment
     assert pending_batch(state.changelog, migrated, tmp_path / "ship-s3.json") is None  # nothing pinned: plan anew
     shutil.copy(GOLDEN / "ship-s3.v2.json", tmp_path / "ship-s3.json")
     checkpoint = read_ship_checkpoint(state, sink)
-    assert checkpoint == v2
+    assert isinstance(checkpoint, ShipS3Checkpoint) and checkpoint.to_dict() == v2
     batch = pending_batch(state.changelog, checkpoint, tmp_path / "ship-s3.json")
     assert batch == Batch(tuple(tmp_path / "changelog" / n for n in names[1:4]), 128 * 2**20, "gzip")
     assert batch.id == f"{names[1][:-6]}_{names[3][:-6]}"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc.checkpoints import (PIPELINE, ApplyCheckpoint, Checkpoint, CheckpointView, Handover, MergeCheckpoint,
+from cdc.checkpoints import (PIPELINE, STAGE_CHECKPOINTS, ApplyCheckpoint, Checkpoint, CheckpointView, Handover, MergeCheckpoint,
                              ShipKinesisCheckpoint, ShipS3Checkpoint, SnapshotCheckpoint, SnapshotStatus, TableState,
                              TailCheckpoint)
 from cdc.errors import PositionError
@@ -52,7 +52,7 @@ OLDER: dict[str, CheckpointView] = {
 
 def kind_of(name: str) -> type[CheckpointView]:
     stem = name.split(".v")[0]
-    return next(k for k in (SnapshotCheckpoint, *PIPELINE[1:]) if k.FILE == stem)
+    return next(k for k in STAGE_CHECKPOINTS if k.FILE == stem)
 
 
 def state_with(tmp_path: Path, name: str) -> StateDir:
@@ -62,7 +62,7 @@ def state_with(tmp_path: Path, name: str) -> StateDir:
 
 
 def test_every_stage_has_a_golden_file_of_its_current_version() -> None:
-    for kind in (SnapshotCheckpoint, *PIPELINE[1:]):
+    for kind in STAGE_CHECKPOINTS:
         name = f"{kind.FILE}.v{kind.VERSION}.json"
         assert name in CURRENT and (GOLDEN / name).is_file(), name
         assert type(CURRENT[name]) is kind
@@ -124,4 +124,4 @@ def test_a_nested_field_is_named_with_its_path(tmp_path: Path) -> None:
 
 
 def test_a_stage_that_has_not_run_has_no_checkpoint(tmp_path: Path) -> None:
-    assert all(kind.read(StateDir(tmp_path)) is None for kind in (SnapshotCheckpoint, *PIPELINE))
+    assert all(kind.read(StateDir(tmp_path)) is None for kind in (*STAGE_CHECKPOINTS, *PIPELINE))
