@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -18,6 +19,11 @@ class ApplyCheckpoint(Checkpoint):
 
     last_batch: str | None = None
     applied_at: str | None = None  # UTC, 2026-11-22T07:00:01Z
+
+    @classmethod
+    def applied(cls, batch_id: str, when: float) -> ApplyCheckpoint:
+        """The checkpoint after applying `batch_id` at `when` (unix seconds)."""
+        return cls(batch_id, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)))
 
     def to_dict(self) -> Document:
         return {"version": self.VERSION, "last_batch": self.last_batch, "applied_at": self.applied_at}

@@ -16,7 +16,7 @@ from typing import Any
 from cdc.capture import Filters, StartRequest, TailOptions, run_tail
 from cdc.capture.events import Progress as TailProgress
 from cdc.changelog import list_segments
-from cdc.checkpoints import SnapshotStatus, TailCheckpoint
+from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint, SnapshotStatus, TailCheckpoint
 from cdc.config import Settings
 from cdc.state import StateDir
 
@@ -117,10 +117,9 @@ def ship(to: str) -> Callable[[Context], Outcome]:
     def run(ctx: Context) -> Outcome:
         from cdc import sinks
 
-        stage = f"ship-{to}"
         sink = sinks.open_sink(ctx.settings.aws, sinks.ShipTarget(to=to))
         summary = sinks.ship(ctx.state, sink, stop=ctx.stop, on_progress=lambda p: ctx.report(
-            StageProgress(stage, p.segment, p.records, p.records / p.seconds)))
+            StageProgress(sink.stage, p.segment, p.records, p.records / p.seconds)))
         # Segments left are "stopped" only after a signal: a standalone `cdc tail --follow` may seal more meanwhile.
         status = STOPPED if summary.remaining and ctx.stop.is_set() else DONE if summary.segments else NOTHING
         return Outcome(status, summary.last_segment, summary.records, "records", detail=summary.to_dict())
@@ -133,14 +132,14 @@ def spark_merge(ctx: Context) -> Outcome:
     """spark-merge of the local change log; Spark starts only when a sealed segment waits."""
     from cdc.spark import merge
 
-    checkpoint = ctx.state.read_checkpoint("merge", 1) or {}
-    if not list_segments(ctx.state.changelog, after=checkpoint.get("last_segment")):
-        return Outcome(NOTHING, checkpoint.get("last_batch"), unit="changes")
+    checkpoint = MergeCheckpoint.read(ctx.state) or MergeCheckpoint()
+    if not list_segments(ctx.state.changelog, after=checkpoint.last_segment):
+        return Outcome(NOTHING, checkpoint.last_batch, unit="changes")
     changes = [0]
 
     def progress(result: Any) -> None:
         changes[0] += result.changes
-        ctx.report(StageProgress("spark-merge", result.table, changes[0]))
+        ctx.report(StageProgress(MergeCheckpoint.STAGE, result.table, changes[0]))
 
     summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
                     on_progress=progress)
@@ -153,8 +152,13 @@ def pending_batches(state: StateDir) -> list[str]:
     """Sealed batches after snowflake-apply's checkpoint (written after the bookkeeping row, so none is lost)."""
     from cdc.snowflake.apply import list_batches
 
-    last = (state.read_checkpoint("snowflake-apply", 1) or {}).get("last_batch") or ""
+    last = _applied_batch(state) or ""
     return [b.batch_id for b in list_batches(state) if b.batch_id > last]
+
+
+def _applied_batch(state: StateDir) -> str | None:
+    checkpoint = ApplyCheckpoint.read(state)
+    return None if checkpoint is None else checkpoint.last_batch
 
 
 def snowflake_bootstrap(ctx: Context) -> Outcome:
@@ -183,13 +187,12 @@ def snowflake_apply(ctx: Context) -> Outcome:
     from cdc.snowflake.connect import connect
 
     if not pending_batches(ctx.state):
-        last = (ctx.state.read_checkpoint("snowflake-apply", 1) or {}).get("last_batch")
-        return Outcome(NOTHING, last, unit="changes")
+        return Outcome(NOTHING, _applied_batch(ctx.state), unit="changes")
     applied = [0]
 
     def on_batch(batch_id: str, counts: dict[str, Any]) -> None:
         applied[0] += sum(c.inserted + c.updated + c.deleted for c in counts.values())
-        ctx.report(StageProgress("snowflake-apply", batch_id, applied[0]))
+        ctx.report(StageProgress(ApplyCheckpoint.STAGE, batch_id, applied[0]))
 
     conn = connect(ctx.settings.snowflake)
     try:

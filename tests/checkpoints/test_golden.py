@@ -8,6 +8,7 @@ add a golden file for the new. (tests/capture/test_checkpoint_golden.py runs the
 
 from __future__ import annotations
 
+import json
 import shutil
 import stat
 from pathlib import Path
@@ -48,6 +49,13 @@ OLDER: dict[str, CheckpointView] = {
     # v1 shipped one segment per batch and pinned nothing.
     "ship-s3.v1.json": ShipS3Checkpoint("s3://lake/cdc", SEGMENT, 12, 12, 4200, None),
 }
+
+
+def has_golden_shape(path: Path, name: str) -> bool:
+    """`path` (written by a real stage run) has the golden file's keys, each of the golden value's JSON type or null."""
+    written, golden = json.loads(path.read_text()), json.loads((GOLDEN / name).read_text())
+    return bool(written.keys() == golden.keys() and all(
+        written[k] is None or golden[k] is None or type(written[k]) is type(golden[k]) for k in golden))
 
 
 def kind_of(name: str) -> type[CheckpointView]:

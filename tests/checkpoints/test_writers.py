@@ -1,8 +1,10 @@
 """The stages themselves write the golden files byte for byte, driven to the golden values without a server.
 
-Only the far edges are stand-ins (no MariaDB for tail's committer, a sink that acknowledges everything for ship);
-the real stages' files are checked against the golden shapes in tests/capture/test_checkpoint_golden.py,
-tests/spark and tests/snowflake.
+Only the far edges are stand-ins (no MariaDB for tail's committer, a sink that acknowledges everything for ship,
+a given time for snowflake-apply); the files of real runs are checked against the golden shapes in
+tests/capture/test_checkpoint_golden.py (tail, snapshot, ship-s3), tests/spark/test_merge.py (merge) and
+tests/snowflake/test_apply.py (snowflake-apply). snapshot.json and merge.json are written by their dataclass
+(tests/checkpoints/test_golden.py) from values the stage computes.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from cdc import sinks
 from cdc.capture.commit import Committer
 from cdc.capture.start import Start
 from cdc.changelog import SegmentWriter, encode_line, position_string
-from cdc.checkpoints import ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
+from cdc.checkpoints import ApplyCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
 from cdc.sinks.s3_batches import Batch, RollOptions
+from cdc.snowflake.apply import advance_checkpoint
 from cdc.source.binlog import Position
 from cdc.state import StateDir
 from tests.checkpoints.test_golden import CURRENT, GOLDEN
@@ -118,3 +121,11 @@ def test_ship_s3_moves_a_golden_v1_file_to_v2(tmp_path: Path) -> None:
     # The golden v1 file has 12 segments, 12 batches: after the pin only `batches` differs from the golden v2.
     assert ShipS3Checkpoint.read(state) == ShipS3Checkpoint(
         shipped.destination, shipped.last_segment, 12, 12, 4200, shipped.pending)
+
+
+def test_snowflake_apply_writes_the_golden_file(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    advance_checkpoint(state, "b000000000007", now=1795330809.0)  # 2026-11-22T07:00:09Z
+    assert (tmp_path / "snowflake-apply.json").read_bytes() == golden_bytes("snowflake-apply.v1.json")
+    advance_checkpoint(state, "b000000000006", now=1795330999.0)  # applied late: the checkpoint never moves back
+    assert ApplyCheckpoint.read(state) == CURRENT["snowflake-apply.v1.json"]
