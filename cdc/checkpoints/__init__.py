@@ -31,7 +31,7 @@ STAGE_CHECKPOINTS: tuple[type[Checkpoint], ...] = (SnapshotCheckpoint, TailCheck
 PIPELINE: tuple[type[CheckpointView], ...] = (SnapshotStatus, TailCheckpoint, *CHANGELOG_CONSUMERS)
 
 __all__ = [
-    "CHANGELOG_CONSUMERS", "DONE", "PIPELINE", "RUNNING", "STAGE_CHECKPOINTS", "ApplyCheckpoint", "Checkpoint", "CheckpointView",
-    "Fields", "Handover", "MergeCheckpoint", "ShipKinesisCheckpoint", "ShipS3Checkpoint", "SnapshotCheckpoint",
-    "SnapshotStatus", "TableState", "TailCheckpoint",
+    "CHANGELOG_CONSUMERS", "DONE", "PIPELINE", "RUNNING", "STAGE_CHECKPOINTS", "ApplyCheckpoint", "Checkpoint",
+    "CheckpointView", "Fields", "Handover", "MergeCheckpoint", "ShipKinesisCheckpoint", "ShipS3Checkpoint",
+    "SnapshotCheckpoint", "SnapshotStatus", "TableState", "TailCheckpoint",
 ]

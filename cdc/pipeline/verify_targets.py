@@ -15,6 +15,7 @@ import pymysql
 
 from cdc import sql
 from cdc.capture.snapshot_tables import TablePlan, bindable_key, keyset_params, select_sql, stream_rows
+from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint
 from cdc.masking import ColumnRules
 from cdc.pipeline.checksum import encode_target, normalise
 from cdc.schema import TableSchema
@@ -55,7 +56,7 @@ class LakeReader:
     """spark-merge's current-state Parquet tables, read with pyarrow (no Spark)."""
 
     name = "lake"
-    stage = "spark-merge"
+    stage = MergeCheckpoint.STAGE
 
     def __init__(self, directory: Path, page: int) -> None:
         self.directory = Path(directory)
@@ -103,7 +104,7 @@ class SnowflakeReader:
     """Target tables created by snowflake-bootstrap and filled by snowflake-apply."""
 
     name = "snowflake"
-    stage = "snowflake-apply"
+    stage = ApplyCheckpoint.STAGE
 
     def __init__(self, conn: Any, page: int) -> None:
         from cdc.snowflake.bootstrap import existing_columns
