@@ -128,8 +128,8 @@ class Fields:
     def corrupt(self, what: str) -> PositionError:
         return PositionError(
             f"checkpoint {self._path} is corrupt: {what}",
-            hint=f"restore {self._path} from a backup (cdc never guesses a position), or remove it and start "
-            f"`{self._stage}` over from an explicit position",
+            hint=f"restore {self._path} from a backup, or remove it and start the {self._stage} stage over "
+            "(cdc never guesses where to resume)",
         )
 
     def _take(self, name: str, kinds: tuple[type, ...], default: Any) -> Any:
