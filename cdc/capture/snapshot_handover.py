@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pymysql
 
 from cdc.capture.snapshot_tables import TableInfo, qualified
-from cdc.checkpoints import Handover  # part of snapshot.json, whose shape cdc.checkpoints owns
+from cdc.checkpoints import Handover as Handover  # re-exported: part of snapshot.json, owned by cdc.checkpoints
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
 from cdc.source.connect import open_connection, query

@@ -16,8 +16,16 @@ from typing import Any, TypeVar
 import orjson
 
 from cdc.changelog import SEGMENT_PREFIX, SEGMENT_SUFFIX, file_seq, list_segments
-from cdc.checkpoints import (PIPELINE, ApplyCheckpoint, CheckpointView, MergeCheckpoint, ShipKinesisCheckpoint,
-                             ShipS3Checkpoint, SnapshotStatus, TailCheckpoint)
+from cdc.checkpoints import (
+    PIPELINE,
+    ApplyCheckpoint,
+    CheckpointView,
+    MergeCheckpoint,
+    ShipKinesisCheckpoint,
+    ShipS3Checkpoint,
+    SnapshotStatus,
+    TailCheckpoint,
+)
 from cdc.errors import PositionError
 from cdc.state import StateDir, read_json
 

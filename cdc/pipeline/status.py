@@ -15,8 +15,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdc.checkpoints import (PIPELINE, ApplyCheckpoint, CheckpointView, MergeCheckpoint, ShipKinesisCheckpoint,
-                             ShipS3Checkpoint, SnapshotStatus, TailCheckpoint)
+from cdc.checkpoints import (
+    PIPELINE,
+    ApplyCheckpoint,
+    CheckpointView,
+    MergeCheckpoint,
+    ShipKinesisCheckpoint,
+    ShipS3Checkpoint,
+    SnapshotStatus,
+    TailCheckpoint,
+)
 from cdc.config import Settings
 from cdc.errors import CdcError, ExitCode
 from cdc.pipeline.local import LocalState, SourcePosition, change_time, last_line, read_local

@@ -15,9 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from cdc.checkpoints import (PIPELINE, STAGE_CHECKPOINTS, ApplyCheckpoint, Checkpoint, CheckpointView, Handover,
-                             MergeCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, SnapshotCheckpoint,
-                             SnapshotStatus, TableState, TailCheckpoint)
+from cdc.checkpoints import (
+    PIPELINE,
+    STAGE_CHECKPOINTS,
+    ApplyCheckpoint,
+    Checkpoint,
+    CheckpointView,
+    Handover,
+    MergeCheckpoint,
+    ShipKinesisCheckpoint,
+    ShipS3Checkpoint,
+    SnapshotCheckpoint,
+    SnapshotStatus,
+    TableState,
+    TailCheckpoint,
+)
 from cdc.errors import PositionError
 from cdc.state import StateDir
 
