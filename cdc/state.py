@@ -6,6 +6,11 @@ Layout (all paths relative to the state directory, default ./.cdc):
     locks/<stage>.lock   flock held while a stage runs
     changelog/           sealed change-log segments (written by tail and snapshot)
     schema/              per-table schema history
+    lake/                spark-merge's current-state tables (its default --target)
+    batches/<id>/        spark-merge's Snowflake-ready batches, each sealed by its manifest.json (written last)
+
+What each checkpoint holds is cdc.checkpoints' business; this module knows where things are and how to
+write them so that a crash leaves the old file or the new one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from cdc.errors import CdcError, LockedError, PositionError
 
 DEFAULT_STATE_DIR = ".cdc"
+BATCH_PREFIX = "b"  # batch ids are b<run, zero-padded>; spark-merge's staging folders start with "."
 SERVER_RECORD_VERSION = 1
 
 
@@ -152,6 +158,28 @@ class StateDir:
     @property
     def schema(self) -> Path:
         return self.root / "schema"
+
+    @property
+    def lake(self) -> Path:
+        return self.root / "lake"
+
+    @property
+    def batches(self) -> Path:
+        return self.root / "batches"
+
+    def batch_dir(self, batch_id: str) -> Path:
+        return self.batches / batch_id
+
+    def manifest_path(self, batch_id: str) -> Path:
+        return self.batch_dir(batch_id) / "manifest.json"
+
+    def sealed_batches(self) -> list[str]:
+        """Ids of the batches whose manifest is written, in id (= time) order; a folder without one is a run
+        in progress (the manifest is written last) and is not a batch yet."""
+        if not self.batches.is_dir():
+            return []
+        return sorted(p.name for p in self.batches.iterdir()
+                      if p.name.startswith(BATCH_PREFIX) and self.manifest_path(p.name).is_file())
 
     def checkpoint_path(self, stage: str) -> Path:
         return self.root / f"{stage}.json"

@@ -117,3 +117,14 @@ def test_every_public_name_of_a_stage_resolves(stage: str) -> None:
     package = importlib.import_module(f"cdc.{stage}")
     missing = [name for name in package.__all__ if not hasattr(package, name)]
     assert not missing, f"cdc.{stage} lists {missing} but cannot give them"
+
+
+@pytest.mark.parametrize("stage", CONTRACTS)
+def test_no_public_name_is_also_a_module_name(stage: str) -> None:
+    """`from cdc.snowflake import connect` would give the module cdc.snowflake.connect, not the function, as soon
+    as anything imported that module: Python sets a package attribute for every submodule it loads."""
+    import importlib
+
+    package = importlib.import_module(f"cdc.{stage}")
+    clashes = [name for name in package.__all__ if is_module(f"cdc.{stage}.{name}")]
+    assert not clashes, f"cdc.{stage} exports {clashes}, which are also its module names"

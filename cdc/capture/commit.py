@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from typing import BinaryIO
 
-from cdc.capture.start import CHECKPOINT_VERSION, STAGE, Start, last_position_in, uncheckpointed_segments
+from cdc.capture.start import Start, last_position_in, uncheckpointed_segments
 from cdc.capture.txn import TransactionBuffer
 from cdc.changelog import SegmentWriter, file_seq
+from cdc.checkpoints import TailCheckpoint
 from cdc.gtid import GtidSet
 from cdc.source.binlog import Position
 from cdc.state import StateDir
@@ -31,7 +32,7 @@ class Committer:
         self.seq_offset = start.seq_offset
         self.skip_gtids = list(start.skip_gtids)  # captured before a --rebase, still ahead on the new server
         self.flush_interval, self.segment_bytes, self.stdout = flush_interval, segment_bytes, stdout
-        self.writer = SegmentWriter(state.changelog, STAGE)
+        self.writer = SegmentWriter(state.changelog, TailCheckpoint.STAGE)
         self.writer.discard_stale()
         self.txn = TransactionBuffer(state.root / "tmp", spill_bytes)
         self.txn.discard_stale()
@@ -104,14 +105,10 @@ class Committer:
     def _checkpoint(self) -> None:
         if self.skip_until is not None and self._key(self.position) > _position_key(self.skip_until):
             self.skip_until = None
-        document = {
-            "version": CHECKPOINT_VERSION, "file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
-            "last_segment": self.last_segment, "server_uuid": self.server_uuid,
-            "gtid_state": None if self.gtid_state is None else str(self.gtid_state), "seq_offset": self.seq_offset,
-        }
-        if self.skip_gtids:
-            document["skip_gtids"] = list(self.skip_gtids)
-        self.state.write_checkpoint(STAGE, document)
+        TailCheckpoint(
+            self.position.file, self.position.pos, self.gtid, self.last_segment, self.server_uuid,
+            None if self.gtid_state is None else str(self.gtid_state), self.seq_offset, tuple(self.skip_gtids),
+        ).write(self.state)
         self._dirty, self._checkpointed_at = False, time.monotonic()
 
     def close(self) -> None:

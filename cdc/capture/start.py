@@ -5,19 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import pymysql
 
 from cdc.changelog import SEGMENT_PREFIX, file_seq, list_segments
+from cdc.checkpoints import SnapshotStatus, TailCheckpoint
 from cdc.errors import PositionError, UsageError
-from cdc.gtid import GtidSet
 from cdc.source.binlog import PURGED_HINT, Position, current_position
 from cdc.source.connect import query
 from cdc.state import StateDir
-
-CHECKPOINT_VERSION = 2  # v2 adds gtid_state, seq_offset and skip_gtids (a v1 file reads as state unknown, offset 0)
-STAGE = "tail"
 
 
 @dataclass(frozen=True)
@@ -41,21 +37,6 @@ class Start:
     foreign: bool = False  # read on another server than this connection's: only --rebase may go on from it
 
 
-def read_checkpoint(state: StateDir) -> dict[str, Any] | None:
-    document = state.read_checkpoint(STAGE, CHECKPOINT_VERSION)
-    if document is None:
-        return None
-    path = state.checkpoint_path(STAGE)
-    try:
-        Position(str(document["file"]), int(document["pos"]))
-        int(document.get("seq_offset", 0))
-        GtidSet.parse(document.get("gtid_state"))
-        [str(g) for g in document.get("skip_gtids", [])]
-    except (KeyError, TypeError, ValueError, UsageError) as exc:
-        raise PositionError(f"checkpoint {path} is corrupt (missing {exc})", hint=f"restore or remove {path}") from None
-    return document
-
-
 def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connection, server_uuid: str,
                   *, rebase: bool) -> Start:
     """The position to read from, refusing a foreign checkpoint and refusing to guess."""
@@ -63,15 +44,15 @@ def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connecti
                                        ("--from-now", request.from_now)) if given]
     if len(chosen) > 1:
         raise UsageError(f"{' and '.join(chosen)} contradict each other", hint="give one start option")
-    checkpoint = read_checkpoint(state)
+    checkpoint = TailCheckpoint.read(state)
     if checkpoint is not None:
-        path = state.checkpoint_path(STAGE)
+        path = TailCheckpoint.path(state)
         if chosen:
             raise UsageError(f"{chosen[0]} given, but tail already has a checkpoint {path}",
                              hint=f"omit {chosen[0]} to resume, or move {path} and the change log away to start over")
         # A checkpoint of a very old cdc names no server: server.json then says whose positions these are.
         known = state.read_server()
-        owner = checkpoint.get("server_uuid") or (known.server_uuid if known is not None else None)
+        owner = checkpoint.server_uuid or (known.server_uuid if known is not None else None)
         foreign = owner not in (None, server_uuid)
         if foreign and not rebase:
             raise PositionError(
@@ -80,16 +61,15 @@ def resolve_start(state: StateDir, request: StartRequest, conn: pymysql.Connecti
                 hint="point --host/--state-dir at the right server, or, after a failover to a replica of that "
                 "server, run `cdc tail --until-now --rebase` once: it continues from the GTIDs cdc has captured",
             )
-        return Start(Position(checkpoint["file"], int(checkpoint["pos"])), checkpoint.get("gtid"),
-                     checkpoint.get("last_segment"), "checkpoint", checkpoint.get("gtid_state"),
-                     int(checkpoint.get("seq_offset", 0)), tuple(checkpoint.get("skip_gtids", ())), foreign)
+        return Start(Position(checkpoint.file, checkpoint.pos), checkpoint.gtid, checkpoint.last_segment,
+                     "checkpoint", checkpoint.gtid_state, checkpoint.seq_offset, checkpoint.skip_gtids, foreign)
     if request.position:
         return Start(_on_the_server(conn, Position.parse(request.position)), None, None, "--start-position")
     if request.gtid:
         return Start(position_after_gtid(conn, request.gtid), request.gtid, None, "--start-gtid")
     if request.from_now:
         return Start(current_position(conn), None, None, "--from-now")
-    snapshot = state.read_checkpoint("snapshot", 1)
+    snapshot = SnapshotStatus.read(state)
     if snapshot is not None:
         start = _from_snapshot(state, snapshot)
         known = state.read_server()
@@ -124,18 +104,16 @@ def _on_the_server(conn: pymysql.Connection, position: Position) -> Position:
     return position
 
 
-def _from_snapshot(state: StateDir, snapshot: dict[str, Any]) -> Start:
-    path = state.checkpoint_path("snapshot")
-    if snapshot.get("status") != "done":
-        raise PositionError(f"snapshot {path} has status {snapshot.get('status')!r}, not 'done'",
+def _from_snapshot(state: StateDir, snapshot: SnapshotStatus) -> Start:
+    path = SnapshotStatus.path(state)
+    if not snapshot.is_done:
+        raise PositionError(f"snapshot {path} has status {snapshot.status!r}, not 'done'",
                             hint="finish `cdc snapshot` (rerun it) before starting tail")
-    try:
-        handover = snapshot["handover"]
-        # The hand-over's "gtid" is the server's whole GTID state at that position (handover.py).
-        return Start(Position(str(handover["file"]), int(handover["pos"])), handover.get("gtid"), None, "snapshot",
-                     handover.get("gtid"))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PositionError(f"snapshot {path} has no usable hand-over ({exc})", hint="rerun `cdc snapshot`") from None
+    handover = snapshot.handover
+    if handover is None:
+        raise PositionError(f"snapshot {path} has no usable hand-over ('handover')", hint="rerun `cdc snapshot`")
+    # The hand-over's "gtid" is the server's whole GTID state at that position (cdc/snapshot/handover.py).
+    return Start(Position(handover.file, handover.pos), handover.gtid, None, "snapshot", handover.gtid)
 
 
 _GTID = re.compile(r"^\d+-\d+-\d+$")

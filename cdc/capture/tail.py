@@ -18,7 +18,8 @@ from cdc.capture.decode_pool import DEFAULT_LIMIT_BYTES, DecodePool, default_wor
 from cdc.capture.events import Capture, Progress
 from cdc.capture.filters import Filters
 from cdc.capture.rebase import rebase_start
-from cdc.capture.start import STAGE, Start, StartRequest, resolve_start
+from cdc.capture.start import Start, StartRequest, resolve_start
+from cdc.checkpoints import TailCheckpoint
 from cdc.config import Settings
 from cdc.errors import CdcError, TransientError
 from cdc.masking import bind_rules
@@ -79,7 +80,7 @@ def run_tail(
     """Capture changes from the start position into sealed segments until caught up (or stopped, with --follow)."""
     state = StateDir(settings.state_dir).ensure()
     workers = default_workers() if options.decode_workers is None else options.decode_workers
-    with state.lock(STAGE):
+    with state.lock(TailCheckpoint.STAGE):
         # Started first: the workers import while we connect.
         pool = DecodePool(workers, limit_bytes=options.decode_bytes) if workers > 0 else None
         try:

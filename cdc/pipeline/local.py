@@ -11,28 +11,25 @@ import datetime as dt
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from cdc.changelog import SEGMENT_PREFIX, SEGMENT_SUFFIX, file_seq, list_segments
+from cdc.checkpoints import (
+    PIPELINE,
+    ApplyCheckpoint,
+    CheckpointView,
+    MergeCheckpoint,
+    ShipKinesisCheckpoint,
+    ShipS3Checkpoint,
+    SnapshotStatus,
+    TailCheckpoint,
+)
 from cdc.errors import PositionError
 from cdc.state import StateDir, read_json
 
-CHECKPOINT_VERSION = 1
-# ship-s3 v2 adds a pending batch; tail v2 the GTID state and --rebase's offset. The other fields mean the same.
-CHECKPOINT_VERSIONS = {"ship-s3": 2, "tail": 2}
-# Stage name (as the user types it) -> checkpoint file stem; in pipeline order.
-CHECKPOINTS: dict[str, str] = {
-    "snapshot": "snapshot",
-    "tail": "tail",
-    "ship-kinesis": "ship-kinesis",
-    "ship-s3": "ship-s3",
-    "spark-merge": "merge",
-    "snowflake-apply": "snowflake-apply",
-}
-# The stages that consume the change log (segments) and how far along the pipeline each is.
-DOWNSTREAM = ("ship-kinesis", "ship-s3", "spark-merge", "snowflake-apply")
+V = TypeVar("V", bound=CheckpointView)
 _TAIL_BYTES = 65536
 
 
@@ -56,37 +53,52 @@ class LocalState:
     """One consistent-enough read of a state directory (each file is read once)."""
 
     root: Path
-    checkpoints: dict[str, dict[str, Any]]
+    checkpoints: dict[str, CheckpointView]  # by stage name (cdc.checkpoints.PIPELINE); absent: not run
     segments: list[Path]
-    batches: list[str] = field(default_factory=list)  # sealed batch ids (manifest.json present), in order
+    batches: list[str] = field(default_factory=list)  # sealed batch ids (StateDir.sealed_batches), in order
 
     def has(self, stage: str) -> bool:
         return stage in self.checkpoints
 
+    def get(self, kind: type[V]) -> V | None:
+        found = self.checkpoints.get(kind.STAGE)
+        return found if isinstance(found, kind) else None
+
+    @property
+    def tail(self) -> TailCheckpoint | None:
+        return self.get(TailCheckpoint)
+
     def source_position(self) -> SourcePosition | None:
         """Where the pipeline's reading of the binlog stands: tail's checkpoint, else the snapshot's hand-over."""
-        tail = self.checkpoints.get("tail")
-        if tail is not None:
-            return SourcePosition(tail["file"], tail["pos"], tail.get("gtid"))
-        snapshot = self.checkpoints.get("snapshot")
-        if snapshot is not None:
-            h = snapshot["handover"]
-            return SourcePosition(h["file"], h["pos"], h.get("gtid"))
+        if self.tail is not None:
+            return SourcePosition(self.tail.file, self.tail.pos, self.tail.gtid)
+        snapshot = self.get(SnapshotStatus)
+        if snapshot is not None and snapshot.handover is not None:
+            h = snapshot.handover
+            return SourcePosition(h.file, h.pos, h.gtid)
         return None
+
+    def last_batch(self, stage: str) -> str | None:
+        """The last batch spark-merge wrote or snowflake-apply applied (None for the other stages)."""
+        found = self.checkpoints.get(stage)
+        return found.last_batch if isinstance(found, (MergeCheckpoint, ApplyCheckpoint)) else None
 
     def last_segment(self, stage: str) -> str | None:
         """The last change-log segment `stage` has consumed (snowflake-apply: through its last applied batch)."""
-        doc = self.checkpoints.get(stage) or {}
-        if stage != "snowflake-apply":
-            return doc.get("last_segment")
-        batch = doc.get("last_batch")
-        if batch is None:
+        found = self.checkpoints.get(stage)
+        if isinstance(found, (TailCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, MergeCheckpoint)):
+            return found.last_segment
+        if not isinstance(found, ApplyCheckpoint) or found.last_batch is None:
             return None
-        manifest = read_json(self.root / "batches" / batch / "manifest.json")
+        return self._last_segment_of(found.last_batch)
+
+    def _last_segment_of(self, batch: str) -> str:
+        path = StateDir(self.root).manifest_path(batch)
+        manifest = read_json(path)
         if manifest is None or not isinstance(manifest.get("segments"), list) or len(manifest["segments"]) != 2:
             raise PositionError(
-                f"snowflake-apply.json names batch {batch}, but {self.root}/batches/{batch}/manifest.json "
-                "is missing or has no segments [first, last]",
+                f"{ApplyCheckpoint.FILE}.json names batch {batch}, but {path} is missing or has no segments "
+                "[first, last]",
                 hint="restore the batch directory, or rerun spark-merge and snowflake-apply",
             )
         return str(manifest["segments"][1])
@@ -98,58 +110,18 @@ class LocalState:
 
     def pending_batches(self) -> list[str]:
         """Sealed batches snowflake-apply has not applied yet."""
-        last = (self.checkpoints.get("snowflake-apply") or {}).get("last_batch")
+        last = self.last_batch(ApplyCheckpoint.STAGE)
         return [b for b in self.batches if last is None or b > last]
 
 
 def read_local(state: StateDir) -> LocalState:
-    checkpoints = {}
-    for stage, stem in CHECKPOINTS.items():
-        document = state.read_checkpoint(stem, CHECKPOINT_VERSIONS.get(stem, CHECKPOINT_VERSION))
-        if document is not None:
-            checkpoints[stage] = _validated(stage, document, state.checkpoint_path(stem))
-    return LocalState(state.root, checkpoints, list_segments(state.changelog), _sealed_batches(state.root / "batches"))
-
-
-def _sealed_batches(directory: Path) -> list[str]:
-    if not directory.is_dir():
-        return []
-    # A batch is sealed by its manifest, written last; a directory without one is a run in progress.
-    return sorted(p.name for p in directory.iterdir() if p.name.startswith("b") and (p / "manifest.json").is_file())
-
-
-# Field -> accepted types, per stage; None in a tuple means the field may be null.
-_FIELDS: dict[str, dict[str, tuple[type | None, ...]]] = {
-    "tail": {"file": (str,), "pos": (int,), "gtid": (str, None), "last_segment": (str, None),
-             "gtid_state": (str, None), "seq_offset": (int,)},
-    "snapshot": {"status": (str,), "handover": (dict,)},
-    "ship-kinesis": {"last_segment": (str, None)},
-    "ship-s3": {"last_segment": (str, None)},
-    "spark-merge": {"last_segment": (str, None), "last_batch": (str, None)},
-    "snowflake-apply": {"last_batch": (str, None)},
-}
-_OPTIONAL = {"gtid", "last_segment", "last_batch", "gtid_state", "seq_offset"}
-
-
-def _validated(stage: str, document: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Refuse a checkpoint whose fields have the wrong shape: a guessed position would skip or repeat data."""
-    for name, types in _FIELDS[stage].items():
-        value = document.get(name)
-        if name not in document and name in _OPTIONAL:
-            continue
-        if not any((t is None and value is None) or (t is not None and isinstance(value, t) and not isinstance(value, bool))
-                   for t in types):
-            raise PositionError(
-                f"checkpoint {path} is corrupt: {name} = {value!r} is not a {' or '.join(_type_name(t) for t in types)}",
-                hint=f"restore {path} from a backup, or remove it and restart `cdc {stage}` from an explicit position",
-            )
-    if stage == "snapshot":
-        _validated("tail", {"file": document["handover"].get("file"), "pos": document["handover"].get("pos")}, path)
-    return document
-
-
-def _type_name(t: type | None) -> str:
-    return "null" if t is None else {"str": "string", "int": "integer", "dict": "object"}.get(t.__name__, t.__name__)
+    """Every stage's checkpoint (each validated by its dataclass), the sealed segments and batches."""
+    checkpoints: dict[str, CheckpointView] = {}
+    for kind in PIPELINE:
+        checkpoint = kind.read(state)
+        if checkpoint is not None:
+            checkpoints[kind.STAGE] = checkpoint
+    return LocalState(state.root, checkpoints, list_segments(state.changelog), state.sealed_batches())
 
 
 def segment_key(name: str) -> tuple[int, int, str]:
@@ -186,7 +158,8 @@ def last_line(path: Path) -> dict[str, Any] | None:
 
 def _decode(line: bytes, path: Path) -> dict[str, Any]:
     try:
-        return orjson.loads(line)
+        change: dict[str, Any] = orjson.loads(line)
+        return change
     except orjson.JSONDecodeError as exc:
         raise PositionError(f"change-log segment {path} holds a line that is not JSON ({exc})",
                             hint="the segment is damaged: restore it, or rerun tail from a checkpoint before it") from exc

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc.capture import Filters, StartRequest, TailOptions, run_tail
-from cdc.capture.events import Progress as TailProgress
-from cdc.capture.start import read_checkpoint as read_tail_checkpoint
+from cdc.capture import Progress as TailProgress
 from cdc.changelog import list_segments
+from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint, SnapshotStatus, TailCheckpoint
 from cdc.config import Settings
 from cdc.state import StateDir
 
@@ -60,7 +60,7 @@ class Context:
 
     def spark_session(self) -> Any:
         if self.spark is None:
-            from cdc.spark.session import build_session
+            from cdc.spark import build_session
 
             self.spark = build_session(self.settings.spark)
         return self.spark
@@ -75,15 +75,15 @@ def snapshot(ctx: Context) -> Outcome:
     """Only when tail has no checkpoint and the snapshot is not done; a running snapshot is resumed."""
     from cdc.snapshot import SnapshotRequest, run_snapshot
 
-    if read_tail_checkpoint(ctx.state) is not None:
+    if TailCheckpoint.read(ctx.state) is not None:
         return Outcome(SKIPPED, detail={"reason": "tail has a checkpoint"})
     if _has_start(ctx.start):
         return Outcome(SKIPPED, detail={"reason": "tail starts at an explicit position"})
-    done = (ctx.state.read_checkpoint("snapshot", 1) or {}).get("status") == "done"
-    if done:
+    snapshot = SnapshotStatus.read(ctx.state)
+    if snapshot is not None and snapshot.is_done:
         return Outcome(SKIPPED, detail={"reason": "snapshot already done"})
     summary = run_snapshot(ctx.settings, SnapshotRequest(), on_progress=lambda p: ctx.report(
-        StageProgress("snapshot", p.table, p.rows)))
+        StageProgress(SnapshotStatus.STAGE, p.table, p.rows)))
     h = summary.checkpoint.handover
     return Outcome(DONE, f"{h.file}:{h.pos}", summary.rows, "rows", detail=summary.to_dict())
 
@@ -91,14 +91,14 @@ def snapshot(ctx: Context) -> Outcome:
 def tail(ctx: Context) -> Outcome:
     """tail --until-now: up to the server position current when it starts (never --follow: see run.py)."""
     mysql = ctx.settings.mysql
-    has_checkpoint = read_tail_checkpoint(ctx.state) is not None
+    has_checkpoint = TailCheckpoint.read(ctx.state) is not None
     options = TailOptions(start=StartRequest() if has_checkpoint else ctx.start, follow=False,
                           filters=Filters.from_settings(mysql))
     last: list[TailProgress] = []
 
     def progress(p: TailProgress) -> None:
         last[:] = [p]
-        ctx.report(StageProgress("tail", p.position, p.rows, p.events_per_second, p.lag_seconds))
+        ctx.report(StageProgress(TailCheckpoint.STAGE, p.position, p.rows, p.events_per_second, p.lag_seconds))
 
     summary = run_tail(ctx.settings, options, should_stop=ctx.stop.is_set, on_progress=progress)
     caught_up = summary.stopped == "caught up"
@@ -117,10 +117,9 @@ def ship(to: str) -> Callable[[Context], Outcome]:
     def run(ctx: Context) -> Outcome:
         from cdc import sinks
 
-        stage = f"ship-{to}"
         sink = sinks.open_sink(ctx.settings.aws, sinks.ShipTarget(to=to))
         summary = sinks.ship(ctx.state, sink, stop=ctx.stop, on_progress=lambda p: ctx.report(
-            StageProgress(stage, p.segment, p.records, p.records / p.seconds)))
+            StageProgress(sink.stage, p.segment, p.records, p.records / p.seconds)))
         # Segments left are "stopped" only after a signal: a standalone `cdc tail --follow` may seal more meanwhile.
         status = STOPPED if summary.remaining and ctx.stop.is_set() else DONE if summary.segments else NOTHING
         return Outcome(status, summary.last_segment, summary.records, "records", detail=summary.to_dict())
@@ -133,14 +132,14 @@ def spark_merge(ctx: Context) -> Outcome:
     """spark-merge of the local change log; Spark starts only when a sealed segment waits."""
     from cdc.spark import merge
 
-    checkpoint = ctx.state.read_checkpoint("merge", 1) or {}
-    if not list_segments(ctx.state.changelog, after=checkpoint.get("last_segment")):
-        return Outcome(NOTHING, checkpoint.get("last_batch"), unit="changes")
+    checkpoint = MergeCheckpoint.read(ctx.state) or MergeCheckpoint()
+    if not list_segments(ctx.state.changelog, after=checkpoint.last_segment):
+        return Outcome(NOTHING, checkpoint.last_batch, unit="changes")
     changes = [0]
 
     def progress(result: Any) -> None:
         changes[0] += result.changes
-        ctx.report(StageProgress("spark-merge", result.table, changes[0]))
+        ctx.report(StageProgress(MergeCheckpoint.STAGE, result.table, changes[0]))
 
     summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
                     on_progress=progress)
@@ -151,25 +150,28 @@ def spark_merge(ctx: Context) -> Outcome:
 
 def pending_batches(state: StateDir) -> list[str]:
     """Sealed batches after snowflake-apply's checkpoint (written after the bookkeeping row, so none is lost)."""
-    from cdc.snowflake.apply import list_batches
+    from cdc.snowflake import list_batches
 
-    last = (state.read_checkpoint("snowflake-apply", 1) or {}).get("last_batch") or ""
+    last = _applied_batch(state) or ""
     return [b.batch_id for b in list_batches(state) if b.batch_id > last]
+
+
+def _applied_batch(state: StateDir) -> str | None:
+    checkpoint = ApplyCheckpoint.read(state)
+    return None if checkpoint is None else checkpoint.last_batch
 
 
 def snowflake_bootstrap(ctx: Context) -> Outcome:
     """Create missing tables / add new columns from the schema history before applying (DDL in MySQL)."""
     from cdc.masking import masked_history
-    from cdc.snowflake import bootstrap
-    from cdc.snowflake.connect import connect
+    from cdc.snowflake import BootstrapOptions, bootstrap_history, connect_snowflake
 
     if not pending_batches(ctx.state):
         return Outcome(NOTHING, unit="objects")
-    options = bootstrap.Options(warehouse=ctx.settings.snowflake.warehouse)
-    targets = bootstrap.targets_for(bootstrap.schemas_from_history(masked_history(ctx.state), []), options)
-    conn = connect(ctx.settings.snowflake)
+    options = BootstrapOptions(warehouse=ctx.settings.snowflake.warehouse)
+    conn = connect_snowflake(ctx.settings.snowflake)
     try:
-        plan = bootstrap.run(conn, targets, options)
+        plan = bootstrap_history(conn, masked_history(ctx.state), options)
     finally:
         conn.close()
     changed = len(plan.created) + len(plan.added)
@@ -179,21 +181,19 @@ def snowflake_bootstrap(ctx: Context) -> Outcome:
 
 def snowflake_apply(ctx: Context) -> Outcome:
     """snowflake-apply --until-now of every sealed batch not yet recorded as applied."""
-    from cdc.snowflake import apply as sf_apply
-    from cdc.snowflake.connect import connect
+    from cdc.snowflake import apply_batches, connect_snowflake
 
     if not pending_batches(ctx.state):
-        last = (ctx.state.read_checkpoint("snowflake-apply", 1) or {}).get("last_batch")
-        return Outcome(NOTHING, last, unit="changes")
+        return Outcome(NOTHING, _applied_batch(ctx.state), unit="changes")
     applied = [0]
 
     def on_batch(batch_id: str, counts: dict[str, Any]) -> None:
         applied[0] += sum(c.inserted + c.updated + c.deleted for c in counts.values())
-        ctx.report(StageProgress("snowflake-apply", batch_id, applied[0]))
+        ctx.report(StageProgress(ApplyCheckpoint.STAGE, batch_id, applied[0]))
 
-    conn = connect(ctx.settings.snowflake)
+    conn = connect_snowflake(ctx.settings.snowflake)
     try:
-        summary = sf_apply.run(conn, ctx.state, stop=ctx.stop, on_batch=on_batch)
+        summary = apply_batches(conn, ctx.state, stop=ctx.stop, on_batch=on_batch)
     finally:
         conn.close()
     status = STOPPED if pending_batches(ctx.state) and ctx.stop.is_set() else DONE if summary.applied else NOTHING

@@ -15,9 +15,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdc.checkpoints import (
+    PIPELINE,
+    ApplyCheckpoint,
+    CheckpointView,
+    MergeCheckpoint,
+    ShipKinesisCheckpoint,
+    ShipS3Checkpoint,
+    SnapshotStatus,
+    TailCheckpoint,
+)
 from cdc.config import Settings
 from cdc.errors import CdcError, ExitCode
-from cdc.pipeline.local import DOWNSTREAM, LocalState, SourcePosition, change_time, last_line, read_local
+from cdc.pipeline.local import LocalState, SourcePosition, change_time, last_line, read_local
 from cdc.pipeline.probe import RunwayView, ServerView, bytes_behind, event_time, measure_runway, read_server_view
 from cdc.state import StateDir
 
@@ -113,33 +123,37 @@ def collect_status(settings: Settings, *, offline: bool = False, min_runway_hour
 
 def stage_views(local: LocalState) -> list[StageView]:
     views = []
-    for stage in ("snapshot", "tail", *DOWNSTREAM):
-        doc = local.checkpoints.get(stage)
-        if doc is None:
-            views.append(StageView(stage, False, None, detail="not run (no checkpoint)"))
-        elif stage == "snapshot":
-            h = doc["handover"]
-            views.append(StageView(stage, True, f"{h['file']}:{h['pos']}", detail=f"{doc['status']}; hand-over position"))
-        elif stage == "tail":
-            gtid = f" gtid {doc['gtid']}" if doc.get("gtid") else ""
-            views.append(StageView(stage, True, f"{doc['file']}:{doc['pos']}", detail=f"sealed {doc.get('last_segment')}{gtid}"))
+    for kind in PIPELINE:
+        checkpoint = local.checkpoints.get(kind.STAGE)
+        if checkpoint is None:
+            views.append(StageView(kind.STAGE, False, None, detail="not run (no checkpoint)"))
         else:
-            views.append(_downstream_view(local, stage, doc))
+            views.append(_view(local, checkpoint))
     return views
 
 
-def _downstream_view(local: LocalState, stage: str, doc: dict[str, Any]) -> StageView:
+def _view(local: LocalState, checkpoint: CheckpointView) -> StageView:
+    stage = checkpoint.STAGE
+    if isinstance(checkpoint, SnapshotStatus):
+        h = checkpoint.handover
+        return StageView(stage, True, None if h is None else f"{h.file}:{h.pos}",
+                         detail=f"{checkpoint.status}; hand-over position")
+    if isinstance(checkpoint, TailCheckpoint):
+        gtid = f" gtid {checkpoint.gtid}" if checkpoint.gtid else ""
+        return StageView(stage, True, f"{checkpoint.file}:{checkpoint.pos}",
+                         detail=f"sealed {checkpoint.last_segment}{gtid}")
     pending = local.pending_segments(stage)
     size = sum(p.stat().st_size for p in pending)
-    if stage == "snowflake-apply":
+    if isinstance(checkpoint, ApplyCheckpoint):
         batches = local.pending_batches()
-        return StageView(stage, True, doc.get("last_batch"), len(pending), size, len(batches),
+        return StageView(stage, True, checkpoint.last_batch, len(pending), size, len(batches),
                          detail=f"{len(batches)} merged batch(es) not applied")
-    at = local.last_segment(stage)
-    detail = f"destination {doc['destination']}" if doc.get("destination") else ""
-    if stage == "spark-merge":
-        detail = f"last batch {doc.get('last_batch')}"
-    return StageView(stage, True, at, len(pending), size, detail=detail)
+    detail = ""
+    if isinstance(checkpoint, (ShipKinesisCheckpoint, ShipS3Checkpoint)) and checkpoint.destination:
+        detail = f"destination {checkpoint.destination}"
+    elif isinstance(checkpoint, MergeCheckpoint):
+        detail = f"last batch {checkpoint.last_batch}"
+    return StageView(stage, True, local.last_segment(stage), len(pending), size, detail=detail)
 
 
 def offline_lag(local: LocalState, now: float) -> Lag:

@@ -42,7 +42,8 @@ from typing import Any
 
 import pymysql
 
-from cdc.snapshot import Handover, take_handover
+from cdc.checkpoints import ApplyCheckpoint, Handover, MergeCheckpoint
+from cdc.snapshot import take_handover
 from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, select_tables
 from cdc.config import Settings
 from cdc.errors import ExitCode, PreconditionError, UsageError
@@ -57,7 +58,7 @@ from cdc.source.server import describe_server
 from cdc.state import StateDir
 
 TARGETS = ("lake", "snowflake")
-TARGET_STAGES = {"lake": "spark-merge", "snowflake": "snowflake-apply"}
+TARGET_STAGES = {"lake": MergeCheckpoint.STAGE, "snowflake": ApplyCheckpoint.STAGE}
 OK, DIFF, BEHIND, MISSING = "OK", "DIFF", "BEHIND", "MISSING"
 MAX_ATTEMPTS = 3
 DEFAULT_PAGE = 10_000
@@ -171,11 +172,11 @@ def verify(settings: Settings, request: VerifyRequest, *, on_progress: Progress 
 def _open_readers(settings: Settings, state: StateDir, targets: list[str], request: VerifyRequest) -> list[Reader]:
     readers: list[Reader] = []
     if "lake" in targets:
-        readers.append(LakeReader(request.lake or state.root / "lake", request.page))
+        readers.append(LakeReader(request.lake or state.lake, request.page))
     if "snowflake" in targets:
-        from cdc.snowflake import connect
+        from cdc.snowflake import connect_snowflake
 
-        readers.append(SnowflakeReader(connect(settings.snowflake), request.page))
+        readers.append(SnowflakeReader(connect_snowflake(settings.snowflake), request.page))
     return readers
 
 
@@ -230,26 +231,25 @@ def _local_for(state: StateDir, reader: Reader) -> LocalState:
     if reader.name != "snowflake":
         return local
     applied = reader.applied_batch()
-    recorded = (local.checkpoints.get("snowflake-apply") or {}).get("last_batch")
+    recorded = local.last_batch(ApplyCheckpoint.STAGE)
     if applied is None or (recorded is not None and recorded >= applied):
         return local
-    checkpoints = {**local.checkpoints, "snowflake-apply": {"version": 1, "last_batch": applied}}
+    checkpoints = {**local.checkpoints, ApplyCheckpoint.STAGE: ApplyCheckpoint(last_batch=applied)}
     return dataclasses.replace(local, checkpoints=checkpoints)
 
 
 def watermark(settings: Settings, local: LocalState, reader: Reader, pinned: Handover) -> Watermark:
     """Has the target's stage consumed every change before the pinned position? (the `cdc wait` rule)"""
     stage = reader.stage
-    doc = local.checkpoints.get(stage)
-    marker = (local.last_segment(stage) if doc else None, (doc or {}).get("last_batch"))
-    if doc is None:
+    marker = (local.last_segment(stage), local.last_batch(stage))
+    if not local.has(stage):
         return Watermark(reader.name, stage, False, None, f"{stage} has not run (no checkpoint)", marker)
     observed = observe(settings, Gate(position=SourcePosition(pinned.file, pinned.pos)), local, stage)
     return Watermark(reader.name, stage, observed.reached, _last_change(local, marker[0]), observed.detail, marker)
 
 
 def _last_change(local: LocalState, segment: str | None) -> str | None:
-    path = None if segment is None else local.root / "changelog" / segment
+    path = None if segment is None else StateDir(local.root).changelog / segment
     change = last_line(path) if path is not None and path.exists() else None
     src = (change or {}).get("src") or {}
     return f"{src['file']}:{src['pos']}" if "file" in src and "pos" in src else None
@@ -257,8 +257,7 @@ def _last_change(local: LocalState, segment: str | None) -> str | None:
 
 def _moved(state: StateDir, reader: Reader, mark: Watermark) -> bool:
     local = _local_for(state, reader)
-    doc = local.checkpoints.get(reader.stage) or {}
-    return (local.last_segment(reader.stage) if doc else None, doc.get("last_batch")) != mark.marker
+    return (local.last_segment(reader.stage), local.last_batch(reader.stage)) != mark.marker
 
 
 def _compare_all(conn: pymysql.Connection, info: Any, tables: list[TableInfo], readers: list[Reader],

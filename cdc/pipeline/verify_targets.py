@@ -14,6 +14,7 @@ from typing import Any
 import pymysql
 
 from cdc import sql
+from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint
 from cdc.source.tables import TablePlan, bindable_key, keyset_params, select_sql, stream_rows
 from cdc.masking import ColumnRules
 from cdc.pipeline.checksum import encode_target, normalise
@@ -55,7 +56,7 @@ class LakeReader:
     """spark-merge's current-state Parquet tables, read with pyarrow (no Spark)."""
 
     name = "lake"
-    stage = "spark-merge"
+    stage = MergeCheckpoint.STAGE
 
     def __init__(self, directory: Path, page: int) -> None:
         self.directory = Path(directory)
@@ -103,7 +104,7 @@ class SnowflakeReader:
     """Target tables created by snowflake-bootstrap and filled by snowflake-apply."""
 
     name = "snowflake"
-    stage = "snowflake-apply"
+    stage = ApplyCheckpoint.STAGE
 
     def __init__(self, conn: Any, page: int) -> None:
         from cdc.snowflake import existing_columns

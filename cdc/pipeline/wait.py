@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cdc.changelog import file_seq, read_segment
+from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
 from cdc.config import Settings
 from cdc.errors import CdcError, TimeoutExpired, TransientError, UsageError
 from cdc.gtid import GtidSet
@@ -24,9 +25,11 @@ from cdc.pipeline.probe import read_server_view
 from cdc.pipeline.status import offline_lag, server_lag
 from cdc.state import StateDir
 
-WAIT_STAGES = ("tail", "ship-s3", "ship-kinesis", "spark-merge", "snowflake-apply")
+WAIT_STAGES = tuple(k.STAGE for k in (TailCheckpoint, ShipS3Checkpoint, ShipKinesisCheckpoint, MergeCheckpoint,
+                                       ApplyCheckpoint))
 # Default stage: the furthest along the pipeline that has a checkpoint (S3 before Kinesis: spark-merge reads S3).
-_FURTHEST_FIRST = ("snowflake-apply", "spark-merge", "ship-s3", "ship-kinesis", "tail")
+_FURTHEST_FIRST = tuple(k.STAGE for k in (ApplyCheckpoint, MergeCheckpoint, ShipS3Checkpoint, ShipKinesisCheckpoint,
+                                           TailCheckpoint))
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -135,15 +138,15 @@ def observe(settings: Settings, gate: Gate, local: LocalState, stage: str | None
 
 
 def _observe_position(target: SourcePosition, local: LocalState, stage: str) -> Observation:
-    tail = local.checkpoints.get("tail")
+    tail = local.tail
     if tail is None:
         return Observation(stage, False, "tail has no checkpoint yet")
-    at = SourcePosition(tail["file"], tail["pos"])
+    at = SourcePosition(tail.file, tail.pos)
     if at.key() < target.key():
         return Observation(stage, False, f"tail is at {at}")
-    if stage == "tail":
+    if stage == TailCheckpoint.STAGE:
         return Observation(stage, True, f"tail is at {at}")
-    offset = int(tail.get("seq_offset", 0))  # change-log positions after a --rebase (docs/formats.md)
+    offset = tail.seq_offset  # change-log positions after a --rebase (docs/formats.md)
     before = [p for p in local.pending_segments(stage) if _starts_before(p.name, target, offset)]
     if before:
         return Observation(stage, False, f"{len(before)} segment(s) before {target} not consumed yet (next {before[0].name})")
@@ -158,13 +161,13 @@ def _starts_before(segment: str, target: SourcePosition, seq_offset: int) -> boo
 
 
 def _observe_gtid(want: str, local: LocalState, stage: str) -> Observation:
-    tail = local.checkpoints.get("tail") or {}
+    tail = local.tail
     # A v1 checkpoint has only its last transaction's GTID: right for one MariaDB domain, short for more.
-    have = tail.get("gtid_state") or tail.get("gtid")
+    have = None if tail is None else tail.gtid_state or tail.gtid
     wanted = GtidSet.parse(want)
     if not have or not GtidSet.parse(have).contains(wanted):
         return Observation(stage, False, f"tail's GTID state is {have or 'unknown'}")
-    if stage == "tail":
+    if stage == TailCheckpoint.STAGE:
         return Observation(stage, True, f"tail's GTID state {have} contains {want}")
     for segment in local.pending_segments(stage):
         for change in read_segment(segment):
@@ -181,7 +184,7 @@ def _observe_lag(settings: Settings, bound: float, local: LocalState, stage: str
     now = time.time()
     lag = server_lag(settings, read_server_view(settings.mysql), position, offline_lag(local, now), now, [])
     seconds = lag.seconds
-    if stage != "tail" and seconds is not None:
+    if stage != TailCheckpoint.STAGE and seconds is not None:
         pending = local.pending_segments(stage)
         oldest = change_time(first_line(pending[0])) if pending else None
         seconds = max(seconds, now - oldest) if oldest is not None else seconds

@@ -17,16 +17,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from cdc.changelog import list_segments, read_raw_lines
+from cdc.checkpoints import ShipKinesisCheckpoint, ShipS3Checkpoint
 from cdc.errors import PositionError
-from cdc.sinks.s3_batches import Batch, migrate, pending_batch, plan_batch
+from cdc.sinks.s3_batches import Batch, pending_batch, plan_batch
 from cdc.state import StateDir
 
-CHECKPOINT_VERSION = 1
+ShipCheckpoint = TypeVar("ShipCheckpoint", ShipKinesisCheckpoint, ShipS3Checkpoint)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,9 @@ Report = Callable[[int, int, int], None]
 
 
 class Sink(Protocol):
-    stage: str  # checkpoint and lock name, e.g. "ship-kinesis"
+    """A sink that ships one segment at a time (Kinesis); its checkpoint is a ShipKinesisCheckpoint."""
+
+    stage: str  # lock name, ShipKinesisCheckpoint.STAGE
     destination: str  # e.g. "kinesis:orders" or "s3://lake/cdc"; stored in the checkpoint
 
     def check(self) -> None:
@@ -76,11 +79,10 @@ class Sink(Protocol):
 
 @runtime_checkable
 class BatchSink(Protocol):
-    """A sink that ships batches of consecutive segments, pinned in its checkpoint before upload (S3)."""
+    """A sink that ships batches of consecutive segments, pinned in its ShipS3Checkpoint before upload (S3)."""
 
-    stage: str
+    stage: str  # lock name, ShipS3Checkpoint.STAGE
     destination: str
-    checkpoint_version: int
     options: Any  # .roll: RollOptions
 
     def check(self) -> None:
@@ -116,19 +118,23 @@ class ShipSummary:
         return {**asdict(self), "records_per_second": round(self.records_per_second, 1)}
 
 
-def read_ship_checkpoint(state: StateDir, sink: Sink | BatchSink) -> dict[str, Any]:
-    """The sink's checkpoint, refusing one written for another destination (it would skip segments)."""
-    document = state.read_checkpoint(sink.stage, getattr(sink, "checkpoint_version", CHECKPOINT_VERSION)) or {}
+def read_ship_checkpoint(state: StateDir, sink: Sink | BatchSink) -> ShipKinesisCheckpoint | ShipS3Checkpoint:
+    """The sink's checkpoint (empty before its first write), refusing one written for another destination."""
     if isinstance(sink, BatchSink):
-        document = migrate(document)
-    known = document.get("destination")
-    if known is not None and known != sink.destination:
+        return _own_checkpoint(state, sink, ShipS3Checkpoint)
+    return _own_checkpoint(state, sink, ShipKinesisCheckpoint)
+
+
+def _own_checkpoint(state: StateDir, sink: Sink | BatchSink, kind: type[ShipCheckpoint]) -> ShipCheckpoint:
+    checkpoint = kind.read(state) or kind()
+    known = checkpoint.destination
+    if known is not None and known != sink.destination:  # shipping from it would skip segments
         raise PositionError(
-            f"checkpoint {state.checkpoint_path(sink.stage)} belongs to {known}, not {sink.destination}; "
-            f"shipping from it would skip every segment up to {document.get('last_segment')}",
+            f"checkpoint {kind.path(state)} belongs to {known}, not {sink.destination}; "
+            f"shipping from it would skip every segment up to {checkpoint.last_segment}",
             hint="use a separate --state-dir per destination, or remove the checkpoint to ship everything again",
         )
-    return document
+    return checkpoint
 
 
 def ship(
@@ -145,11 +151,10 @@ def ship(
     progress = Progress()
     notify = on_progress or (lambda _: None)
     with state.lock(sink.stage):
-        checkpoint = read_ship_checkpoint(state, sink)
-        sink.check()
-        first_last = (_ship_batches if isinstance(sink, BatchSink) else _ship_segments)(
-            state, sink, checkpoint, follow, poll_interval, stop, progress, notify)  # type: ignore[arg-type]
-    first, last = first_last
+        if isinstance(sink, BatchSink):
+            first, last = _ship_batches(state, sink, follow, poll_interval, stop, progress, notify)
+        else:
+            first, last = _ship_segments(state, sink, follow, poll_interval, stop, progress, notify)
     return ShipSummary(
         stage=sink.stage, destination=sink.destination, segments=progress.segments_done,
         batches=progress.batches_done, objects=progress.objects,
@@ -160,11 +165,13 @@ def ship(
 
 
 def _ship_segments(
-    state: StateDir, sink: Sink, checkpoint: dict[str, Any], follow: bool, poll_interval: float,
-    stop: threading.Event, progress: Progress, notify: ProgressCallback,
+    state: StateDir, sink: Sink, follow: bool, poll_interval: float, stop: threading.Event, progress: Progress,
+    notify: ProgressCallback,
 ) -> tuple[str | None, str | None]:
     """One segment at a time (Kinesis): deliver, then checkpoint."""
-    last: str | None = checkpoint.get("last_segment")
+    checkpoint = _own_checkpoint(state, sink, ShipKinesisCheckpoint)
+    sink.check()
+    last = checkpoint.last_segment
     first: str | None = None
     while not stop.is_set():
         pending = list_segments(state.changelog, after=last)
@@ -177,14 +184,14 @@ def _ship_segments(
         for segment in pending:
             if stop.is_set():
                 break
-            _ship_segment(state, sink, segment, checkpoint, progress, notify)
+            checkpoint = _ship_segment(state, sink, segment, checkpoint, progress, notify)
             first, last = first or segment.name, segment.name
     return first, last
 
 
 def _ship_batches(
-    state: StateDir, sink: BatchSink, checkpoint: dict[str, Any], follow: bool, poll_interval: float,
-    stop: threading.Event, progress: Progress, notify: ProgressCallback,
+    state: StateDir, sink: BatchSink, follow: bool, poll_interval: float, stop: threading.Event, progress: Progress,
+    notify: ProgressCallback,
 ) -> tuple[str | None, str | None]:
     """Batches of segments (S3): a crashed run's pending batch first, exactly as planned; then new ones.
 
@@ -192,10 +199,12 @@ def _ship_batches(
     oldest segment has waited the roll interval. A stop between batches, or while a batch is still
     open (not yet pinned in the checkpoint), leaves nothing pending.
     """
+    checkpoint = _own_checkpoint(state, sink, ShipS3Checkpoint)
+    sink.check()
     first: str | None = None
-    batch = pending_batch(state.changelog, checkpoint, state.checkpoint_path(sink.stage))
+    batch = pending_batch(state.changelog, checkpoint, ShipS3Checkpoint.path(state))
     while not stop.is_set():
-        sealed = list_segments(state.changelog, after=checkpoint.get("last_segment"))
+        sealed = list_segments(state.changelog, after=checkpoint.last_segment)
         progress.segments_total = progress.segments_done + len(sealed)
         if batch is None:
             segments, wait = plan_batch(sealed, sink.options.roll, final=not follow, now=time.time())
@@ -205,34 +214,29 @@ def _ship_batches(
                 stop.wait(min(poll_interval, wait) if wait > 0 else poll_interval)
                 continue
             batch = sink.new_batch(segments)
-        _ship_batch(state, sink, batch, checkpoint, progress, notify)
+        checkpoint = _ship_batch(state, sink, batch, checkpoint, progress, notify)
         first, batch = first or batch.first, None
-    return first, checkpoint.get("last_segment")
+    return first, checkpoint.last_segment
 
 
 def _ship_batch(
-    state: StateDir, sink: BatchSink, batch: Batch, checkpoint: dict[str, Any], progress: Progress,
+    state: StateDir, sink: BatchSink, batch: Batch, checkpoint: ShipS3Checkpoint, progress: Progress,
     notify: ProgressCallback,
-) -> None:
+) -> ShipS3Checkpoint:
     # Pin the batch before the first upload: a rerun after a crash re-ships this exact range with
     # these options (the wall-clock rule that closed it could group differently next time).
-    for name, empty in (("last_segment", None), ("segments", 0), ("batches", 0), ("records", 0)):
-        checkpoint.setdefault(name, empty)  # a first run's checkpoint has every field from the start
-    checkpoint.update(version=sink.checkpoint_version, destination=sink.destination, pending=batch.pending())
-    state.write_checkpoint(sink.stage, checkpoint)
+    pinned = replace(checkpoint, destination=sink.destination, pending=batch.pending())
+    pinned.write(state)
     progress.segment = batch.last
     delivery = sink.deliver_batch(batch, _reporter(progress, notify))
-    checkpoint.update(
-        last_segment=batch.last, pending=None,
-        segments=int(checkpoint.get("segments", 0)) + len(batch.segments),
-        batches=int(checkpoint.get("batches", 0)) + 1,
-        records=int(checkpoint.get("records", 0)) + delivery.records,
-    )
-    state.write_checkpoint(sink.stage, checkpoint)  # last: only after the manifest is written
+    shipped = replace(pinned, last_segment=batch.last, pending=None, segments=pinned.segments + len(batch.segments),
+                      batches=pinned.batches + 1, records=pinned.records + delivery.records)
+    shipped.write(state)  # last: only after the manifest is written
     progress.segments_done += len(batch.segments)
     progress.batches_done += 1
     progress.objects += delivery.objects
     notify(progress)
+    return shipped
 
 
 def _reporter(progress: Progress, notify: ProgressCallback) -> Report:
@@ -246,22 +250,18 @@ def _reporter(progress: Progress, notify: ProgressCallback) -> Report:
 
 
 def _ship_segment(
-    state: StateDir, sink: Sink, segment: Path, checkpoint: dict[str, Any], progress: Progress,
+    state: StateDir, sink: Sink, segment: Path, checkpoint: ShipKinesisCheckpoint, progress: Progress,
     notify: ProgressCallback,
-) -> None:
+) -> ShipKinesisCheckpoint:
     progress.segment = segment.name
     delivery = sink.deliver(segment, list(read_raw_lines(segment)), _reporter(progress, notify))
-    checkpoint.update(
-        version=CHECKPOINT_VERSION,
-        destination=sink.destination,
-        last_segment=segment.name,
-        segments=int(checkpoint.get("segments", 0)) + 1,
-        records=int(checkpoint.get("records", 0)) + delivery.records,
-    )
-    state.write_checkpoint(sink.stage, checkpoint)  # last: only after every record is acknowledged
+    shipped = replace(checkpoint, destination=sink.destination, last_segment=segment.name,
+                      segments=checkpoint.segments + 1, records=checkpoint.records + delivery.records)
+    shipped.write(state)  # last: only after every record is acknowledged
     progress.segments_done += 1
     progress.batches_done += 1
     notify(progress)
+    return shipped
 
 
 def backoff(attempt: int, base: float, cap: float) -> float:

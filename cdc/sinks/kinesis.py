@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from cdc.changelog import encode_line
+from cdc.checkpoints import ShipKinesisCheckpoint
 from cdc.errors import CdcError, DataError, TransientError, UsageError
 from cdc.aws import map_error
 from cdc.sinks.common import Delivery, Report, backoff
@@ -87,7 +88,7 @@ def _entry_size(entry: Mapping[str, Any]) -> int:
 class KinesisSink:
     """Ship change lines to one Kinesis stream."""
 
-    stage = "ship-kinesis"
+    stage = ShipKinesisCheckpoint.STAGE
 
     def __init__(self, client: Any, options: KinesisOptions, *, s3_client: Any = None) -> None:
         self.client = client

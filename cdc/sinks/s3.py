@@ -24,11 +24,12 @@ from typing import IO, Any
 
 import orjson
 
+from cdc.checkpoints import ShipS3Checkpoint
 from cdc.errors import CdcError, UsageError
 from cdc.aws import error_code, http_status, map_error
 from cdc.s3keys import table_component
 from cdc.sinks.common import Delivery, Report
-from cdc.sinks.s3_batches import CHECKPOINT_VERSION, COMPRESSIONS, Batch, RollOptions
+from cdc.sinks.s3_batches import COMPRESSIONS, Batch, RollOptions
 from cdc.sinks.s3_parts import cut_parts, first_date, index_tables, spool_part
 
 MANIFEST_VERSION = 2  # v2: one manifest per batch (`batch`, `segments`, `segment_names`, parts)
@@ -63,8 +64,7 @@ def object_key(prefix: str, db: str, table: str, ts: str, segment_id: str, compr
 class S3Sink:
     """Ship batches of change-log segments to partitioned objects under s3://bucket/prefix."""
 
-    stage = "ship-s3"
-    checkpoint_version = CHECKPOINT_VERSION
+    stage = ShipS3Checkpoint.STAGE
 
     def __init__(self, client: Any, options: S3Options) -> None:
         self.client = client

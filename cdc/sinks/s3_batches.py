@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from cdc.changelog import SEGMENT_SUFFIX, list_segments
+from cdc.checkpoints import ShipS3Checkpoint
 from cdc.errors import PositionError, UsageError
 
-CHECKPOINT_VERSION = 2  # v2: `pending` (the planned batch) and `batches`
 DEFAULT_ROLL_SIZE = 128 * 1024 * 1024
 DEFAULT_ROLL_INTERVAL = 60.0
 MIN_ROLL_SIZE = 1024 * 1024
@@ -96,24 +96,16 @@ def plan_batch(sealed: list[Path], roll: RollOptions, *, final: bool, now: float
     return [], roll.interval - waited
 
 
-def migrate(document: dict[str, Any]) -> dict[str, Any]:
-    """A ship-s3 checkpoint in the current version: v1 shipped one segment per batch, nothing pending."""
-    if document.get("version") == 1:
-        document = {**document, "version": CHECKPOINT_VERSION, "pending": None,
-                    "batches": int(document.get("segments", 0))}
-    return document
-
-
-def pending_batch(changelog: Path, checkpoint: dict[str, Any], where: Path) -> Batch | None:
+def pending_batch(changelog: Path, checkpoint: ShipS3Checkpoint, where: Path) -> Batch | None:
     """The batch a crashed run planned, to be re-shipped exactly; a hand-edited entry that no longer fits stops."""
-    pending = checkpoint.get("pending")
+    pending = checkpoint.pending
     if pending is None:
         return None
     described = f"checkpoint {where}: pending batch {pending!r}"
     if not _is_well_formed(pending):
         raise PositionError(f"{described} is corrupt (needs first, last, roll_size and compression)",
                             hint=_PENDING_HINT)
-    sealed = list_segments(changelog, after=checkpoint.get("last_segment"))
+    sealed = list_segments(changelog, after=checkpoint.last_segment)
     names = [p.name for p in sealed]
     first, last = pending["first"], pending["last"]
     if not names or names[0] != first or last not in names or last < first:

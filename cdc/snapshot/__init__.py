@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 from cdc.lazy import exports
 
 if TYPE_CHECKING:
-    from cdc.snapshot.handover import Handover, take_handover
+    from cdc.checkpoints import Handover
+    from cdc.snapshot.handover import take_handover
     from cdc.snapshot.run import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
     from cdc.snapshot.runway import read_retention
 
 _HOMES = {"DEFAULT_CHUNK_SIZE": "cdc.snapshot.run", "SnapshotRequest": "cdc.snapshot.run",
           "SnapshotSummary": "cdc.snapshot.run", "TableProgress": "cdc.snapshot.run", "run_snapshot": "cdc.snapshot.run",
-          "Handover": "cdc.snapshot.handover", "take_handover": "cdc.snapshot.handover",
+          "Handover": "cdc.checkpoints", "take_handover": "cdc.snapshot.handover",
           "read_retention": "cdc.snapshot.runway"}
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "Handover", "SnapshotRequest", "SnapshotSummary", "TableProgress", "read_retention",

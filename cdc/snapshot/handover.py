@@ -22,10 +22,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pymysql
 
+from cdc.checkpoints import Handover as Handover  # re-exported: part of snapshot.json, owned by cdc.checkpoints
 from cdc.source.tables import TableInfo, qualified
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
@@ -39,22 +39,6 @@ LOCK_WAIT_SECONDS = 30
 # ER_SPECIFIC_ACCESS_DENIED_ERROR (no RELOAD), ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
 # ER_TABLEACCESS_DENIED_ERROR: the privilege errors that make `auto` fall back.
 _PRIVILEGE_ERRORS = {1227, 1044, 1045, 1142}
-
-
-@dataclass(frozen=True)
-class Handover:
-    """The binlog position (a transaction boundary) where tail takes over from the snapshot."""
-
-    file: str
-    pos: int
-    gtid: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "pos": self.pos, "gtid": self.gtid}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Handover:
-        return cls(str(d["file"]), int(d["pos"]), d.get("gtid"))
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,7 @@ def run_snapshot(
         finally:
             copier.sealer.close()  # the last chunk is sealed and checkpointed before "done" is written
         final = replace(copier.checkpoint, status=DONE)
-        state.write_checkpoint(STAGE, final.to_dict())
+        final.write(state)
         conn.rollback()  # end the read-only snapshot transaction
     return SnapshotSummary(DONE, final.resumes > 0, final, time.monotonic() - started, runway, tuple(warnings))
 
@@ -182,7 +182,7 @@ def _start(
         RUNNING, h, {p.name: TableState(p.info.db, p.info.table) for p in plans}, 0, str(started_at),
         info.server_id, result.lock, result.lock_seconds,
     )
-    state.write_checkpoint(STAGE, checkpoint.to_dict())
+    checkpoint.write(state)
     return checkpoint, plans, runway
 
 
@@ -211,7 +211,7 @@ def _resume(
             )
         plans.append(plan)
     resumed = replace(checkpoint, resumes=checkpoint.resumes + 1)
-    state.write_checkpoint(STAGE, resumed.to_dict())
+    resumed.write(state)
     return resumed, plans
 
 

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc import sql
+from cdc.checkpoints import ApplyCheckpoint
 from cdc.errors import CdcError, DataError, PreconditionError
 from cdc.masking import masked_history
 from cdc.snowflake import ddl, names
@@ -36,8 +37,6 @@ from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import refused
 from cdc.state import StateDir, read_json
 
-STAGE = "snowflake-apply"
-CHECKPOINT_VERSION = 1
 _Q = sql.quote_ident
 METADATA = (names.ACTION, names.IS_UPDATE, names.CDC_POSITION, names.CDC_COMMIT_TS, names.CDC_OP)
 
@@ -77,17 +76,15 @@ class Summary:
 
 
 def list_batches(state: StateDir) -> list[Batch]:
-    """Sealed batches (manifest.json written last) in batch-id = time order."""
-    root = state.root / "batches"
-    if not root.exists():
-        return []
+    """Sealed batches (manifest written last) in batch-id = time order, with their manifests."""
     found = []
-    for path in sorted(root.iterdir()):
-        manifest = read_json(path / "manifest.json") if path.is_dir() and path.name.startswith("b") else None
+    for batch_id in state.sealed_batches():
+        path = state.manifest_path(batch_id)
+        manifest = read_json(path)
         if manifest is not None:
             if manifest.get("version", 0) > 1:
-                raise PreconditionError(f"batch manifest {path / 'manifest.json'} has a newer version than this cdc")
-            found.append(Batch(path.name, path, manifest))
+                raise PreconditionError(f"batch manifest {path} has a newer version than this cdc")
+            found.append(Batch(batch_id, state.batch_dir(batch_id), manifest))
     return found
 
 
@@ -306,7 +303,7 @@ def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: floa
         ) -> Summary:
     """Apply every sealed batch not yet in the bookkeeping table; with follow, keep polling until stop."""
     stop = stop or threading.Event()
-    with state.lock(STAGE):
+    with state.lock(ApplyCheckpoint.STAGE):
         applier = Applier(conn, state, on_batch=on_batch)
         applied = applier.start()
         summary = applier.summary
@@ -323,7 +320,7 @@ def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: floa
                 summary.applied.append(batch.batch_id)
                 for key, value in counts.items():
                     summary.tables.setdefault(key, Counts()).add(value)
-                _checkpoint(state, batch.batch_id)
+                advance_checkpoint(state, batch.batch_id)
                 if on_batch:
                     on_batch(batch.batch_id, counts)
             summary.last_batch = max(summary.applied + summary.skipped, default=None)
@@ -331,9 +328,10 @@ def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: floa
                 return summary
 
 
-def _checkpoint(state: StateDir, batch_id: str) -> None:
-    previous = state.read_checkpoint(STAGE, CHECKPOINT_VERSION) or {}
-    if previous.get("last_batch") and previous["last_batch"] > batch_id:
+def advance_checkpoint(state: StateDir, batch_id: str, *, now: float | None = None) -> None:
+    """Record `batch_id` as applied (after its bookkeeping row); a batch sorting before the checkpoint (one
+    that was missing from the bookkeeping table) never moves it back."""
+    previous = ApplyCheckpoint.read(state)
+    if previous is not None and previous.last_batch and previous.last_batch > batch_id:
         return
-    state.write_checkpoint(STAGE, {"version": CHECKPOINT_VERSION, "last_batch": batch_id,
-                                   "applied_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    ApplyCheckpoint.applied(batch_id, time.time() if now is None else now).write(state)

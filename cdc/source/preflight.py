@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cdc.checkpoints import TailCheckpoint
 from cdc.config import Settings
 from cdc.errors import CdcError
 from cdc.gtid import GtidSet
@@ -20,7 +21,7 @@ from cdc.source.connect import connection
 from cdc.source.facts import Facts, gather
 from cdc.source.retention import effective_retention, retention_fix, retention_limits
 from cdc.source.server import AURORA_MYSQL, ServerInfo
-from cdc.state import StateDir, read_json
+from cdc.state import StateDir
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SHOWN_TABLES = 10
@@ -301,7 +302,7 @@ def state_checks(root: Path, facts: Facts) -> list[Check]:
     state = StateDir(root)
     try:
         known = state.read_server()
-        tail = read_json(state.checkpoint_path("tail"))
+        tail = TailCheckpoint.read(state)
     except CdcError as exc:
         return [Check("state_dir", FAIL, exc.message, "readable state", exc.hint or "")]
     found = facts.server.identity()
@@ -322,9 +323,9 @@ def state_checks(root: Path, facts: Facts) -> list[Check]:
     return checks
 
 
-def _check_rebase(tail: dict[str, Any], facts: Facts) -> Check:
+def _check_rebase(tail: TailCheckpoint, facts: Facts) -> Check:
     """After a failover: does this server hold every transaction tail captured on the old one?"""
-    captured = tail.get("gtid_state")
+    captured = tail.gtid_state
     expected = "this server's binlogs hold every transaction tail captured"
     fix = "take a new `cdc snapshot` into a new state directory"
     if not captured:
@@ -332,7 +333,7 @@ def _check_rebase(tail: dict[str, Any], facts: Facts) -> Check:
                      expected, fix)
     held = facts.variables.get("gtid_binlog_pos" if facts.server.is_mariadb else "gtid_executed") or ""
     try:
-        missing = GtidSet.parse(held).describe_missing(GtidSet.parse(str(captured)))
+        missing = GtidSet.parse(held).describe_missing(GtidSet.parse(captured))
     except CdcError as exc:
         return Check("rebase", FAIL, exc.message, expected, fix)
     if missing:
@@ -340,12 +341,12 @@ def _check_rebase(tail: dict[str, Any], facts: Facts) -> Check:
     return Check("rebase", OK, f"this server holds {captured}: `cdc tail --rebase` can go on here", expected)
 
 
-def _check_tail(tail: dict[str, Any], facts: Facts) -> Check:
-    where = f"{tail.get('file')}:{tail.get('pos')}"
+def _check_tail(tail: TailCheckpoint, facts: Facts) -> Check:
+    where = f"{tail.file}:{tail.pos}"
     if facts.binlogs is None:
         return Check("tail_position", WARN, f"{where}: cannot list the server's binlogs", "the checkpoint's binlog file exists",
                      _binlog_access_fix(facts))
-    if tail.get("file") in {name for name, _ in facts.binlogs}:
+    if tail.file in {name for name, _ in facts.binlogs}:
         return Check("tail_position", OK, f"{where} is still on the server", "the checkpoint's binlog file exists")
     return Check("tail_position", FAIL, f"{where}: file purged from the server", "the checkpoint's binlog file exists",
                  "the change log has a gap: take a new snapshot (cdc snapshot) and raise retention (cdc set-retention)")

@@ -3,6 +3,8 @@
     <state>/batches/b000000000007/<db>.<table>/part-00000.parquet
     <state>/batches/b000000000007/manifest.json        written last: its presence seals the batch
 
+(StateDir knows where: batches, batch_dir, manifest_path, sealed_batches.)
+
 Spark names its files with random UUIDs; they are renamed to part-NNNNN in name order so a rerun
 of the same batch id writes the same names (Snowpipe/COPY never load a file twice by name).
 """
@@ -15,18 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from cdc.schema import TableSchema
 from cdc.s3keys import table_component
-from cdc.state import fsync_dir, read_json, write_json_atomic
+from cdc.state import BATCH_PREFIX, fsync_dir, read_json, write_json_atomic
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame
 
-MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
 
 
 def batch_id(run: int) -> str:
-    return f"b{run:012d}"
+    return f"{BATCH_PREFIX}{run:012d}"
 
 
 def run_number(batch: str | None) -> int:
@@ -85,12 +86,13 @@ def publish_files(staged: Path, final_dir: Path) -> list[str]:
     return names
 
 
-def write_manifest(batch_dir: Path, batch: str, segments: tuple[str, str], tables: dict[str, Any]) -> dict[str, Any]:
+def write_manifest(path: Path, batch: str, segments: tuple[str, str], tables: dict[str, Any]) -> dict[str, Any]:
+    """Seal the batch (StateDir.manifest_path(batch)): written last, after every file of it."""
     document = {"version": MANIFEST_VERSION, "batch_id": batch, "segments": list(segments), "tables": tables}
-    write_json_atomic(batch_dir / MANIFEST, document)
+    write_json_atomic(path, document)
     return document
 
 
-def read_manifest(batch_dir: Path) -> dict[str, Any] | None:
-    return read_json(batch_dir / MANIFEST)
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    return read_json(path)
 

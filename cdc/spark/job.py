@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdc.checkpoints import MergeCheckpoint
 from cdc.config import AWSSettings, SparkSettings
 from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
@@ -35,9 +36,6 @@ from cdc.spark.scan import TableStats
 from cdc.spark.sources import Segment, list_input
 from cdc.state import StateDir, read_json, write_json_atomic
 
-STAGE = "spark-merge"
-CHECKPOINT = "merge"
-CHECKPOINT_VERSION = 1
 # Up to this many touched keys, the anti join that copies the untouched lake rows broadcasts the keys
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
 # wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
@@ -92,26 +90,25 @@ def merge(
     """Merge the sealed segments after merge.json into the lake and one batch; None batch if nothing new."""
     started = time.monotonic()
     state.ensure()
-    target_dir = Path(target) if target else state.root / "lake"
-    with state.lock(STAGE):
-        checkpoint = state.read_checkpoint(CHECKPOINT, CHECKPOINT_VERSION) or {}
-        run = batches.run_number(checkpoint.get("last_batch")) + 1
-        segments = list_input(state, source, checkpoint.get("last_segment"), aws)[:max_segments]
+    target_dir = Path(target) if target else state.lake
+    with state.lock(MergeCheckpoint.STAGE):
+        checkpoint = MergeCheckpoint.read(state) or MergeCheckpoint()
+        run = batches.run_number(checkpoint.last_batch) + 1
+        segments = list_input(state, source, checkpoint.last_segment, aws)[:max_segments]
         summary = MergeSummary(batch_id=None, lake=str(target_dir))
         if not segments:
             return summary
         batch = batches.batch_id(run)
-        batch_dir = state.root / "batches" / batch
+        batch_dir = state.batch_dir(batch)
         journal_path = target_dir / "_runs" / f"{batch}.json"
-        manifest = batches.read_manifest(batch_dir)
+        manifest = batches.read_manifest(state.manifest_path(batch))
         summary.resumed = manifest is not None
         if manifest is None:
             own, infos = spark is None, None
             if own:
-                spark, infos = _start(settings or SparkSettings(), segments, checkpoint.get("last_position"),
-                                      summary.phases)
+                spark, infos = _start(settings or SparkSettings(), segments, checkpoint.last_position, summary.phases)
             try:
-                journal = _run(spark, state, segments, run, target_dir, checkpoint.get("last_position"), on_progress,
+                journal = _run(spark, state, segments, run, target_dir, checkpoint.last_position, on_progress,
                                summary.phases, infos)
             finally:
                 if own:
@@ -120,19 +117,20 @@ def merge(
                     stop_session(spark)
             write_json_atomic(journal_path, journal)
             tables = {t["result"]["table"]: t["manifest"] for t in journal["tables"] if t["manifest"]}
-            manifest = batches.write_manifest(batch_dir, batch, (segments[0].name, segments[-1].name), tables)
-        journal = read_json(journal_path)
-        if journal is None:
+            manifest = batches.write_manifest(state.manifest_path(batch), batch, (segments[0].name, segments[-1].name),
+                                              tables)
+        stored = read_json(journal_path)
+        if stored is None:
             raise DataError(f"batch {batch_dir} is sealed but its run journal {journal_path} is missing",
                             hint="the lake --target differs from the run that wrote the batch; pass the same --target")
+        journal = stored
         for entry in journal["tables"]:
             lake.switch(target_dir / entry["dir"], entry["pointer"])
         # last_position (beyond the documented fields): lines re-read at or before it (a tail replay
         # after a crash) were merged by an earlier run and are dropped, never re-applied.
-        last_position = max(filter(None, [journal.get("max_position"), checkpoint.get("last_position")]), default=None)
-        state.write_checkpoint(CHECKPOINT, {"version": CHECKPOINT_VERSION, "last_segment": manifest["segments"][1],
-                                            "last_batch": batch, "last_position": last_position})
-        shutil.rmtree(batches.staging_dir(batch_dir.parent, batch), ignore_errors=True)
+        last_position = max(filter(None, [journal.get("max_position"), checkpoint.last_position]), default=None)
+        MergeCheckpoint(manifest["segments"][1], batch, last_position).write(state)
+        shutil.rmtree(batches.staging_dir(state.batches, batch), ignore_errors=True)
         summary.batch_id, summary.batch_dir = batch, str(batch_dir)
         summary.segments = list(manifest["segments"])
         summary.tables = [TableResult(**entry["result"]) for entry in journal["tables"]]
@@ -191,7 +189,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     raw = _read_lines(spark, LINE_SCHEMA, files, merged_upto)
     history = masked_history(state)  # excluded columns gone, hashed ones text: what the change lines hold
     batch = batches.batch_id(run)
-    staging = batches.staging_dir(state.root / "batches", batch)
+    staging = batches.staging_dir(state.batches, batch)
     shutil.rmtree(staging, ignore_errors=True)
     entries = []
     if infos is None:
@@ -205,8 +203,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         for info in infos:
-            entry = _merge_table(spark, raw, history, info, run, target, state.root / "batches" / batch, staging,
-                                 phases)
+            entry = _merge_table(spark, raw, history, info, run, target, state.batch_dir(batch), staging, phases)
             entries.append(entry)
             if on_progress:
                 on_progress(TableResult(**entry["result"]))

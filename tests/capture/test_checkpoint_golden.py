@@ -1,5 +1,6 @@
 """Golden files pin checkpoint versions (tail.json v1 and v2, snapshot.json, server.json v1; ship-s3.json v1 and v2): what
-is written today has exactly their shape, and what an older cdc wrote in that shape still resumes at the right place.
+the real stages write today has exactly their shape, and what an older cdc wrote in that shape still resumes at the
+right place. (tests/checkpoints pins every stage's file byte for byte through cdc.checkpoints.)
 
 A change of shape must bump the version, keep a reader for the old one and add a golden file for the new.
 """
@@ -14,10 +15,10 @@ from typing import Any
 import pytest
 
 from cdc import sinks
-from cdc.snapshot.run import SnapshotRequest, run_snapshot
+from cdc.capture.start import Start, StartRequest, resolve_start
+from cdc.checkpoints import ShipS3Checkpoint, TailCheckpoint
 from cdc.snapshot.checkpoint import read_checkpoint as read_snapshot
-from cdc.capture.start import StartRequest, read_checkpoint as read_tail
-from cdc.capture.start import Start, resolve_start
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.config import AWSSettings
 from cdc.sinks.common import read_ship_checkpoint
 from cdc.sinks.s3_batches import Batch, pending_batch
@@ -75,8 +76,8 @@ def test_golden_v1_checkpoints_still_resume_where_they_say(tmp_path: Path) -> No
     for name in ("tail", "snapshot", "server"):
         shutil.copy(GOLDEN / f"{name}.v1.json", tmp_path / f"{name}.json")
     state = StateDir(tmp_path)
-    tail = read_tail(state)
-    assert tail == golden("tail")
+    tail = TailCheckpoint.read(state)
+    assert tail is not None and tail.to_dict() == {**golden("tail"), "version": 2, "gtid_state": None, "seq_offset": 0}
     start = resolve_start(state, StartRequest(), None, golden("tail")["server_uuid"], rebase=False)  # type: ignore[arg-type]
     assert (start.position, start.gtid, start.last_segment, start.origin) == (
         Position("mariadb-bin.000007", 9901), "0-1-4242", "seg-0000000007-000000001234-b000000000000.jsonl",
@@ -144,11 +145,12 @@ def test_golden_ship_s3_checkpoints_resume_where_they_say(tmp_path: Path) -> Non
     state = StateDir(tmp_path)
     shutil.copy(GOLDEN / "ship-s3.v1.json", tmp_path / "ship-s3.json")
     migrated = read_ship_checkpoint(state, sink)
-    assert migrated == {**v1, "version": 2, "pending": None, "batches": 12}  # v1: one batch per segment
+    assert isinstance(migrated, ShipS3Checkpoint)
+    assert migrated.to_dict() == {**v1, "version": 2, "pending": None, "batches": 12}  # v1: one batch per segment
     assert pending_batch(state.changelog, migrated, tmp_path / "ship-s3.json") is None  # nothing pinned: plan anew
     shutil.copy(GOLDEN / "ship-s3.v2.json", tmp_path / "ship-s3.json")
     checkpoint = read_ship_checkpoint(state, sink)
-    assert checkpoint == v2
+    assert isinstance(checkpoint, ShipS3Checkpoint) and checkpoint.to_dict() == v2
     batch = pending_batch(state.changelog, checkpoint, tmp_path / "ship-s3.json")
     assert batch == Batch(tuple(tmp_path / "changelog" / n for n in names[1:4]), 128 * 2**20, "gzip")
     assert batch.id == f"{names[1][:-6]}_{names[3][:-6]}"

@@ -12,6 +12,7 @@ from cdc.errors import PreconditionError
 from cdc.snowflake import apply, bootstrap
 from cdc.snowflake.connect import connect
 from cdc.state import StateDir
+from tests.checkpoints.test_golden import has_golden_shape
 from tests.snowflake.batches import HOSTILE, position, record_schema, row, value, write_batch
 from tests.snowflake.stand_in import rows
 
@@ -64,6 +65,7 @@ def test_apply_leaves_exact_rows_and_hostile_values_byte_exact(sf: Any, tmp_path
     assert rows(sf, 'SELECT "BATCH_ID" FROM "_CDC_APPLIED_BATCHES" ORDER BY 1') == [("b000000000001",),
                                                                                  ("b000000000002",)]
     assert StateDir(tmp_path).read_checkpoint("snowflake-apply", 1)["last_batch"] == "b000000000002"
+    assert has_golden_shape(StateDir(tmp_path).checkpoint_path("snowflake-apply"), "snowflake-apply.v1.json")
     again = apply.run(sf, StateDir(tmp_path))
     assert (again.applied, again.skipped) == ([], ["b000000000001", "b000000000002"])
     assert rows(sf, f'SELECT {COLS}, "_CDC_POSITION", "_CDC_OP" FROM "ITEMS" ORDER BY "ID"') == expected

@@ -13,6 +13,7 @@ from cdc.changelog import list_segments
 from cdc.spark import merge, read_lake_table
 from cdc.spark.lake import table_dir
 from cdc.state import StateDir
+from tests.checkpoints.test_golden import has_golden_shape
 from tests.spark.workload import EVERY, EXTRA, T1, T2, Workload, model
 
 
@@ -130,6 +131,7 @@ def test_pointer_switch_keeps_previous_version(tmp_path: Path, spark: Any) -> No
     assert sorted(p.name for p in directory.iterdir() if p.is_dir()) == ["v000000000001", "v000000000002"]
     assert len(list_segments(state.changelog)) >= 2
     assert state.read_checkpoint("merge", 1)["last_batch"] == "b000000000002"
+    assert has_golden_shape(state.checkpoint_path("merge"), "merge.v1.json")
 
 
 @pytest.mark.slow  # ~30 s: many small runs; the randomized test already merges in several runs
