@@ -1,9 +1,9 @@
-"""Golden files pin every stage's checkpoint, byte for byte: tests/capture/golden/<file>.v<version>.json.
+"""Golden files pin every stage's checkpoint, byte for byte: tests/checkpoints/golden/<file>.v<version>.json.
 
 For each stage: the golden file of its current version reads as the expected dataclass, and that dataclass
 writes exactly the golden bytes (mode 0600, like every checkpoint); golden files of older versions read
 through their migration. A change of shape must bump the version, keep a migration from the old one and
-add a golden file for the new. (tests/capture/test_checkpoint_golden.py runs the real stages against them.)
+add a golden file for the new. (tests/checkpoints/test_stage_runs.py runs the real stages against them.)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from cdc.checkpoints import (
 from cdc.errors import PositionError
 from cdc.state import StateDir
 
-GOLDEN = Path(__file__).parents[1] / "capture" / "golden"
+GOLDEN = Path(__file__).parent / "golden"
 SEGMENT = "seg-0000000007-000000001234-b000000000000.jsonl"
 
 # The golden file of each stage's current version and the dataclass it holds.

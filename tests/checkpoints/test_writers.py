@@ -2,7 +2,7 @@
 
 Only the far edges are stand-ins (no MariaDB for tail's committer, a sink that acknowledges everything for ship,
 a given time for snowflake-apply); the files of real runs are checked against the golden shapes in
-tests/capture/test_checkpoint_golden.py (tail, snapshot, ship-s3), tests/spark/test_merge.py (merge) and
+tests/checkpoints/test_stage_runs.py (tail, snapshot, ship-s3), tests/spark/test_merge.py (merge) and
 tests/snowflake/test_apply.py (snowflake-apply). snapshot.json and merge.json are written by their dataclass
 (tests/checkpoints/test_golden.py) from values the stage computes.
 """
