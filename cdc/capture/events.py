@@ -24,7 +24,7 @@ from cdc.errors import DataError, TransientError
 from cdc.schema import SchemaHistory, TableSchema, read_table_schema
 from cdc.source.binlog import Event, Position
 from cdc.source.connect import open_connection
-from cdc.source.decode import RowDecoder, schema_from_map
+from cdc.rows.decode import RowDecoder, schema_from_map
 from cdc.state import StateDir
 
 

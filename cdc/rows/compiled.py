@@ -5,7 +5,7 @@ encoded_reads.EncodedImageReader calls one reader closure per column: at binlog 
 work is written out as Python source for the table's column sequence and compiled once per table map:
 hot types (integers, DOUBLE, DECIMAL, DATETIME, DATE, strings, blobs, ENUM) are inlined, consecutive
 fixed-width columns are read with one struct call when the row has no NULLs, any other column calls
-its reader. The output is the interpreted reader's, value for value (tests/capture/test_decode_compiled.py,
+its reader. The output is the interpreted reader's, value for value (tests/rows/test_decode_compiled.py,
 and test_decode_differential.py against the library on a real binlog).
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 from pymysqlreplication.constants import FIELD_TYPE
 
 from cdc.schema import Column
-from cdc.source.encoded_reads import EncodedImageReader, by_string_shape
-from cdc.source.rowformat import _DIG2BYTES, _INTS, Reader, _fraction_reader
+from cdc.rows.encoded_reads import EncodedImageReader, by_string_shape
+from cdc.rows.images import _DIG2BYTES, _INTS, Reader, _fraction_reader
 from cdc.values import INTEGER_TYPES
 
 

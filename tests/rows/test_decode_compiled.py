@@ -1,4 +1,4 @@
-"""The compiled image reader (rowcompile) returns what the interpreted one (encoded_reads.EncodedImageReader) does.
+"""The compiled image reader (cdc.rows.compiled) returns what the interpreted one (encoded_reads.EncodedImageReader) does.
 
 Same values and same end offset, for random rows of every inlined type (DECIMAL of any precision and
 scale, DATETIME of any fsp, 1-4 byte lengths), random NULL masks, excluded, hashed and non-inlined
@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from pymysqlreplication.constants import FIELD_TYPE as F
 
 from cdc.schema import Column, TableSchema
-from cdc.source.decode import _encoded_image_reader
-from cdc.source.rowcompile import CompiledImageReader
-from cdc.source.encoded_reads import EncodedImageReader
-from cdc.source.rowformat import _DIG2BYTES
-from tests.capture.test_decode_fast_readers import _pack_decimal
+from cdc.rows.decode import _encoded_image_reader
+from cdc.rows.compiled import CompiledImageReader
+from cdc.rows.encoded_reads import EncodedImageReader
+from cdc.rows.images import _DIG2BYTES
+from tests.rows.test_decode_fast_readers import _pack_decimal
 
 
 def _spec(name: str, lib: dict[str, Any], ours: dict[str, Any]) -> tuple[SimpleNamespace, Column]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from cdc.source.rowformat import ZeroDate
+from cdc.rows.images import ZeroDate
 
 
 class ExactReads:

@@ -4,7 +4,7 @@ The library reads every value through a chain of ifs and several method calls pe
 binlog rates that is most of tail's time. Here a table map becomes a list of small readers
 (struct formats bound once), and a rows event body is parsed in one pass over a memoryview.
 reader_for() produces the same Python values as our fixed library readers (cdc.source.binlog), which
-cdc.values then encodes; cdc.source.encoded_reads goes straight from the bytes to the change log's value
+cdc.values then encodes; cdc.rows.encoded_reads goes straight from the bytes to the change log's value
 for the hot types. Tables with a column type not listed here, or events with partial images
 (binlog_row_image != FULL), use the library's readers.
 """

@@ -1,10 +1,10 @@
 """Readers of change-log values: from a row image's bytes straight to what the change log holds (issue 8).
 
-cdc.source.rowformat's readers produce the same Python values as our fixed library readers, which
+cdc.rows.images' readers produce the same Python values as our fixed library readers, which
 cdc.values then encodes; these fuse the two for the hot types (integers, DOUBLE, DECIMAL, DATETIME, DATE,
-strings, blobs, ENUM), skipping the intermediate Decimal/datetime objects. tests/capture/
-test_decode_fast_readers.py holds each against rowformat's reader + cdc.values for any input, and
-test_decode_differential.py the whole path against the plain library on a real binlog. cdc.source.rowcompile
+strings, blobs, ENUM), skipping the intermediate Decimal/datetime objects. tests/rows/
+test_decode_fast_readers.py holds each against cdc.rows.images' reader + cdc.values for any input, and
+test_decode_differential.py the whole path against the plain library on a real binlog. cdc.rows.compiled
 compiles a table's sequence of them into one function.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pymysqlreplication.constants import FIELD_TYPE
 
 from cdc.schema import Column
-from cdc.source.rowformat import _DIG2BYTES, _INTS, Reader, _enum, _fixed, _fraction_reader, _int24
+from cdc.rows.images import _DIG2BYTES, _INTS, Reader, _enum, _fixed, _fraction_reader, _int24
 from cdc.values import INTEGER_TYPES, TEXT_TYPES, codec_for
 
 T = TypeVar("T")
@@ -133,7 +133,7 @@ def by_string_shape(column: Any, ours: Column, text: Callable[[int, str], T],
                     base64: Callable[[int, int], T]) -> T | None:
     """text(length size, codec) or base64(length size, pad width) for a string column, None for others.
 
-    The one dispatch of string columns, for these readers and for cdc.source.rowcompile's inlined ones.
+    The one dispatch of string columns, for these readers and for cdc.rows.compiled's inlined ones.
     """
     shape = string_shape(column, ours)
     if shape is None:

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdc.schema import Column
-from cdc.source.encoded_reads import _base64, _date_text, _datetime2_text, _decimal_text, _text
-from cdc.source.rowformat import _DIG2BYTES, _date, _datetime2, _decimal
+from cdc.rows.encoded_reads import _base64, _date_text, _datetime2_text, _decimal_text, _text
+from cdc.rows.images import _DIG2BYTES, _date, _datetime2, _decimal
 from cdc.values import encode_value
 
 

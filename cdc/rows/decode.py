@@ -25,9 +25,9 @@ from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
 from cdc.errors import DataError
 from cdc.masking import hash_value
 from cdc.schema import Column, TableSchema
-from cdc.source.rowcompile import CompiledImageReader, Inline, inline_for
-from cdc.source.encoded_reads import EncodedImageReader, encoded_reader_for
-from cdc.source.rowformat import Reader, reader_for
+from cdc.rows.compiled import CompiledImageReader, Inline, inline_for
+from cdc.rows.encoded_reads import EncodedImageReader, encoded_reader_for
+from cdc.rows.images import Reader, reader_for
 from cdc.values import SPATIAL_TYPES, encoder_for
 
 _EPOCH = dt.datetime(1970, 1, 1)

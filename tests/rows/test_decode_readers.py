@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc.source.exact_reads import ExactReads
-from cdc.source.rowformat import ZeroDate, _date, _datetime2, _time2
+from cdc.rows.exact_reads import ExactReads
+from cdc.rows.images import ZeroDate, _date, _datetime2, _time2
 
 
 class _Packet:
