@@ -26,8 +26,9 @@ from pymysqlreplication import row_event as lib_rows
 from pymysqlreplication.packet import BinLogPacketWrapper
 
 from cdc.changelog import file_seq
-from cdc.schema import Column, TableSchema, read_table_schema
+from cdc.schema import Column, TableSchema
 from cdc.source import binlog, binlog_rows
+from cdc.source.schema_reads import read_table_schema
 from cdc.rows.decode import RowDecoder, schema_from_map
 from cdc.rows.encoded_reads import EncodedImageReader
 from cdc.values import encoder_for
