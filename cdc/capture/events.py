@@ -21,7 +21,8 @@ from cdc.capture.txn import split_line
 from cdc.changelog import position_string
 from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError
-from cdc.rows.decode import RowDecoder, schema_from_map
+from cdc.rows.decode import RowDecoder
+from cdc.rows.table_map import schema_from_map
 from cdc.schema import SchemaHistory, TableSchema
 from cdc.source.binlog import Event, Position
 from cdc.source.connect import open_connection

@@ -1,182 +1,28 @@
-"""From a binlog table map to our schema, and from the library's decoded rows to change-log values.
+"""From a rows event to change-log images: the per-table decode state, built once per table map.
 
-The table map (binlog_row_metadata=FULL) is the truth about a table at its position: column names,
-types, charsets, enum/set labels, primary key. information_schema (today's schema) is only consulted
-for what the binlog does not say: MariaDB's JSON flag (LONGTEXT + json_valid) and the exact COLUMN_TYPE
-spelling, and only for a column whose binlog shape matches it.
-
-Fix-ups of values the library decodes wrongly, applied per column (built once per table map):
-  - YEAR 0000 arrives as 1900 (the library adds 1900 to the stored byte; 1900 itself is not a valid YEAR);
-  - TIMESTAMP 0000-00-00 arrives as 1970-01-01 00:00:00 (epoch 0, also not a valid TIMESTAMP);
-  - an empty SET arrives as None (none_sources says "empty set");
-  - BINARY(n) arrives without the trailing 0x00 padding a SELECT shows.
-Zero dates, negative TIME fractions and string charsets are read right in cdc.source.binlog.
+Full images of a table whose every column has a reader (cdc.rows.mysql_types) are read straight from the
+event's bytes by a reader compiled for the table (cdc.rows.compiled); anything else goes through the
+library's values, fixed per type where the library decodes them wrongly (the same table's `fixes`: YEAR
+0000 arrives as 1900, TIMESTAMP 0000-00-00 as 1970-01-01 00:00:00, an empty SET as None, BINARY(n)
+without its trailing 0x00 padding), then cdc.values' encoder. Zero dates, negative TIME fractions and
+string charsets are read right by our overrides of the library's readers (cdc.rows.exact_reads).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from dataclasses import replace
-from collections.abc import Callable
 from typing import Any
-
-from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
 
 from cdc.errors import DataError
 from cdc.masking import hash_value
+from cdc.rows.compiled import CompiledImageReader
+from cdc.rows.images import EncodedImageReader
+from cdc.rows.mysql_types import encoded_reader_for, fix_for, inline_for, reader_for
+from cdc.rows.readers import Inline, Reader
 from cdc.schema import Column, TableSchema
-from cdc.rows.compiled import CompiledImageReader, Inline, inline_for
-from cdc.rows.encoded_reads import EncodedImageReader, encoded_reader_for
-from cdc.rows.images import Reader, reader_for
-from cdc.values import SPATIAL_TYPES, encoder_for
+from cdc.values import encoder_for
 
-_EPOCH = dt.datetime(1970, 1, 1)
 # What the fast path raises on a value it cannot encode: the library path then names the column and the row.
 FAST_PATH_ERRORS = (DataError, ValueError, TypeError, UnicodeDecodeError, OverflowError, IndexError)
-_INT_NAMES = {FIELD_TYPE.TINY: "tinyint", FIELD_TYPE.SHORT: "smallint", FIELD_TYPE.INT24: "mediumint",
-              FIELD_TYPE.LONG: "int", FIELD_TYPE.LONGLONG: "bigint"}
-_INT_WIDTH = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10), "bigint": (20, 20)}
-_BLOB_NAMES = {1: ("tinyblob", "tinytext"), 2: ("blob", "text"), 3: ("mediumblob", "mediumtext"),
-               4: ("longblob", "longtext")}
-_MBMAXLEN = {"utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "utf16le": 4, "utf32": 4, "big5": 2,
-             "gbk": 2, "gb2312": 2, "gb18030": 4, "sjis": 2, "cp932": 2, "ujis": 3, "eucjpms": 3, "euckr": 2}
-
-
-def _charset(lib_column: Any) -> str | None:
-    collation = getattr(lib_column, "collation_name", None)
-    if not collation:
-        return None
-    return "binary" if collation == "binary" else collation.split("_", 1)[0]
-
-
-def column_from_map(lib_column: Any, nullable: bool) -> Column:
-    """Our Column for one table-map column, spelled like information_schema.COLUMNS.COLUMN_TYPE."""
-    t, name, unsigned = lib_column.type, lib_column.name, bool(lib_column.unsigned)
-    charset = _charset(lib_column)
-    is_binary = charset in (None, "binary")
-    extra: dict[str, Any] = {}
-    if t in _INT_NAMES:
-        data_type = _INT_NAMES[t]
-        type_ = f"{data_type}({_INT_WIDTH[data_type][unsigned]})" + (" unsigned" if unsigned else "")
-        charset = None
-    elif t == FIELD_TYPE.NEWDECIMAL:
-        data_type, extra = "decimal", {"precision": lib_column.precision, "scale": lib_column.decimals}
-        type_ = f"decimal({lib_column.precision},{lib_column.decimals})" + (" unsigned" if unsigned else "")
-        charset = None
-    elif t in (FIELD_TYPE.FLOAT, FIELD_TYPE.DOUBLE):
-        data_type = type_ = "float" if t == FIELD_TYPE.FLOAT else "double"
-        type_ += " unsigned" if unsigned else ""
-        charset = None
-    elif t in (FIELD_TYPE.DATETIME2, FIELD_TYPE.TIMESTAMP2, FIELD_TYPE.TIME2, FIELD_TYPE.DATETIME,
-               FIELD_TYPE.TIMESTAMP, FIELD_TYPE.TIME):
-        data_type = {FIELD_TYPE.DATETIME2: "datetime", FIELD_TYPE.DATETIME: "datetime", FIELD_TYPE.TIME2: "time",
-                     FIELD_TYPE.TIME: "time"}.get(t, "timestamp")
-        fsp = getattr(lib_column, "fsp", 0) or 0
-        type_, extra, charset = data_type + (f"({fsp})" if fsp else ""), {"fsp": fsp}, None
-    elif t in (FIELD_TYPE.DATE, FIELD_TYPE.NEWDATE, FIELD_TYPE.YEAR):
-        data_type = "date" if t != FIELD_TYPE.YEAR else "year"
-        type_, charset = data_type + ("(4)" if data_type == "year" else ""), None
-    elif t == FIELD_TYPE.BIT:
-        data_type, type_, charset = "bit", f"bit({lib_column.bits})", None
-    elif t in (FIELD_TYPE.ENUM, FIELD_TYPE.SET):
-        data_type = "enum" if t == FIELD_TYPE.ENUM else "set"
-        labels = tuple(lib_column.enum_values[1:] if t == FIELD_TYPE.ENUM else lib_column.set_values or ())
-        quoted = ",".join("'" + label.replace("'", "''") + "'" for label in labels)
-        type_ = f"{data_type}({quoted})"
-        extra = {"enum_values": labels} if t == FIELD_TYPE.ENUM else {"set_values": labels}
-    elif t in (FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING, FIELD_TYPE.STRING):
-        base = ("var" if t != FIELD_TYPE.STRING else "") + ("binary" if is_binary else "char")
-        length = lib_column.max_length // (1 if is_binary else _MBMAXLEN.get(charset or "", 1))
-        data_type, type_ = base, f"{base}({length})"
-        charset = None if is_binary else charset
-    elif t == FIELD_TYPE.BLOB:
-        data_type = _BLOB_NAMES[lib_column.length_size][0 if is_binary else 1]
-        type_, charset = data_type, None if is_binary else charset
-    elif t == FIELD_TYPE.JSON:
-        data_type = type_ = "json"
-        charset = None
-    elif t == FIELD_TYPE.GEOMETRY:
-        data_type = type_ = "geometry"
-        charset = None
-    else:
-        raise DataError(f"column {name!r}: binlog column type {t} is not supported")
-    return Column(name=name, type=type_, data_type=data_type, unsigned=unsigned, nullable=nullable,
-                  charset=charset, **extra)
-
-
-def schema_from_map(table_map: Any, db: str, table: str, position: str, hints: list[TableSchema]) -> TableSchema:
-    """The table's schema at `position` from its table-map event (library TableMapEvent)."""
-    names = [c.name for c in table_map.columns]
-    if any(not n for n in names):
-        raise DataError(
-            f"table map of {db}.{table} at {position} has no column names",
-            hint="SET GLOBAL binlog_row_metadata = FULL (MySQL 8.0.1+/MariaDB 10.5+), then restart tail",
-        )
-    bitmask = bytes(table_map.null_bitmask)
-    columns = []
-    for i, lib_column in enumerate(table_map.columns):
-        nullable = bool(bitmask[i // 8] & (1 << (i % 8)))
-        derived = column_from_map(lib_column, nullable)
-        columns.append(_borrow(derived, hints))
-    primary_key = tuple(c.name for c in table_map.columns if c.is_primary)
-    return TableSchema(db, table, tuple(columns), primary_key, position)
-
-
-def _borrow(derived: Column, hints: list[TableSchema]) -> Column:
-    """Use a hint's column (exact COLUMN_TYPE, JSON flag) when its shape agrees with the binlog's."""
-    for hint in hints:
-        try:
-            known = hint.column(derived.name)
-        except KeyError:
-            continue
-        if known.data_type == "json" and derived.data_type == "longtext":
-            return replace(known, nullable=derived.nullable)
-        # Integer display widths are not in the binlog (int(5) vs int(11)); every other type string is.
-        same_type = known.type == derived.type or (derived.data_type == "geometry" and known.data_type in SPATIAL_TYPES) or (
-            derived.data_type in _INT_WIDTH and (known.data_type, known.unsigned) == (derived.data_type, derived.unsigned))
-        if same_type and (known.charset, known.nullable) == (derived.charset, derived.nullable):
-            return known
-    return derived
-
-
-# --- rows -------------------------------------------------------------------------------------------------
-
-Fix = Callable[[Any, str | None], Any]
-
-
-def _fix_year(value: Any, source: str | None) -> Any:
-    return 0 if value == 1900 else value
-
-
-def _fix_timestamp(value: Any, source: str | None) -> Any:
-    if value == _EPOCH:  # TIMESTAMP's range starts at 1970-01-01 00:00:01 UTC: epoch 0 is the zero value
-        return "0000-00-00 00:00:00"
-    return value
-
-
-def _fix_set(value: Any, source: str | None) -> Any:
-    if value is None and source == NONE_SOURCE.EMPTY_SET:
-        return ()
-    return value
-
-
-def _fix_binary(length: int) -> Fix:
-    def fix(value: Any, source: str | None) -> Any:
-        return value.ljust(length, b"\x00") if isinstance(value, bytes) else value
-
-    return fix
-
-
-def _fix_for(column: Column) -> Fix | None:
-    if column.data_type == "year":
-        return _fix_year
-    if column.data_type == "timestamp":
-        return _fix_timestamp
-    if column.data_type == "set":
-        return _fix_set
-    if column.data_type == "binary":
-        return _fix_binary(int(column.type.split("(")[1].rstrip(")")) if "(" in column.type else 1)
-    return None
 
 
 class RowDecoder:
@@ -186,13 +32,13 @@ class RowDecoder:
                  columns: list[Any] | None = None):
         self.schema = schema
         self.exclude, self.hashed = exclude, hashed
-        self.plan = [(c.name, encoder_for(c), _fix_for(c), c.name in hashed) for c in schema.columns
+        self.plan = [(c.name, encoder_for(c), fix_for(c), c.name in hashed) for c in schema.columns
                      if c.name not in exclude]
         self.key_names = sorted(schema.primary_key) or [c.name for c in schema.columns if c.name not in exclude]
         self._fast: EncodedImageReader | None | bool = False  # False: not built yet (needs the table map)
         self.columns = columns  # the table map's (library) columns, when given: the fast reader is built at once
         if columns is not None:
-            self._fast = _encoded_image_reader(columns, schema, exclude, hashed)
+            self._fast = fast_reader(columns, schema, exclude, hashed)
 
     @property
     def has_fast_path(self) -> bool:
@@ -248,7 +94,7 @@ class RowDecoder:
     def _fast_reader(self, event: Any) -> EncodedImageReader | None:
         if self._fast is False:
             columns = event.table_map[event.table_id].columns
-            self._fast = _encoded_image_reader(columns, self.schema, self.exclude, self.hashed)
+            self._fast = fast_reader(columns, self.schema, self.exclude, self.hashed)
         return self._fast  # type: ignore[return-value]
 
 
@@ -273,8 +119,8 @@ def _read_images(fast: EncodedImageReader, body: bytes, op: str | None) -> list[
     return rows
 
 
-def _encoded_image_reader(lib_columns: list[Any], schema: TableSchema, exclude: frozenset[str],
-                          hashed: frozenset[str]) -> EncodedImageReader | None:
+def fast_reader(lib_columns: list[Any], schema: TableSchema, exclude: frozenset[str],
+                hashed: frozenset[str]) -> EncodedImageReader | None:
     """The fast reader of this table's full images, or None if a column type has no fast reader."""
     if len(lib_columns) != len(schema.columns):
         return None
@@ -298,7 +144,7 @@ def _column_reader(lib_column: Any, column: Column) -> Reader | None:
     plain = reader_for(lib_column)
     if plain is None:
         return None
-    encode, fix = encoder_for(column), _fix_for(column)
+    encode, fix = encoder_for(column), fix_for(column)
 
     def read(buf: Any, pos: int) -> tuple[Any, int]:
         value, pos = plain(buf, pos)
