@@ -16,7 +16,7 @@ seconds the server's threads waited for block I/O per run (needs `sysctl kernel.
 as root; n/a otherwise): a server that waits longer for its page reads while cdc writes than while
 dump does is slowed by the disk they share, not by the client.
 --profile prints the top of a cProfile of cdc's first run (the hot loop is the C row reader,
-cdc/capture/_snapshot_native.c, or without it the `parse` function cdc/capture/snapshot_rows.py
+cdc/snapshot/_native.c, or without it the `parse` function cdc/snapshot/lines.py
 generates per table). --python-baseline also runs cdc with CDC_NATIVE=0 (the generated Python
 reader) in the same rounds, so the C reader's gain is measured side by side too.
 
@@ -53,8 +53,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cdc.capture import snapshot_native as native_api  # noqa: E402
-from cdc.capture.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, run_snapshot  # noqa: E402
+from cdc.snapshot import native as native_api  # noqa: E402
+from cdc.snapshot.run import DEFAULT_CHUNK_SIZE, SnapshotRequest, run_snapshot  # noqa: E402
 from cdc.config import load_settings  # noqa: E402
 from tests.capture import workload  # noqa: E402
 from tests.rig import MariaDB  # noqa: E402

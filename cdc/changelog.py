@@ -48,7 +48,8 @@ def encode_line(change: dict[str, Any]) -> bytes:
 
 
 def decode_line(line: bytes | str) -> dict[str, Any]:
-    return orjson.loads(line)
+    change: dict[str, Any] = orjson.loads(line)
+    return change
 
 
 def segment_name(first_position: str) -> str:
@@ -80,7 +81,7 @@ class SegmentWriter:
             removed += 1
         return removed
 
-    def write(self, position: str, line: bytes, lines: int = 1) -> None:
+    def write(self, position: str, line: bytes | bytearray, lines: int = 1) -> None:
         """Append `line` (or a block of `lines` whole lines) to the open segment; `position` is its first line's."""
         if self._handle is None:
             self._temp = self.directory / f".{SEGMENT_PREFIX}{self.owner}-{os.getpid()}.tmp"

@@ -6,7 +6,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Documented process exit codes (README, "Exit codes"). Never reuse a number."""
+    """Documented process exit codes (docs/exit-codes.md). Never reuse a number."""
 
     OK = 0
     FAILURE = 1
@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     DIFFERENCE = 7
     RUNWAY = 8
     TIMEOUT = 9
+    TRANSIENT = 10  # worth retrying as it is: a lost connection, throttling, a 5xx after cdc's own retries
     INTERRUPTED = 130
 
 
@@ -72,21 +73,15 @@ class ConnectError(CdcError):
 
 
 class TransientError(CdcError):
-    """A fault worth retrying (lost connection, throttling, 5xx)."""
+    """A fault worth retrying (lost connection, throttling, 5xx): its own exit code, so a script can retry."""
 
-    exit_code = ExitCode.FAILURE
+    exit_code = ExitCode.TRANSIENT
 
 
 class DataError(CdcError):
     """A value or event cannot be represented exactly; we stop rather than write a wrong value."""
 
     exit_code = ExitCode.FAILURE
-
-
-class DifferenceError(CdcError):
-    """Source and target differ (cdc verify)."""
-
-    exit_code = ExitCode.DIFFERENCE
 
 
 class TimeoutExpired(CdcError):

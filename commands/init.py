@@ -23,7 +23,8 @@ def init(
     host: Annotated[_Flag, typer.Option("--host", help="MySQL host.")] = None,
     port: Annotated[_Flag, typer.Option("--port", help="MySQL port (default 3306).")] = None,
     user: Annotated[_Flag, typer.Option("--user", help="MySQL user.")] = None,
-    ssl_mode: Annotated[_Flag, typer.Option("--ssl-mode", help="DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY.")] = None,
+    ssl_mode: Annotated[_Flag, typer.Option(
+        "--ssl-mode", help="DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY.")] = None,
     tables: Annotated[Optional[list[str]], typer.Option("--tables", help="db.table (globs allowed); repeatable.")] = None,
     state_dir: Annotated[_Flag, typer.Option("--state-dir", help="State directory to record (default .cdc).")] = None,
     bucket: Annotated[_Flag, typer.Option("--bucket", help="S3 bucket for ship --to s3.")] = None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 from typing import Annotated, Any, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -37,10 +36,11 @@ COMMANDS: list[tuple[str, str, str]] = [
 class CdcGroup(TyperGroup):
     """Turn our errors into a red message and their documented exit code, for every command."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    # ctx is typed Any: the Context class lives in click, or in typer itself since typer vendored click (0.2x).
+    def list_commands(self, ctx: Any) -> list[str]:
         return [name for name, _, _ in COMMANDS if name in self.commands]
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except CdcError as exc:

@@ -43,7 +43,8 @@ MYSQL_OPTIONS: dict[str, Any] = {
     ],
     "ssl_mode": Annotated[
         Optional[str],
-        typer.Option("--ssl-mode", help="DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY.", rich_help_panel="MySQL"),
+        typer.Option("--ssl-mode", help="DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY.",
+                     rich_help_panel="MySQL"),
     ],
     "ssl_ca": Annotated[Optional[str], typer.Option("--ssl-ca", help="CA bundle (PEM).", rich_help_panel="MySQL")],
     "ssl_cert": Annotated[Optional[str], typer.Option("--ssl-cert", help="Client certificate.", rich_help_panel="MySQL")],

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cdc.capture.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
+from cdc.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
 from cdc.errors import ExitCode
 from commands import ui
 from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
@@ -26,13 +26,14 @@ def snapshot(
         "--exclude-tables", help="db.table glob to leave out; repeatable.", rich_help_panel=_SEL)] = None,
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Rows per chunk (one segment, one checkpoint).")]
     = DEFAULT_CHUNK_SIZE,
-    lock: Annotated[str, typer.Option("--lock", help="auto | mariadb | global | tables | none (see README).")] = "auto",
+    lock: Annotated[str, typer.Option("--lock", help="auto | mariadb | global | tables | none "
+                                      "(see docs/guide.md).")] = "auto",
     allow_no_pk: Annotated[bool, typer.Option("--allow-no-pk", help="Copy tables without a primary key "
                                               "(key = all columns).")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 4) when the copy would outlive "
                                          "the binlog retention, instead of warning.")] = False,
     workers: Annotated[int, typer.Option("--workers", help="Processes reading a big table's parts at once "
-                                         "(MariaDB, in the same snapshot; see README).")] = 1,
+                                         "(MariaDB, in the same snapshot; see docs/guide.md).")] = 1,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,

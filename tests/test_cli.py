@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from cdc import __version__
 from commands.main import COMMANDS, app
 
 ROOT = Path(__file__).resolve().parents[1]
+CLI_MD = ROOT / "docs" / "cli.md"
 NAMES = [name for name, _, _ in COMMANDS]
 
 
@@ -53,9 +56,39 @@ def test_every_command_has_help(name: str) -> None:
     assert " ".join(doc.splitlines()[0].split()[:4]) in " ".join(result.stdout.split())
 
 
+def _cli_docs() -> ModuleType:
+    """scripts/cli_docs.py, the generator of docs/cli.md (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("cli_docs", ROOT / "scripts" / "cli_docs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_reference_is_up_to_date() -> None:
+    # CI's check that docs/cli.md was regenerated after a change to a command, an option or a help text.
+    assert CLI_MD.read_text(encoding="utf-8") == _cli_docs().render(), (
+        "docs/cli.md is stale: run `python scripts/cli_docs.py` and commit the result")
+
+
+def test_cli_reference_check_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cli_docs, target = _cli_docs(), tmp_path / "cli.md"
+    assert cli_docs.main([], target=target) == 0
+    assert cli_docs.main(["--check"], target=target) == 0
+    target.write_text(target.read_text(encoding="utf-8").replace("Show the version and exit.", "edited"),
+                      encoding="utf-8")
+    assert cli_docs.main(["--check"], target=target) == 1
+    message = capsys.readouterr().err
+    assert "is stale: run `python scripts/cli_docs.py`" in message
+    assert "-│ --version" in message and "+│ --version" in message
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_every_command_appears_in_readme(name: str) -> None:
-    assert f"cdc {name}" in (ROOT / "README.md").read_text(encoding="utf-8"), f"README.md does not document cdc {name}"
+def test_every_command_is_documented(name: str) -> None:
+    # docs/cli.md is generated from --help (scripts/cli_docs.py); docs/guide.md is the prose a person writes.
+    assert f"## `cdc {name}`" in CLI_MD.read_text(encoding="utf-8"), f"docs/cli.md has no section for cdc {name}"
+    guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    assert f"## `cdc {name}`" in guide, f"docs/guide.md has no section on cdc {name}"
 
 
 def _options(name: str) -> list[Any]:
@@ -64,15 +97,29 @@ def _options(name: str) -> list[Any]:
     return [p for p in command.params if any(flag.startswith("-") for flag in p.opts)]
 
 
+def _flags(name: str) -> list[str]:
+    """The command's long flags, both sides of --x/--no-x, without --help."""
+    return [flag for option in _options(name) for flag in [*option.opts, *option.secondary_opts]
+            if flag.startswith("--") and flag != "--help"]
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_every_option_appears_in_readme(name: str) -> None:
-    # Anywhere in README, not only in the command's section: the shared options (--host, --config, --json...)
-    # are described once, under Configuration. What it catches is an option README never mentions.
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    flags = [flag for option in _options(name) for flag in [*option.opts, *option.secondary_opts]
-             if flag.startswith("--") and flag != "--help"]
-    missing = [flag for flag in flags if not re.search(re.escape(flag) + r"(?![\w-])", readme)]
-    assert not missing, f"README.md does not document cdc {name} {' '.join(missing)}"
+def test_every_option_appears_in_cli_reference(name: str) -> None:
+    # In the command's own section of docs/cli.md. What it catches is an option --help does not show
+    # (hidden=True, a panel lost), or a docs/cli.md that was not regenerated after an option was added.
+    reference = CLI_MD.read_text(encoding="utf-8")
+    section = reference.split(f"## `cdc {name}`\n", 1)[-1].split("\n## ", 1)[0]
+    missing = [flag for flag in _flags(name) if not re.search(re.escape(flag) + r"(?![\w-])", section)]
+    assert not missing, f"docs/cli.md does not document cdc {name} {' '.join(missing)}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_option_is_explained(name: str) -> None:
+    # Anywhere in the hand-written docs, not only in the command's section of guide.md: the shared options
+    # (--host, --config, --json...) are described once. What it catches is an option only --help explains.
+    prose = "".join((ROOT / "docs" / page).read_text(encoding="utf-8") for page in ("guide.md", "config.md"))
+    missing = [flag for flag in _flags(name) if not re.search(re.escape(flag) + r"(?![\w-])", prose)]
+    assert not missing, f"docs/guide.md and docs/config.md do not explain cdc {name} {' '.join(missing)}"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -6,8 +6,9 @@ only what decoding needs, not the tail loop, its database driver and the DDL par
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cdc.lazy import exports
 
 if TYPE_CHECKING:
     from cdc.capture.events import Progress
@@ -20,9 +21,4 @@ _HOMES = {"Filters": "cdc.capture.filters", "Progress": "cdc.capture.events", "S
 
 __all__ = ["Filters", "Progress", "StartRequest", "TailOptions", "TailSummary", "run_tail"]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'cdc.capture' has no attribute {name!r}")
-    return getattr(import_module(home), name)
+__getattr__ = exports(__name__, _HOMES)

@@ -50,7 +50,7 @@ class Committer:
         self.last_segment = orphans[-1].name
         return last_position_in(orphans[-1])
 
-    def add_rows(self, first_position: str, block: bytes, count: int) -> None:
+    def add_rows(self, first_position: str, block: bytes | bytearray, count: int) -> None:
         self.txn.add(first_position, block, count)
         self.rows += count
 

@@ -82,7 +82,9 @@ def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas outside backquotes."""
-    parts, current, quoted = [], [], False
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
     for ch in text:
         if ch == "`":
             quoted = not quoted

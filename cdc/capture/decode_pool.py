@@ -69,7 +69,7 @@ class _Worker:
             _widen(fd)
         self.outgoing = bytearray()
         self.results: deque[tuple[bytes, bytes | bytearray, int]] = deque()  # (kind, data, count) per reply
-        self._reader = self.proc.stdout.raw  # unbuffered: we read big chunks ourselves
+        self._reader = self.proc.stdout.raw  # type: ignore[attr-defined]  # unbuffered: we read big chunks ourselves
         self._chunk = memoryview(bytearray(_PIPE_BYTES))
         self._incoming = bytearray()  # replies read but not parsed yet (the start of one may be all there is)
         self.received = 0  # bytes read from the worker so far

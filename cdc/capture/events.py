@@ -249,7 +249,7 @@ class Capture:
             raise DataError(f"{meta.db}.{meta.table} at {meta.file}:{meta.pos} {exc.message}", hint=exc.hint) from None
         return rows_block(images, decoder.key_names, meta)
 
-    def _add_rows(self, meta: RowsMeta, block: bytes, count: int) -> None:
+    def _add_rows(self, meta: RowsMeta, block: bytes | bytearray, count: int) -> None:
         self.out.add_rows(meta.position(meta.first), block, count)
 
     def _on_statement(self, event: Event) -> None:
@@ -339,6 +339,8 @@ class Capture:
         now = time.monotonic()
         rate = (self.events - self._progress_events) / max(now - self._progress_at, 1e-6)
         self._progress_at, self._progress_events = now, self.events
+        lag: float | None
+        lag_bytes: int | None
         if self._caught_up:
             lag, lag_bytes = 0.0, 0
         else:

@@ -50,12 +50,6 @@ class Filters:
             return False
         return not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.exclude_tables)
 
-    def wants_database(self, db: str) -> bool:
-        """For statements naming only a database (DROP DATABASE): could any table of it be captured?"""
-        if db in SYSTEM_DATABASES:
-            return False
-        return not self.databases or any(fnmatch.fnmatchcase(db, pattern) for pattern in self.databases)
-
     @classmethod
     def from_settings(cls, mysql: MySQLSettings) -> Filters:
         """Every rule from the settings (flags > environment > cdc.toml), so all commands capture alike."""

@@ -6,7 +6,7 @@ so a line is `body + src up to xid + XID_MARK + table + ts up to its value + TS_
 a whole block of lines into finished ones with two bytes.replace calls (cdc.capture.txn): no per-row work
 after the rows are encoded. The markers are control bytes, which JSON (and orjson) always escape inside
 strings, so they cannot occur anywhere else in a line. The result is byte-identical to
-cdc.changelog.encode_line of the whole change (tests/capture/test_txn_lines.py).
+cdc.changelog.encode_line of the whole change (tests/capture/test_txn.py).
 
 Built in the tail process or in a decode worker (cdc.capture.decode_worker): the same function, so the
 change log is the same either way.

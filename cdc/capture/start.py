@@ -131,7 +131,7 @@ def _from_snapshot(state: StateDir, snapshot: dict[str, Any]) -> Start:
                             hint="finish `cdc snapshot` (rerun it) before starting tail")
     try:
         handover = snapshot["handover"]
-        # The hand-over's "gtid" is the server's whole GTID state at that position (snapshot_handover).
+        # The hand-over's "gtid" is the server's whole GTID state at that position (handover.py).
         return Start(Position(str(handover["file"]), int(handover["pos"])), handover.get("gtid"), None, "snapshot",
                      handover.get("gtid"))
     except (KeyError, TypeError, ValueError) as exc:

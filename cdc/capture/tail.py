@@ -106,7 +106,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
     except BaseException:
         conn.close()
         raise
-    summary = TailSummary(str(start.position), str(start.position), start.origin, target and str(target),
+    summary = TailSummary(str(start.position), str(start.position), start.origin, str(target) if target else None,
                           decode_workers=pool.size if pool is not None else 0)
     if start.origin.startswith("rebase"):
         summary.notes.append(_rebase_note(start, settings.mysql.describe()))

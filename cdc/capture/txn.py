@@ -4,7 +4,7 @@ Lines arrive as blocks (cdc.capture.rowblock: all lines of one rows event, or on
 the commit's xid and timestamp go; COMMIT fills them in, block by block. Keys of a change line sort as
 after, before, db, key, op, position, src{file, gtid, pos, row, server_id, xid}, table, ts, v, so a line is
 `head + xid + tail + ts + '","v":1}'`: byte-identical to cdc.changelog.encode_line of the whole dict
-(tests/capture/test_tail_options.py and test_txn_lines.py check it).
+(tests/capture/test_tail_options.py and test_txn.py check it).
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ class TransactionBuffer:
     def __init__(self, spill_dir: Path, spill_bytes: int) -> None:
         self.spill_dir = spill_dir
         self.spill_bytes = spill_bytes
-        self._blocks: list[bytes] = []
+        self._blocks: list[bytes | bytearray] = []
         self._bytes = 0
         self._spill: BinaryIO | None = None
         self._spill_path: Path | None = None
         self.first_position: str | None = None
         self.count = 0
 
-    def add(self, first_position: str, block: bytes, count: int) -> None:
+    def add(self, first_position: str, block: bytes | bytearray, count: int) -> None:
         """Append `count` lines (cdc.capture.rowblock's markers in place of xid and ts) starting at `first_position`."""
         if not count:
             return
@@ -76,7 +76,7 @@ class TransactionBuffer:
     def spilled(self) -> bool:
         return self._spill is not None
 
-    def complete(self, xid: int | None, ts: int) -> Iterator[bytes]:
+    def complete(self, xid: int | None, ts: int) -> Iterator[bytes | bytearray]:
         """The finished lines, in order and in blocks of whole lines, with the commit's xid and timestamp."""
         xid_bytes = b"null" if xid is None else str(xid).encode()
         end = commit_ts(ts) + _END

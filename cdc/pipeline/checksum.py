@@ -4,7 +4,7 @@ The contract is the change-log value encoding (cdc/values.py, docs/formats.md "V
 read from MySQL and the same value read back from the lake or Snowflake must encode to the same
 canonical form, so equal rows hash equally whatever the engines' own types are:
 
-- the source row is encoded exactly as snapshot encodes `r` lines (cdc.capture.snapshot_tables);
+- the source row is encoded exactly as snapshot encodes `r` lines (cdc.source.tables);
 - a target value (pyarrow or Snowflake connector Python object) goes through cdc.values.encode_value;
 - then both pass through `normalise`: the few places where the targets are lossy *by design* are
   mapped the documented way (a zero date is NULL, or 0001-01-01 in a NOT NULL column: cdc/spark/types.py),

@@ -66,13 +66,14 @@ class Answers:
     snowflake_schema: str | None = None
 
     def get(self, key: str) -> str | None:
-        return getattr(self, key)
+        value: str | None = getattr(self, key)
+        return value
 
     def with_answer(self, key: str, value: str | None) -> Answers:
         """Record an answer; an empty one means the setting's default (None for optional ones)."""
         text = (value or "").strip()
         default = next(f.default for f in fields(Answers) if f.name == key)
-        return replace(self, **{key: text or default})
+        return replace(self, **{key: text or default})  # type: ignore[arg-type]  # default: a field's own default
 
     def table_list(self) -> tuple[str, ...]:
         return tuple(part.strip() for part in (self.tables or "").split(",") if part.strip())
@@ -146,7 +147,7 @@ def probe_connection(settings: Settings) -> Any:
 
 def probe_tables(settings: Settings) -> list[str]:
     """The tables the patterns select on the server; UsageError if they select nothing."""
-    from cdc.capture.snapshot_tables import select_tables
+    from cdc.source.tables import select_tables
     from cdc.source.connect import connection
 
     with connection(settings.mysql) as conn:
@@ -155,7 +156,7 @@ def probe_tables(settings: Settings) -> list[str]:
 
 def probe_destination(settings: Settings, key: str) -> str:
     """Reach the S3 bucket or Kinesis stream the answers name; return what was found."""
-    from cdc.sinks.aws import make_client, map_error
+    from cdc.aws import make_client, map_error
 
     aws = settings.aws
     try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc.capture.snapshot_runway import read_retention
+from cdc.snapshot import read_retention
 from cdc.changelog import file_seq
 from cdc.config import MySQLSettings
 from cdc.errors import CdcError, PositionError, PreconditionError

@@ -73,7 +73,7 @@ class Context:
 
 def snapshot(ctx: Context) -> Outcome:
     """Only when tail has no checkpoint and the snapshot is not done; a running snapshot is resumed."""
-    from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+    from cdc.snapshot import SnapshotRequest, run_snapshot
 
     if read_tail_checkpoint(ctx.state) is not None:
         return Outcome(SKIPPED, detail={"reason": "tail has a checkpoint"})

@@ -1,13 +1,13 @@
 """`cdc verify`: compare MySQL with the lake and/or Snowflake at one pinned binlog position (the cut-over gate).
 
-Exact semantics (README "cdc verify" says the same to the user):
+Exact semantics (docs/guide.md, "cdc verify", says the same to the user):
 
 1. Watermark first. For each target, read how far its stage has consumed the change log: the lake
    is spark-merge's (merge.json), Snowflake is snowflake-apply's (the newest batch in the
    _CDC_APPLIED_BATCHES bookkeeping table, else snowflake-apply.json). A batch/merge covers whole
    segments, and segments hold whole transactions.
 2. Then pin. Open a consistent snapshot of the source and read the binlog position P it
-   corresponds to, reusing snapshot's hand-over code (cdc.capture.snapshot_handover: lock-free
+   corresponds to, reusing snapshot's hand-over code (cdc.snapshot.handover: lock-free
    START TRANSACTION WITH CONSISTENT SNAPSHOT + Binlog_snapshot_* on MariaDB; a short FLUSH TABLES
    WITH READ LOCK, or LOCK TABLES on the selected tables, on MySQL). Every table is read inside
    that one transaction.
@@ -42,8 +42,8 @@ from typing import Any
 
 import pymysql
 
-from cdc.capture.snapshot_handover import Handover, take_handover
-from cdc.capture.snapshot_tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, select_tables
+from cdc.snapshot import Handover, take_handover
+from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, select_tables
 from cdc.config import Settings
 from cdc.errors import ExitCode, PreconditionError, UsageError
 from cdc.pipeline.checksum import DEFAULT_SAMPLE, RowHasher, TableDiff, compare_streams
@@ -173,7 +173,7 @@ def _open_readers(settings: Settings, state: StateDir, targets: list[str], reque
     if "lake" in targets:
         readers.append(LakeReader(request.lake or state.root / "lake", request.page))
     if "snowflake" in targets:
-        from cdc.snowflake.connect import connect
+        from cdc.snowflake import connect
 
         readers.append(SnowflakeReader(connect(settings.snowflake), request.page))
     return readers
@@ -190,7 +190,7 @@ def _attempts(settings: Settings, state: StateDir, conn: pymysql.Connection, rea
         pinned = take_handover(settings.mysql, conn, info, tables, "auto").handover
         marks = {r.name: watermark(settings, before[r.name], r, pinned) for r in readers}
         waiting = deadline is not None and time.monotonic() < deadline
-        if waiting and not all(m.reached for m in marks.values()):
+        if deadline is not None and waiting and not all(m.reached for m in marks.values()):
             conn.rollback()  # end this snapshot; the next attempt pins afresh
             sleep(max(min(request.interval, deadline - time.monotonic()), 0.0))
             continue

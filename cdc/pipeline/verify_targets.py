@@ -14,12 +14,12 @@ from typing import Any
 import pymysql
 
 from cdc import sql
-from cdc.capture.snapshot_tables import TablePlan, bindable_key, keyset_params, select_sql, stream_rows
+from cdc.source.tables import TablePlan, bindable_key, keyset_params, select_sql, stream_rows
 from cdc.masking import ColumnRules
 from cdc.pipeline.checksum import encode_target, normalise
 from cdc.schema import TableSchema
-from cdc.snowflake import ddl, names
-from cdc.spark.lake import read_pointer, table_dir
+from cdc.snowflake import BOOKKEEPING_TABLE, CDC_DELETED, Target, build_target, snowflake_name
+from cdc.spark import read_pointer, table_dir
 
 Row = dict[str, Any]
 _TEMPORAL = ("DATE", "TIMESTAMP_NTZ", "TIMESTAMP_TZ", "TIMESTAMP_LTZ")
@@ -106,7 +106,7 @@ class SnowflakeReader:
     stage = "snowflake-apply"
 
     def __init__(self, conn: Any, page: int) -> None:
-        from cdc.snowflake.bootstrap import existing_columns
+        from cdc.snowflake import existing_columns
 
         self.conn = conn
         self.cursor = conn.cursor()
@@ -120,27 +120,27 @@ class SnowflakeReader:
 
     def applied_batch(self) -> str | None:
         """The last batch in the bookkeeping table: the truth of "applied" (the checkpoint may lag it)."""
-        if names.BOOKKEEPING_TABLE not in self.existing:
+        if BOOKKEEPING_TABLE not in self.existing:
             return None
-        self.cursor.execute(f'SELECT MAX("BATCH_ID") FROM {sql.quote_ident(names.BOOKKEEPING_TABLE)}')
+        self.cursor.execute(f'SELECT MAX("BATCH_ID") FROM {sql.quote_ident(BOOKKEEPING_TABLE)}')
         found = self.cursor.fetchone()
         return None if not found or found[0] is None else str(found[0])
 
     def rows(self, schema: TableSchema) -> Iterator[Row] | None:
-        target = ddl.build_target(schema, names.snowflake_name(schema.table))
+        target = build_target(schema, snowflake_name(schema.table))
         have = self.existing.get(target.name)
         if have is None:
             return None
         return self._iterate(schema, target, have)
 
-    def _iterate(self, schema: TableSchema, target: ddl.Target, have: dict[str, str]) -> Iterator[Row]:
+    def _iterate(self, schema: TableSchema, target: Target, have: dict[str, str]) -> Iterator[Row]:
         present = [c for c in target.columns if c.name in have]
         q = sql.quote_ident
         # NULL-ness of temporal columns asked in SQL: fakesnow's server returns a NULL TIMESTAMP_NTZ as 1970-01-01.
         temporal = [i for i, c in enumerate(present) if c.type.split("(")[0] in _TEMPORAL]
         select = (f"SELECT {', '.join([q(c.name) for c in present] + [f'{q(present[i].name)} IS NULL' for i in temporal])}"
                   f" FROM {q(target.name)}")
-        live = f"NOT COALESCE({q(names.CDC_DELETED)}, FALSE)" if names.CDC_DELETED in have else "TRUE"
+        live = f"NOT COALESCE({q(CDC_DELETED)}, FALSE)" if CDC_DELETED in have else "TRUE"
         order = ", ".join(q(k) for k in target.key)
         key_at = [[c.name for c in present].index(k) for k in target.key]
         by_mysql = {c.mysql: i for i, c in enumerate(present)}

@@ -10,10 +10,11 @@ from dataclasses import dataclass, replace
 
 from cdc.config import AWSSettings
 from cdc.errors import ConfigError, UsageError
-from cdc.sinks.aws import make_client
+from cdc.aws import make_client
 from cdc.sinks.common import BatchSink, Delivery, Progress, ShipSummary, Sink, ship, stop_on_signals
 from cdc.sinks.kinesis import KinesisOptions, KinesisSink, parse_explicit_hash_keys, read_stream
-from cdc.sinks.s3 import DEFAULT_MULTIPART_THRESHOLD, S3Options, S3Sink, split_s3_url
+from cdc.s3keys import split_s3_url
+from cdc.sinks.s3 import DEFAULT_MULTIPART_THRESHOLD, S3Options, S3Sink
 from cdc.sinks.s3_batches import RollOptions
 
 __all__ = [
@@ -35,7 +36,7 @@ class ShipTarget:
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
 
 
-def open_sink(aws: AWSSettings, target: ShipTarget) -> Sink:
+def open_sink(aws: AWSSettings, target: ShipTarget) -> Sink | BatchSink:
     """Build the sink for `target` with clients from the default credential chain."""
     if target.to.startswith("s3://"):
         bucket, prefix = split_s3_url(target.to)

@@ -5,7 +5,7 @@ in the checkpoint as `pending` before its first upload. Data first, checkpoint l
 (a batch's) checkpoint is written only after the sink has every record of it acknowledged. A
 crash anywhere replays from the first unacknowledged segment, so a destination sees every record
 at least once; each record carries its `position`, which is unique per change, so a consumer that
-keeps the first record per position gets each change exactly once (see README, "Deduplicating
+keeps the first record per position gets each change exactly once (see docs/guide.md, "Deduplicating
 downstream").
 """
 

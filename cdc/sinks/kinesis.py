@@ -18,7 +18,7 @@ import orjson
 
 from cdc.changelog import encode_line
 from cdc.errors import CdcError, DataError, TransientError, UsageError
-from cdc.sinks.aws import map_error
+from cdc.aws import map_error
 from cdc.sinks.common import Delivery, Report, backoff
 
 # PutRecords limits: 500 entries and 5 MiB (data + partition keys) per request.
@@ -147,7 +147,8 @@ class KinesisSink:
                 hint="pass --oversize s3://bucket/prefix to park big records in S3 behind a pointer record, "
                 "or raise the stream's limit (aws kinesis update-max-record-size)",
             )
-        from cdc.sinks.s3 import put_once, split_s3_url
+        from cdc.s3keys import split_s3_url
+        from cdc.sinks.s3 import put_once
 
         bucket, prefix = split_s3_url(self.options.oversize_url)
         key = f"{prefix}/_oversize/{segment.stem}/{change.get('position')}.jsonl".lstrip("/")
@@ -189,7 +190,7 @@ class KinesisSink:
         except Exception as exc:
             raise map_error(exc, f"PutRecords to Kinesis stream {self.options.stream!r}",
                             missing_hint=self._missing_hint()) from None
-        results = response["Records"]
+        results: list[dict[str, Any]] = response["Records"]
         if len(results) != len(entries):
             raise TransientError(f"PutRecords answered {len(results)} results for {len(entries)} records")
         return results

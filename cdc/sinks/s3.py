@@ -25,7 +25,8 @@ from typing import IO, Any
 import orjson
 
 from cdc.errors import CdcError, UsageError
-from cdc.sinks.aws import error_code, http_status, map_error
+from cdc.aws import error_code, http_status, map_error
+from cdc.s3keys import table_component
 from cdc.sinks.common import Delivery, Report
 from cdc.sinks.s3_batches import CHECKPOINT_VERSION, COMPRESSIONS, Batch, RollOptions
 from cdc.sinks.s3_parts import cut_parts, first_date, index_tables, spool_part
@@ -35,7 +36,6 @@ MANIFESTS = "_manifests"
 SHA_METADATA = "cdc-sha256"  # sha256 of the uncompressed content, kept as object metadata
 DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024
 DEFAULT_PART_SIZE = 16 * 1024 * 1024
-_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 @dataclass(frozen=True)
@@ -54,22 +54,9 @@ class S3Options:
             raise UsageError("the multipart part size must be at least 5 MiB (S3's minimum)")
 
 
-def split_s3_url(url: str) -> tuple[str, str]:
-    """`s3://bucket/some/prefix` -> ("bucket", "some/prefix")."""
-    if not url.startswith("s3://") or len(url) <= 5:
-        raise UsageError(f"{url!r} is not an s3://bucket/prefix URL")
-    bucket, _, prefix = url[5:].partition("/")
-    return bucket, prefix.strip("/")
-
-
-def encode_component(name: str) -> str:
-    """Percent-encode every byte that is not [A-Za-z0-9_-] (dots too: `db.table` must stay unambiguous)."""
-    return "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in name.encode("utf-8"))
-
-
 def object_key(prefix: str, db: str, table: str, ts: str, segment_id: str, compression: str) -> str:
     head = f"{prefix}/" if prefix else ""
-    return (f"{head}table={encode_component(db)}.{encode_component(table)}/dt={ts[:10]}/"
+    return (f"{head}table={table_component(db, table)}/dt={ts[:10]}/"
             f"{segment_id}{COMPRESSIONS[compression]}")
 
 
@@ -103,7 +90,8 @@ class S3Sink:
 
     def deliver_batch(self, batch: Batch, report: Report) -> Delivery:
         """Upload every table's parts of the batch, then its manifest (readers wait for the manifest)."""
-        objects, requests = [], 0
+        objects: list[dict[str, Any]] = []
+        requests = 0
         for lines in index_tables(batch.segments):
             ranges = cut_parts(lines.length, batch.roll_size)
             for number, (start, end) in enumerate(ranges, start=1):
@@ -199,7 +187,7 @@ def _multipart(client: Any, bucket: str, key: str, source: IO[bytes], digest: st
     upload = client.create_multipart_upload(Bucket=bucket, Key=key, Metadata={SHA_METADATA: digest},
                                             ContentType="application/x-ndjson")["UploadId"]
     try:
-        parts = []
+        parts: list[dict[str, Any]] = []
         while chunk := source.read(part_size):
             answer = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=len(parts) + 1,
                                         Body=chunk)

@@ -41,9 +41,9 @@ class TableLines:
 
     db: str
     table: str
-    segment: array = field(default_factory=lambda: array("I"))
-    offset: array = field(default_factory=lambda: array("Q"))
-    length: array = field(default_factory=lambda: array("I"))
+    segment: array[int] = field(default_factory=lambda: array("I"))
+    offset: array[int] = field(default_factory=lambda: array("Q"))
+    length: array[int] = field(default_factory=lambda: array("I"))
 
     @property
     def name(self) -> str:
@@ -92,7 +92,7 @@ def _table_of(line: bytes, segment: Path, number: int) -> tuple[str, str]:
     return change["db"], change["table"]
 
 
-def cut_parts(lengths: array, limit: int) -> list[tuple[int, int]]:
+def cut_parts(lengths: array[int], limit: int) -> list[tuple[int, int]]:
     """[start, end) line ranges whose payload (each line and its newline) stays within `limit`.
 
     A single line longer than the limit is a part alone: lines are never split.

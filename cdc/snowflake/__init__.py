@@ -1,1 +1,30 @@
-"""Snowflake: type map, names, DDL rendering, connections, bootstrap and apply."""
+"""Snowflake: type map, names, DDL rendering, connections, bootstrap and apply.
+
+Other packages use only the names below; the connector and pyarrow load on first use (PEP 562).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cdc.lazy import exports
+
+if TYPE_CHECKING:
+    from cdc.snowflake.apply import list_batches
+    from cdc.snowflake.apply import run as apply_batches
+    from cdc.snowflake.bootstrap import Options as BootstrapOptions
+    from cdc.snowflake.bootstrap import bootstrap_history, existing_columns
+    from cdc.snowflake.connect import connect
+    from cdc.snowflake.ddl import Target, build_target
+    from cdc.snowflake.names import BOOKKEEPING_TABLE, CDC_DELETED, snowflake_name
+
+_HOMES = {"list_batches": "cdc.snowflake.apply", "apply_batches": "cdc.snowflake.apply:run",
+          "BootstrapOptions": "cdc.snowflake.bootstrap:Options", "bootstrap_history": "cdc.snowflake.bootstrap",
+          "existing_columns": "cdc.snowflake.bootstrap", "connect": "cdc.snowflake.connect",
+          "Target": "cdc.snowflake.ddl", "build_target": "cdc.snowflake.ddl", "BOOKKEEPING_TABLE": "cdc.snowflake.names",
+          "CDC_DELETED": "cdc.snowflake.names", "snowflake_name": "cdc.snowflake.names"}
+
+__all__ = ["BOOKKEEPING_TABLE", "BootstrapOptions", "CDC_DELETED", "Target", "apply_batches", "bootstrap_history",
+           "build_target", "connect", "existing_columns", "list_batches", "snowflake_name"]
+
+__getattr__ = exports(__name__, _HOMES)

@@ -16,8 +16,8 @@ from cdc import sql
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
 from cdc.masking import ColumnRules
+from cdc.s3keys import split_s3_url, table_component
 from cdc.schema import SchemaHistory, TableSchema
-from cdc.sinks.s3 import encode_component, split_s3_url
 from cdc.snowflake import ddl, names
 from cdc.source.schema_reads import read_table_schema
 
@@ -165,7 +165,11 @@ def _create_or_extend(result: Plan, table: str, wanted: dict[str, str], existing
 def _same_type(have: str, want: str) -> bool:
     """Compare loosely: Snowflake reports TEXT for VARCHAR, NUMBER without precision, VARIANT for ARRAY."""
     aliases = {"TEXT": "VARCHAR", "ARRAY": "VARIANT", "OBJECT": "VARIANT", "REAL": "FLOAT", "FIXED": "NUMBER"}
-    base = lambda kind: aliases.get(kind.split("(")[0].upper(), kind.split("(")[0].upper())  # noqa: E731
+
+    def base(kind: str) -> str:
+        name = kind.split("(")[0].upper()
+        return aliases.get(name, name)
+
     return base(have) == base(want)
 
 
@@ -182,7 +186,7 @@ def _s3_path(result: Plan, targets: list[ddl.Target], options: Options) -> None:
     result.add(Statement(ddl.render("external_stage.sql.j2", stage=stage, location=sql.quote_literal(location),
                                     integration=integration, file_format=file_format), "external stage"))
     for target in targets:
-        path = f"table={encode_component(target.db)}.{encode_component(target.table)}/"
+        path = f"table={table_component(target.db, target.table)}/"
         context = ddl.table_context(target, stage_path=path)
         for template, what in (("landing_table.sql.j2", "landing table"), ("pipe.sql.j2", "pipe")):
             result.add(Statement(ddl.render(template, table=context, stage=stage, file_format=file_format),
@@ -270,3 +274,8 @@ def render_script(result: Plan) -> str:
         head = f"-- {statement.what}" + ("" if statement.run else " (run by an ACCOUNTADMIN; cdc does not)")
         parts.append(f"{head}\n{statement.sql};")
     return "\n\n".join(parts) + "\n"
+
+
+def bootstrap_history(conn: Any, history: SchemaHistory, options: Options) -> Plan:
+    """Every table of the schema history created (or given its new columns) in Snowflake: what `cdc run` does."""
+    return run(conn, targets_for(schemas_from_history(history, []), options), options)

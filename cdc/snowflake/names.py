@@ -1,6 +1,6 @@
 """Snowflake names for MySQL objects: one case policy, always quoted, collisions refused.
 
-Policy (README, "snowflake-bootstrap"): a MySQL name that would be a valid *unquoted* Snowflake
+Policy (docs/guide.md, "snowflake-bootstrap"): a MySQL name that would be a valid *unquoted* Snowflake
 identifier (letters, digits, `_`, `$`, not starting with a digit or `$`) becomes its upper-case
 form, so `customer_id` is `"CUSTOMER_ID"` and people can write `SELECT customer_id` unquoted. Any
 other name (spaces, dashes, quotes, non-ASCII letters, a leading digit) keeps its exact spelling.

@@ -1,4 +1,4 @@
-"""MySQL column -> Snowflake column type (README, "snowflake-bootstrap": type map).
+"""MySQL column -> Snowflake column type (docs/guide.md, "snowflake-bootstrap": type map).
 
 The map follows what the change log and the lake hold (docs/formats.md, cdc/spark/types.py), so a
 value keeps its exact meaning from binlog to Snowflake:
@@ -73,11 +73,6 @@ def snowflake_type(column: Column, *, table: str = "?", decimal_overflow: str = 
         f"table {table}: column {column.name!r} has MySQL type {column.type!r}, which cdc has no Snowflake type for",
         hint="exclude the table, or open an issue with the column definition",
     )
-
-
-def is_variant(snowflake_type_name: str) -> bool:
-    """Semi-structured targets whose batch values arrive as JSON text and need PARSE_JSON."""
-    return snowflake_type_name.split("(")[0].upper() in ("VARIANT", "OBJECT")
 
 
 def _decimal(column: Column, table: str, decimal_overflow: str) -> str:

@@ -66,7 +66,7 @@ def connection_kwargs(settings: MySQLSettings) -> dict[str, Any]:
     return kwargs
 
 
-class Connection(pymysql.connections.Connection):
+class Connection(pymysql.connections.Connection):  # type: ignore[misc]  # PyMySQL ships no types
     """PyMySQL's connection, with one PREFERRED-mode TLS context per process that loads no CA bundle.
 
     Without TLS options PyMySQL builds a context per connection that loads the system's CA bundle (20-35 ms

@@ -4,10 +4,26 @@
     summary = merge(StateDir(".cdc"), spark=session)  # or uses the caller's
     table = read_lake_table(".cdc/lake", "shop", "customers")   # pyarrow, no Spark
 
-Heavy imports (pyspark) happen inside the functions that need them, so `cdc --help` stays fast.
+The names below are imported on first use (PEP 562): pyspark loads only when a session is built, so
+`cdc --help` stays fast.
 """
 
-from cdc.spark.job import MergeSummary, TableResult, merge
-from cdc.spark.lake import LakeTable, read_lake_table
+from __future__ import annotations
 
-__all__ = ["LakeTable", "MergeSummary", "TableResult", "merge", "read_lake_table"]
+from typing import TYPE_CHECKING
+
+from cdc.lazy import exports
+
+if TYPE_CHECKING:
+    from cdc.spark.job import MergeSummary, TableResult, merge
+    from cdc.spark.lake import LakeTable, read_lake_table, read_pointer, table_dir
+    from cdc.spark.session import build_session
+
+_HOMES = {"MergeSummary": "cdc.spark.job", "TableResult": "cdc.spark.job", "merge": "cdc.spark.job",
+          "LakeTable": "cdc.spark.lake", "read_lake_table": "cdc.spark.lake", "read_pointer": "cdc.spark.lake",
+          "table_dir": "cdc.spark.lake", "build_session": "cdc.spark.session"}
+
+__all__ = ["LakeTable", "MergeSummary", "TableResult", "build_session", "merge", "read_lake_table", "read_pointer",
+           "table_dir"]
+
+__getattr__ = exports(__name__, _HOMES)

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cdc.schema import TableSchema
-from cdc.sinks.s3 import encode_component
+from cdc.s3keys import table_component
 from cdc.state import fsync_dir, read_json, write_json_atomic
 
 if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame
 
 MANIFEST = "manifest.json"
@@ -56,14 +57,14 @@ def lake_frame(changed: DataFrame, untouched: DataFrame | None, final: TableSche
     """Rows of the new lake version: the kept changed rows, plus the untouched rows of the previous version."""
     from pyspark.sql import functions as F
 
-    names = [*[F.col(f"c{i}").alias(c.name) for i, c in enumerate(final.columns)], "_cdc_op", "_cdc_position",
-             "_cdc_commit_ts"]
+    names: list[SparkColumn | str] = [*[F.col(f"c{i}").alias(c.name) for i, c in enumerate(final.columns)],
+                                      "_cdc_op", "_cdc_position", "_cdc_commit_ts"]
     kept = changed.filter(F.col("_keep")).select(*names)
     return kept if untouched is None else untouched.select(*names).unionByName(kept)
 
 
 def table_folder(db: str, table: str) -> str:
-    return f"{encode_component(db)}.{encode_component(table)}"
+    return table_component(db, table)
 
 
 def staging_dir(batches: Path, batch: str) -> Path:

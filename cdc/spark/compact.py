@@ -74,7 +74,7 @@ def _scoped(versions: list[TableSchema], final: TableSchema, info: TableInput,
             f"(first version: {versions[0].position if versions else 'none'})",
             hint="the schema history (<state>/schema/) must be written by snapshot/tail before their changes",
         )
-    scoped = []
+    scoped: list[tuple[TableSchema, SparkColumn | None]] = []
     for index, version in enumerate(versions):
         end = versions[index + 1].position if index + 1 < len(versions) else None
         if version.position > info.max_position or (end is not None and end <= info.min_position):
@@ -123,9 +123,11 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
     parsed = lines.select("op", "position", "ts", "after", image("key").alias("k"),
                           F.when(F.col("op") == "u", image("before")).alias("b"))
 
+    def field(image: str, name: str) -> Callable[[TableSchema], SparkColumn]:
+        return lambda version: _typed(F.col(image).getField(name), version.column(name), final.column(name))
+
     def key(image: str) -> list[SparkColumn]:
-        return [_by_version(scoped, lambda v, k=k: _typed(F.col(image).getField(k), v.column(k), final.column(k)))
-                for k in pk]
+        return [_by_version(scoped, field(image, k)) for k in pk]
 
     new, old = key("k"), key("b")
     moved = (F.col("op") == "u") & ~reduce(lambda x, y: x & y, [n.eqNullSafe(o) for n, o in zip(new, old)])
@@ -139,7 +141,8 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
     if isinstance(raw.schema["after"].dataType, T.StructType):
         # Only this table's fields travel through the shuffle (the line schema holds every merged table's).
         names = sorted({c for v, _ in scoped for c in v.column_names if c not in pk})
-        after, image_type = F.struct(*[F.col("after").getField(n).alias(n) for n in names]), raw_struct(names)
+        image_type: T.DataType = raw_struct(names)
+        after = F.struct(*[F.col("after").getField(n).alias(n) for n in names])
     else:
         after, image_type = F.col("after"), T.StringType()
     last = event(new, F.col("op") == "d", F.when(F.col("op") != "d", after))

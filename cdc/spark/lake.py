@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.errors import PositionError
-from cdc.sinks.s3 import encode_component
+from cdc.s3keys import table_component
 from cdc.state import read_json, write_json_atomic
 
 POINTER = "_current.json"
@@ -26,7 +26,7 @@ POINTER_VERSION = 1
 
 def table_dir(target: Path, db: str, table: str) -> Path:
     """Directory of one lake table; names percent-encoded so `a.b`/`c` and `a`/`b.c` never collide."""
-    return Path(target) / f"{encode_component(db)}.{encode_component(table)}"
+    return Path(target) / table_component(db, table)
 
 
 def version_name(run: int) -> str:

@@ -145,7 +145,9 @@ def _changes(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
 
 @contextmanager
 def _open(path: str) -> Iterator[IO[bytes]]:
-    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=1 << 20)) as handle:
+    handle: IO[bytes] = (gzip.open(path, "rb") if path.endswith(".gz")  # type: ignore[assignment]  # GzipFile is IO
+                         else open(path, "rb", buffering=1 << 20))
+    with handle:
         yield handle
 
 

@@ -69,20 +69,20 @@ def _list_shipped(directory: Path, after: str | None) -> list[Segment]:
         name = _segment_name(manifest.name)
         if after is not None and name <= after:
             continue
-        files = []
+        files: list[Path] = []
         for obj in _manifest(manifest.read_bytes(), str(manifest))["objects"]:
-            path = directory / _relative(obj["key"])
-            if not path.exists():
-                raise DataError(f"{path} is listed in {manifest} but missing",
+            local = directory / _relative(obj["key"])
+            if not local.exists():
+                raise DataError(f"{local} is listed in {manifest} but missing",
                                 hint="copy the shipped objects completely (aws s3 sync), then rerun")
-            files.append(path)
+            files.append(local)
         found.append(Segment(name, tuple(str(p) for p in files), sum(p.stat().st_size for p in files)))
     return found
 
 
 def _manifest(body: bytes, where: str) -> dict[str, Any]:
     try:
-        document = orjson.loads(body)
+        document: dict[str, Any] = orjson.loads(body)
         document["objects"]  # noqa: B018 - shape check
         return document
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
@@ -90,7 +90,7 @@ def _manifest(body: bytes, where: str) -> dict[str, Any]:
 
 
 def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> list[Segment]:
-    from cdc.sinks.aws import make_client, map_error
+    from cdc.aws import make_client, map_error
 
     scheme, _, rest = url.partition("://")
     bucket, _, prefix = rest.partition("/")
@@ -120,7 +120,7 @@ def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> 
 
 
 def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
-    keys = []
+    keys: list[str] = []
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         keys.extend(item["Key"] for item in page.get("Contents", []))
     return sorted(keys)

@@ -58,7 +58,7 @@ def col(name: str) -> SparkColumn:
 
 
 def spark_type(column: Column) -> T.DataType:
-    """The lake type of a MySQL column (README, "spark-merge": type map)."""
+    """The lake type of a MySQL column (docs/guide.md, "spark-merge": type map)."""
     kind = column.data_type
     if kind in SMALL_INTS or kind == "year":
         return T.IntegerType()
@@ -108,10 +108,6 @@ def parse_value(column: Column, raw: SparkColumn) -> SparkColumn:
 def raw_struct(names: list[str]) -> T.StructType:
     """Schema reading an image's values as raw JSON text."""
     return T.StructType([T.StructField(name, T.StringType()) for name in names])
-
-
-def lake_schema(schema: TableSchema) -> T.StructType:
-    return T.StructType([T.StructField(c.name, spark_type(c)) for c in schema.columns])
 
 
 def _precision_scale(column: Column) -> tuple[int, int]:

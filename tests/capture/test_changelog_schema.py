@@ -7,9 +7,9 @@ from pathlib import Path
 
 import jsonschema  # a test extra (pyproject.toml)
 
-from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from tests.capture.conftest import ROOT, binlog_start, changelog_lines, tail_once
-from tests.capture.test_snapshot_support import make_settings
+from tests.snapshot.support import make_settings
 from tests.capture.workload import TABLE, create_all_types_table, run_workload
 from tests.rig import MariaDB
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cdc import sinks
-from cdc.capture.snapshot import SnapshotRequest, run_snapshot
-from cdc.capture.snapshot_checkpoint import read_checkpoint as read_snapshot
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
+from cdc.snapshot.checkpoint import read_checkpoint as read_snapshot
 from cdc.capture.start import StartRequest, read_checkpoint as read_tail
 from cdc.capture.start import Start, resolve_start
 from cdc.config import AWSSettings
@@ -24,7 +24,7 @@ from cdc.sinks.s3_batches import Batch, pending_batch
 from cdc.source.binlog import Position
 from cdc.state import StateDir
 from tests.capture.conftest import binlog_start, tail_once
-from tests.capture.test_snapshot_support import make_settings
+from tests.snapshot.support import make_settings
 from tests.rig import MariaDB
 
 GOLDEN = Path(__file__).parent / "golden"

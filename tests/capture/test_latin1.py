@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from tests.capture.conftest import binlog_start, changelog_lines, tail_once
-from tests.capture.test_snapshot_support import make_settings
+from tests.snapshot.support import make_settings
 from tests.rig import MariaDB
 
 # 0x81 0x8D 0x8F 0x90 0x9D: no character in Python's cp1252; 0x80 is the euro sign in both.

@@ -185,7 +185,7 @@ def test_frozen_server_is_detected_and_survived_or_given_up(mariadb_factory: Cal
         if proc.poll() is None:
             proc.kill()
     text = " ".join(err.decode().split())
-    assert proc.returncode == ExitCode.FAILURE
+    assert proc.returncode == ExitCode.TRANSIENT
     assert "reconnecting at" in text and "gave up after 6s of retries" in text
 
 

@@ -96,7 +96,7 @@ class Writer:
 
 @dataclass
 class Tally:
-    """What the campaign did, for the test's assertions and README's figures."""
+    """What the campaign did, for the test's assertions and the figures in docs/fault-campaign.md."""
 
     kills: dict[str, int] = field(default_factory=dict)
     finished: int = 0  # stage runs that ended before their kill time

@@ -6,7 +6,7 @@ CI runs the short campaign; the full one (>= 50 kills) is marked slow and run by
 
     bash scripts/test.sh -m slow tests/pipeline/test_campaign.py -s
 
-It prints its figures (kills per stage, faults, rows compared, differences), which README records.
+It prints its figures (kills per stage, faults, rows compared, differences), which docs/fault-campaign.md records.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def campaign_setup(tmp_path: Path, mariadb_factory: Any, aws_env: dict[str, str]
     config = write_config(tmp_path / "cdc.toml", server, db, aws_env, bucket, tmp_path / "state")
     config.write_text(config.read_text().replace("[aws]\n", f'[aws]\nstream = "{stream}"\n'))
     # Runbook steps 4 and 5 before replication starts: standalone stages refuse to run without them (apply
-    # without bootstrapped tables, tail without a start). Kills during a snapshot: tests/capture/test_snapshot_*.
+    # without bootstrapped tables, tail without a start). Kills during a snapshot: tests/snapshot/.
     for step in (("snowflake-bootstrap", "--from-mysql"), ("snapshot",)):
         done = subprocess.run(cdc_argv(config, *step), cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr

@@ -34,6 +34,6 @@ def test_200k_records_to_kinesis_and_s3(aws: AWSSettings, bucket, kinesis, s3, t
         assert (summary.records, summary.remaining) == (COUNT, 0)
     for received in (Counter(sinks.read_stream(kinesis, stream)), read_s3_lines(s3, bucket, "big/")[0]):
         assert received == expected  # as a multiset: nothing missing, nothing doubled, nothing foreign
-        # the consumer's dedup (README, "Deduplicating downstream"): first record per position, exactly once each
+        # the consumer's dedup (docs/guide.md, "Deduplicating downstream"): first record per position, exactly once each
         by_position = {orjson.loads(line)["position"]: line for line in received}
         assert len(by_position) == COUNT and Counter(by_position.values()) == expected

@@ -13,7 +13,7 @@ import pytest
 from cdc import sinks
 from cdc.changelog import read_raw_lines
 from cdc.config import AWSSettings
-from cdc.errors import CdcError, DataError
+from cdc.errors import CdcError, DataError, ExitCode
 from cdc.sinks.kinesis import MAX_BATCH_BYTES, MAX_BATCH_RECORDS, partition_key
 from cdc.state import StateDir
 from tests.sinks.changes import lines_of, make_changes, read_s3_lines, write_changelog
@@ -195,7 +195,7 @@ def test_entries_still_failing_after_every_round_leave_the_checkpoint(aws, strea
     first = len(list(read_raw_lines(segments[0])))
     with pytest.raises(CdcError, match="still throttled after 3 resubmissions") as caught:
         sinks.ship(StateDir(state_dir), sink)
-    assert caught.value.exit_code == 1 and "update-shard-count" in str(caught.value)
+    assert caught.value.exit_code == ExitCode.TRANSIENT and "update-shard-count" in str(caught.value)
     assert sizes == [first] + [len(changes) - first] * 4
     checkpoint = json.loads((state_dir / "ship-kinesis.json").read_text())
     assert checkpoint["last_segment"] == segments[0].name and checkpoint["records"] == first

@@ -13,7 +13,8 @@ import pytest
 from cdc import sinks
 from cdc.config import AWSSettings
 from cdc.errors import CdcError
-from cdc.sinks.s3 import S3Options, S3Sink, encode_component, object_key, put_once
+from cdc.s3keys import encode_component
+from cdc.sinks.s3 import S3Options, S3Sink, object_key, put_once
 from cdc.state import StateDir
 from tests.sinks.changes import lines_of, make_changes, read_s3_lines, write_changelog
 

@@ -102,7 +102,7 @@ def _cipher(settings) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(("mode", "ca", "host"), [
-    ("PREFERRED", None, None),  # TLS when offered (README), as the mysql client does; needs PyMySQL 1.2+
+    ("PREFERRED", None, None),  # TLS when offered (docs/config.md), as the mysql client does; needs PyMySQL 1.2+
     ("REQUIRED", None, None),
     ("VERIFY_CA", "ca.pem", None),
     ("VERIFY_CA", "ca.pem", "localhost"),  # VERIFY_CA checks the chain, not the name

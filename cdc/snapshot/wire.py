@@ -4,7 +4,7 @@ PyMySQL reads a result one packet at a time (a header read, a payload read, a pa
 converter per value): at snapshot rates that machinery alone cost more than mariadb-dump's whole run.
 Here PyMySQL sends the query and reads the column definitions as usual (so errors, TLS, timeouts and
 character sets stay its business); the row packets are then read from its socket buffer in blocks of
-BLOCK bytes and parsed by cdc.capture.snapshot_rows' generated code. The unbuffered result keeps
+BLOCK bytes and parsed by cdc.snapshot.lines' generated code. The unbuffered result keeps
 memory bounded: at most one block (or one row, if bigger) is held. Before each read that would wait for
 the server, `on_idle` may do other work (the snapshot writes its queued lines then) for as long as no
 bytes are waiting on the socket.
@@ -25,7 +25,7 @@ import pymysql.cursors
 from pymysql.constants import CR
 from pymysql.protocol import MysqlPacket
 
-from cdc.capture.snapshot_rows import CompiledTable
+from cdc.snapshot.lines import CompiledTable
 from cdc.errors import PreconditionError
 
 BLOCK = 256 * 1024

@@ -26,7 +26,7 @@ from typing import Any
 
 import pymysql
 
-from cdc.capture.snapshot_tables import TableInfo, qualified
+from cdc.source.tables import TableInfo, qualified
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
 from cdc.source.connect import open_connection, query

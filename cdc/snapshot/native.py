@@ -1,6 +1,6 @@
-"""Load the snapshot's row reader in C (cdc/capture/_snapshot_native.c), built by `pip install -e .`.
+"""Load the snapshot's row reader in C (cdc/snapshot/_native.c), built by `pip install -e .`.
 
-The generated Python reader of cdc.capture.snapshot_rows stays the reference and the fallback: it
+The generated Python reader of cdc.snapshot.lines stays the reference and the fallback: it
 reads every row when the extension was not built (no C compiler: the build is optional), when the
 built one is stale (its ABI_VERSION is not this file's), or when CDC_NATIVE=0 is set (the
 differential tests and benchmarks/bench_snapshot.py run both readers side by side that way).
@@ -14,7 +14,7 @@ from types import ModuleType
 
 import orjson
 
-ABI_VERSION = 6  # must match _snapshot_native.c's: what the reader() arguments mean
+ABI_VERSION = 6  # must match _native.c's: what the reader() arguments mean
 # Column actions (the C enum, checked at import): what the reader does with a column's bytes.
 # INTEGER_TEXT (ZEROFILL, YEAR: int(v) printed) and BIT (big-endian unsigned, up to 8 bytes) do the
 # plain cases in C and call the column's fragment for anything else, as PYTHON does for every value.
@@ -36,7 +36,7 @@ EXPONENT_PROBES = {1e16: b"1e+16", -3.4e38: b"-3.4e+38", 1e-05: b"0.00001", -9.1
 
 def _load() -> tuple[ModuleType | None, str | None]:
     try:
-        from cdc.capture import _snapshot_native as module
+        from cdc.snapshot import _native as module
     except ImportError as exc:
         return None, f"the C row reader is not built ({exc}): run `pip install -e .`"
     if getattr(module, "ABI_VERSION", None) != ABI_VERSION:
@@ -46,7 +46,7 @@ def _load() -> tuple[ModuleType | None, str | None]:
         return None, "the built C row reader numbers its actions differently: run `pip install -e .` again"
     # In a checkout, a source edited (or pulled) after the build means the build is out of date;
     # scripts/setup.sh reinstalls only when pyproject.toml changes.
-    source = Path(__file__).with_name("_snapshot_native.c")
+    source = Path(__file__).with_name("_native.c")
     if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
         return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
     module.set_orjson_exponents(orjson_writes_exponents_as_c())

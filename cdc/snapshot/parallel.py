@@ -29,12 +29,12 @@ from typing import Any
 import orjson
 import pymysql
 
-from cdc.capture.snapshot_handover import begin_snapshot
-from cdc.capture.snapshot_rows import CompiledTable, LineParts, compile_table
-from cdc.capture.snapshot_tables import (
+from cdc.snapshot.handover import begin_snapshot
+from cdc.snapshot.lines import CompiledTable, LineParts, compile_table
+from cdc.source.tables import (
     RAW_CONVERSIONS, TablePlan, bindable_key, keyset_params, prepare_session, select_sql,
 )
-from cdc.capture.snapshot_wire import read_rows
+from cdc.snapshot.wire import read_rows
 from cdc.config import MySQLSettings
 from cdc.masking import ColumnRules
 from cdc.source.connect import connection, query

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from cdc.capture import snapshot_seal
-from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+from cdc.snapshot import seal
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.changelog import list_segments, position_string
 from cdc.state import read_json
-from tests.capture.test_snapshot_concurrency import tail_until_now, transfers, writing
-from tests.capture.test_snapshot_support import (  # noqa: F401
+from tests.snapshot.test_concurrency import tail_until_now, transfers, writing
+from tests.snapshot.support import (  # noqa: F401
     ARGV, changelog_lines, make_settings, mysql_args, state, subprocess_env,
 )
 from tests.rig import MariaDB
@@ -148,13 +148,13 @@ def test_chunk_files_handed_out_survive_stop_while_their_rename_waits(
     # The rename of a helper's chunk into its segment runs on the sealing thread, which may come to it after
     # the helpers were stopped (seen once in CI). A slower sealing thread (a sleep, then the real rename) makes
     # that order certain: stop() used to remove the last chunk's file first.
-    real = snapshot_seal.ChunkSealer._installed
+    real = seal.ChunkSealer._installed
 
-    def later(self: snapshot_seal.ChunkSealer, *args: Any) -> None:
+    def later(self: seal.ChunkSealer, *args: Any) -> None:
         time.sleep(0.3)
         real(self, *args)
 
-    monkeypatch.setattr(snapshot_seal.ChunkSealer, "_installed", later)
+    monkeypatch.setattr(seal.ChunkSealer, "_installed", later)
     _accounts(mariadb, fresh_db)
     three = run_snapshot(make_settings(mariadb, tmp_path / "three", databases=(fresh_db,)),
                          SnapshotRequest(chunk_size=7000, workers=3))

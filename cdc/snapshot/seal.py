@@ -9,7 +9,7 @@ written. Two writers take turns; their temp files (`.seg-snapshot-*.tmp`) are bo
 discard_stale after a crash.
 
 The writes themselves (copying ~370 bytes a row into the page cache) are queued, and the reading thread
-does them whenever the server has sent nothing new (write_while, called by snapshot_wire before it would
+does them whenever the server has sent nothing new (write_while, called by wire.py before it would
 block on the socket), or when more than QUEUED_BYTES wait. They used to run on a thread of their own:
 on 2 cores that third busy thread took CPU from the server, whose rows are what the snapshot waits for,
 and each hand-over cost a thread switch. 1M `narrow` rows, medians of 20 interleaved runs (docs/performance.md,
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc.capture.snapshot_checkpoint import STAGE
+from cdc.snapshot.checkpoint import STAGE
 from cdc.changelog import SegmentWriter
 from cdc.state import StateDir, fsync_dir
 

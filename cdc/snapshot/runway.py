@@ -20,11 +20,12 @@ from typing import Any
 
 import pymysql
 
-from cdc.capture.snapshot_rows import CompiledTable, LineParts, compile_table
-from cdc.capture.snapshot_tables import TablePlan, select_sql
-from cdc.capture.snapshot_wire import read_rows
+from cdc.snapshot.lines import CompiledTable, LineParts, compile_table
+from cdc.source.tables import TablePlan, select_sql
+from cdc.snapshot.wire import read_rows
 from cdc.source.connect import query, variables
 from cdc.source.server import ServerInfo
+from cdc.durations import human_duration
 
 RUNWAY_SHARE = 0.5
 PROBE_ROWS = 20_000  # a few tens of ms at C-reader rates: a stable rate, small beside any table worth estimating
@@ -129,7 +130,7 @@ def measure_rate(conn: pymysql.Connection, plans: Sequence[TablePlan], chunk_siz
 class _ProbeFile:
     """The probe's scratch file; a failed write is remembered, not raised.
 
-    Raising from the sink would abandon the SELECT mid-result, and the connection with it (snapshot_wire
+    Raising from the sink would abandon the SELECT mid-result, and the connection with it (wire.py
     closes a connection left out of step with the server), which the snapshot still needs.
     """
 
@@ -166,12 +167,3 @@ def estimate_runway(
     rate = None if retention is None else measure_rate(conn, plans, chunk_size, scratch)
     seconds = rows / rate if rate else None
     return Runway(rows, data_bytes, rate, seconds, retention, source)
-
-
-def human_duration(seconds: float) -> str:
-    """A duration as people read it in a status line: 45s, 12 min, 3.5 h."""
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

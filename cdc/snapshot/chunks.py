@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cdc.capture.snapshot_wire import last_line
+from cdc.snapshot.wire import last_line
 
 WriteFn = Callable[[int, bytes, int], None]  # (row number of the first line, whole lines, how many)
 SealFn = Callable[[int, "bytes | None", bool], None]  # (rows in the chunk, its last line, the table is done)

@@ -9,12 +9,12 @@ applies the smallest transformation from the server's bytes to the JSON bytes of
 value, then fills a line template built once (keys sorted as orjson sorts them). SET, FLOAT and ZEROFILL
 DECIMAL go through cdc.values' encoder; a type not known here takes the old way, value by value:
 PyMySQL's own decoding of that field, cdc.values' encoder, orjson. The lines are byte-identical to
-cdc.changelog.encode_line of the same change (tests/capture/test_snapshot_rows.py).
+cdc.changelog.encode_line of the same change (tests/snapshot/test_lines.py).
 
-Where it is built, the packet loop runs in C (cdc/capture/_snapshot_native.c, ~7x faster): each
+Where it is built, the packet loop runs in C (cdc/snapshot/_native.c, ~7x faster): each
 column's Python expression comes with the C action doing the same (RAW, QUOTED, ...; PYTHON calls a
 generated per-column fragment function), and the generated Python `parse` is its fallback for
-anything it is not sure of, so lines and errors stay this file's (tests/capture/test_snapshot_native.py).
+anything it is not sure of, so lines and errors stay this file's (tests/snapshot/test_native.py).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from cdc.capture import snapshot_native as native_api
-from cdc.capture.snapshot_tables import TablePlan, column_encoder
+from cdc.snapshot import native as native_api
+from cdc.source.tables import TablePlan, column_encoder
 from cdc.masking import ColumnRules, hash_value
 from cdc.schema import Column
 from cdc.values import BINARY_TYPES, INTEGER_TYPES, SPATIAL_TYPES, TEXT_TYPES, encoder_for
@@ -77,7 +77,7 @@ class CompiledTable:
     parse: Callable[..., tuple[int, int, int]]
     row: Callable[[bytes, int], bytes]
     field_types: tuple[int, ...]
-    native: bool = False  # parse is the C reader's (cdc.capture.snapshot_native)
+    native: bool = False  # parse is the C reader's (cdc.snapshot.native)
 
 
 def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cdc.capture.snapshot_handover import Handover
+from cdc.snapshot.handover import Handover
 from cdc.errors import PositionError
 from cdc.state import StateDir
 

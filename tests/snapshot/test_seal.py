@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from cdc.capture.snapshot_checkpoint import STAGE
-from cdc.capture.snapshot_seal import QUEUED_BYTES, ChunkSealer
-from cdc.capture.snapshot_tables import RAW_CONVERSIONS
-from cdc.capture.snapshot_wire import read_rows
+from cdc.snapshot.checkpoint import STAGE
+from cdc.snapshot.seal import QUEUED_BYTES, ChunkSealer
+from cdc.source.tables import RAW_CONVERSIONS
+from cdc.snapshot.wire import read_rows
 from cdc.changelog import segment_name
 from cdc.state import StateDir
-from tests.capture.test_snapshot_rows import _reader
+from tests.snapshot.test_lines import _reader
 from tests.rig import MariaDB
 
 

@@ -1,6 +1,6 @@
 /* The snapshot's row reader in C: text-protocol row packets -> finished change-log lines.
  *
- * It does what the `parse` function cdc/capture/snapshot_rows.py generates per table does (that
+ * It does what the `parse` function cdc/snapshot/lines.py generates per table does (that
  * Python loop cost ~2 us a row, 0.2-0.36 of mariadb-dump's rows/s: issue 8), following a column
  * program compile_table builds once per table: per column one action (integer digits as they are,
  * quoted text as it is, temporal text padded, text validated and escaped, binary in base64, an
@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Raised when this file changes what the Python side must pass or may expect (snapshot_native.py). */
+/* Raised when this file changes what the Python side must pass or may expect (native.py). */
 #define ABI_VERSION 6
 
 enum action {
@@ -258,7 +258,7 @@ static int to_float32(double x, float *out)
     return 0;
 }
 
-/* Whether orjson writes exponents as json_double does (set_orjson_exponents(), from snapshot_native.py,
+/* Whether orjson writes exponents as json_double does (set_orjson_exponents(), from native.py,
  * which checks orjson at import); if not, values with an exponent go to the column's Python fragment. */
 static int orjson_exponents = 0;
 
@@ -300,7 +300,7 @@ static int number_text(const Value *v, double *out)
 /* v->digits = orjson.dumps(x) for a finite x: repr's shortest digits (PyOS_double_to_string, as repr).
  * Where repr has no exponent orjson's text is repr's. Where it has one, orjson 3.x keeps e+NN, writes
  * 1e-05 <= |x| < 1e-04 out in full (5.3e-05 -> 0.000053) and drops e-NN's zero padding (1.5e-7): checked
- * against orjson over 1.5M values, and by snapshot_native.py at import. 0, or -1 (Python decides). */
+ * against orjson over 1.5M values, and by native.py at import. 0, or -1 (Python decides). */
 static int json_double(double x, Value *v)
 {
     char *repr = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
@@ -749,7 +749,7 @@ static PyMethodDef Reader_methods[] = {
 
 static PyTypeObject ReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cdc.capture._snapshot_native.Reader",
+    .tp_name = "cdc.snapshot._native.Reader",
     .tp_basicsize = sizeof(Reader),
     .tp_dealloc = (destructor)Reader_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -846,18 +846,18 @@ static PyObject *make_reader(PyObject *module, PyObject *args)
 
 static PyMethodDef module_methods[] = {
     {"reader", make_reader, METH_VARARGS,
-     "reader(actions, suffixes, fragments, literals, slots, fallback) -> Reader (see snapshot_native.py)."},
+     "reader(actions, suffixes, fragments, literals, slots, fallback) -> Reader (see native.py)."},
     {"set_orjson_exponents", set_orjson_exponents, METH_O,
      "set_orjson_exponents(flag): whether FLOAT32 writes values with an exponent (else Python does)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_snapshot_native", "The snapshot's row reader in C (cdc.capture.snapshot_native).",
+    PyModuleDef_HEAD_INIT, "_native", "The snapshot's row reader in C (cdc.snapshot.native).",
     -1, module_methods,
 };
 
-PyMODINIT_FUNC PyInit__snapshot_native(void)
+PyMODINIT_FUNC PyInit__native(void)
 {
     init_escapes();
     if (PyType_Ready(&ReaderType) < 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdc.capture.snapshot_chunks import ChunkCutter
+from cdc.snapshot.chunks import ChunkCutter
 
 
 def _cut(blocks: list[list[bytes]], chunk_size: int | None, done: bool = True) -> tuple[list[bytes], list[tuple]]:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.errors import UsageError
 from cdc.masking import RULES_FILE, hash_value
 from tests.capture import workload
-from tests.capture.test_snapshot_support import changelog_lines, make_settings
+from tests.snapshot.support import changelog_lines, make_settings
 from tests.rig import MariaDB
 
 EXCLUDED = ("c_text", "c_blob", "c_json")

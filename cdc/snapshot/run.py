@@ -1,13 +1,13 @@
 """`cdc snapshot`: a consistent initial copy of the selected tables, handed over to tail at an exact position.
 
-How it works (README "cdc snapshot" tells the user the same):
+How it works (docs/guide.md "cdc snapshot" tells the user the same):
 1. Select the tables, refuse those without a primary key (unless allow_no_pk), and estimate the
-   copy time against the binlog retention (cdc.capture.snapshot_runway).
+   copy time against the binlog retention (cdc.snapshot.runway).
 2. Start a REPEATABLE READ consistent-snapshot transaction and read the hand-over position that
-   matches it (cdc.capture.snapshot_handover: lock-free on MariaDB, else a short lock).
+   matches it (cdc.snapshot.handover: lock-free on MariaDB, else a short lock).
 3. Record each table's schema at the hand-over, then write snapshot.json (status "running").
 4. Copy each table in primary-key order with one streaming SELECT, cut into chunks of `r` lines
-   (cdc.capture.snapshot_chunks), each a sealed segment followed by a checkpoint of its last key
+   (cdc.snapshot.chunks), each a sealed segment followed by a checkpoint of its last key
    (data first, checkpoint last); a resumed run starts after that key (a keyset predicate).
 5. Mark snapshot.json "done": tail's first run starts at its hand-over position.
 
@@ -32,18 +32,18 @@ from typing import Any
 import orjson
 import pymysql
 
-from cdc.capture.snapshot_checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
-from cdc.capture.snapshot_handover import Handover, begin_snapshot, take_handover
-from cdc.capture.snapshot_parallel import Helpers, split_table, view_position
-from cdc.capture.snapshot_runway import Runway, estimate_runway
-from cdc.capture.snapshot_seal import ChunkSealer
-from cdc.capture.snapshot_rows import CompiledTable, LineParts, RowEncodeError, compile_table
-from cdc.capture.snapshot_tables import (
+from cdc.snapshot.checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
+from cdc.snapshot.handover import Handover, begin_snapshot, take_handover
+from cdc.snapshot.parallel import Helpers, split_table, view_position
+from cdc.snapshot.runway import Runway, estimate_runway
+from cdc.snapshot.seal import ChunkSealer
+from cdc.snapshot.lines import CompiledTable, LineParts, RowEncodeError, compile_table
+from cdc.source.tables import (
     RAW_CONVERSIONS, TableInfo, TablePlan, bindable_key, keyset_params, plan_table, prepare_session, select_sql,
     select_tables,
 )
-from cdc.capture.snapshot_chunks import ChunkCutter
-from cdc.capture.snapshot_wire import check_driver, read_rows
+from cdc.snapshot.chunks import ChunkCutter
+from cdc.snapshot.wire import check_driver, read_rows
 from cdc.changelog import position_string, read_segment, segment_name
 from cdc.config import MySQLSettings, Settings
 from cdc.errors import DataError, PositionError, PreconditionError, UsageError
@@ -62,7 +62,7 @@ class SnapshotRequest:
     lock: str = "auto"
     allow_no_pk: bool = False
     strict: bool = False
-    workers: int = 1  # processes reading one table's parts at once (MariaDB; see snapshot_parallel)
+    workers: int = 1  # processes reading one table's parts at once (MariaDB; see parallel.py)
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,7 @@ class _Copier:
 
     def _start_helpers(self, conn: pymysql.Connection, plan: TablePlan,
                        entry: TableState) -> tuple[int, Helpers | None]:
-        """Fork helpers for the later parts of a big table not started yet (MariaDB only: see snapshot_parallel)."""
+        """Fork helpers for the later parts of a big table not started yet (MariaDB only: see parallel.py)."""
         view = view_position(conn) if self.workers > 1 and entry.rows == 0 and not entry.done else None
         if view is None:
             return 0, None

@@ -1,11 +1,11 @@
 """The snapshot's C row reader against the generated Python one: the same packets, the same lines and errors.
 
-Real MariaDB results (the all-types workload, the hostile names and types of test_snapshot_rows, column
-rules) go through both readers block by block as snapshot_wire hands them over; then the captured
+Real MariaDB results (the all-types workload, the hostile names and types of test_lines, column
+rules) go through both readers block by block as wire.py hands them over; then the captured
 packets are cut at every offset, and synthetic packets cover what a server never sends but a reader
 must still treat exactly alike: every byte and pair of bytes of text, invalid UTF-8 of every kind,
 long length prefixes, malformed packets. The Python reader is the reference (it is held to the old
-PyMySQL way by test_snapshot_rows); the C one must equal it byte for byte, error for error.
+PyMySQL way by test_lines); the C one must equal it byte for byte, error for error.
 
 The C reader is built by `pip install -e .` (scripts/setup.sh): these tests fail when it is missing
 or stale, unless CDC_NATIVE=0 says it is switched off on purpose.
@@ -28,13 +28,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdc.capture import snapshot_native
-from cdc.capture.snapshot_rows import CompiledTable, LineParts, RowEncodeError, compile_table
-from cdc.capture.snapshot_tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, prepare_session, select_sql
-from cdc.capture.snapshot_wire import read_rows
+from cdc.snapshot import native as native_api
+from cdc.snapshot.lines import CompiledTable, LineParts, RowEncodeError, compile_table
+from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, prepare_session, select_sql
+from cdc.snapshot.wire import read_rows
 from cdc.masking import ColumnRules, hash_value
 from tests.capture import workload
-from tests.capture.test_snapshot_rows import ODD_TABLE, _create_odd_table
+from tests.snapshot.test_lines import ODD_TABLE, _create_odd_table
 from tests.rig import MariaDB
 
 PARTS = LineParts(b"0000000001:000000000004:s", b',"src":{"file":"b%d.000001","row":', b',"xid":null},"table":',
@@ -43,9 +43,9 @@ PARTS = LineParts(b"0000000001:000000000004:s", b',"src":{"file":"b%d.000001","r
 
 @pytest.fixture(autouse=True)
 def _native_reader_built() -> None:
-    if snapshot_native.is_disabled():
+    if native_api.is_disabled():
         pytest.skip("CDC_NATIVE=0: the C row reader is switched off")
-    assert snapshot_native.native_module() is not None, snapshot_native.PROBLEM
+    assert native_api.native_module() is not None, native_api.PROBLEM
 
 
 @dataclass
@@ -527,8 +527,8 @@ def test_float_values_written_in_c_odd_text_through_python(float_synth: Any, exp
     with an exponent only while orjson writes exponents as C does (checked at import: "another-orjson" is
     what an orjson that writes them otherwise gets)."""
     pair = compiled_pair(*float_synth)
-    module = snapshot_native.native_module()
-    assert module is not None and snapshot_native.orjson_writes_exponents_as_c()
+    module = native_api.native_module()
+    assert module is not None and native_api.orjson_writes_exponents_as_c()
     module.set_orjson_exponents(exponents)
     in_c = with_exponent = 0
     try:
@@ -550,7 +550,7 @@ def test_float_values_written_in_c_odd_text_through_python(float_synth: Any, exp
             in_c += by_c
             with_exponent += by_c and exponent
     finally:
-        module.set_orjson_exponents(snapshot_native.orjson_writes_exponents_as_c())
+        module.set_orjson_exponents(native_api.orjson_writes_exponents_as_c())
     # Every random value is written by C; without the exponent forms, about 45% of them go to Python.
     assert in_c > (20_000 if exponents else 10_000)
     assert (with_exponent > 1_000) == exponents

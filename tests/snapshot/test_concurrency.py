@@ -13,10 +13,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cdc.capture.snapshot import SnapshotRequest, run_snapshot
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.state import read_json
 from tests.capture import workload
-from tests.capture.test_snapshot_support import (  # noqa: F401
+from tests.snapshot.support import (  # noqa: F401
     ARGV, app, changelog_lines, make_settings, mysql_args, state, subprocess_env,
 )
 from tests.rig import MariaDB
