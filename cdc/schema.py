@@ -176,7 +176,9 @@ def parse_labels(column_type: str) -> tuple[str, ...]:
     if not match:
         return ()
     body = match[1]
-    labels, current, i, inside = [], [], 0, False
+    labels: list[str] = []
+    current: list[str] = []
+    i, inside = 0, False
     while i < len(body):
         ch = body[i]
         if not inside:

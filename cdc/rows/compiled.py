@@ -70,7 +70,7 @@ def _source(plan: list[tuple[str, Reader]], inlines: list[Inline | None], bitmap
     body = ["def image(buf, p):", f"    nulls = {nulls}", f"    p += {bitmap_size}", "    if not nulls:"]
     body += ["        " + line for line in _no_null_lines(inlines, namespace, plan)]
     body.append("    else:")
-    for i, (inline, (_, read)) in enumerate(zip(inlines, plan)):
+    for i, (inline, (_, read)) in enumerate(zip(inlines, plan, strict=True)):
         body += [f"        if nulls & {1 << i}: v{i} = None", "        else:"]
         body += ["            " + line for line in _column_lines(i, inline, namespace, read)]
     kept = sorted((name, i) for i, (name, _) in enumerate(plan) if not name.startswith("\x00"))

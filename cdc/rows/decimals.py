@@ -117,7 +117,7 @@ def decimal_inline(column: Any, ours: Column) -> Inline:
     def text(negative: bool) -> str:
         values = group_values(negative)
         whole = "0"
-        for value, (_, digits) in zip(values, int_groups):
+        for value, (_, digits) in zip(values, int_groups, strict=False):  # the integer part's groups come first
             whole = value if whole == "0" else f"({whole}) * {10 ** digits} + {value}"
         # %-formatting: an f-string's format specs cost a format() call each, several times slower here.
         spec = ("-" if negative else "") + "%d" + ("." if frac_groups else "")

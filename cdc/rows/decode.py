@@ -126,7 +126,7 @@ def fast_reader(lib_columns: list[Any], schema: TableSchema, exclude: frozenset[
         return None
     plan: list[tuple[str | None, Reader]] = []
     inlines: list[Inline | None] = []
-    for lib_column, column in zip(lib_columns, schema.columns):
+    for lib_column, column in zip(lib_columns, schema.columns, strict=True):
         read = _column_reader(lib_column, column)
         if read is None:
             return None

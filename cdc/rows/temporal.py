@@ -150,14 +150,16 @@ def _read_fraction(packet: Any, fsp: int | None) -> int:
     size = ((fsp or 0) + 1) // 2
     if not size:
         return 0
-    return packet.read_int_be_by_size(size) * (10 ** (6 - 2 * size))
+    value: int = packet.read_int_be_by_size(size)
+    scale: int = 10 ** (6 - 2 * size)  # int ** int is Any to mypy (a negative exponent gives a float)
+    return value * scale
 
 
 # --- TIMESTAMP -------------------------------------------------------------------------------------------
 
 def timestamp2_reader(column: Any) -> Reader:
     fsize, scale = fraction(column.fsp or 0)
-    utc = dt.timezone.utc
+    utc = dt.UTC
 
     def read(buf: Any, pos: int) -> tuple[Any, int]:
         seconds = int.from_bytes(buf[pos:pos + 4], "big")
