@@ -8,7 +8,7 @@ value is fixed before cdc.values encodes it. The code of each lives in the modul
 (integers, floats, decimals, temporal, strings, labels, bits); a type missing here stops tail with a
 DataError naming the column (cdc.rows.table_map).
 
-Values from a SELECT are not read here: the snapshot's own row reader (snapshot_rows) reads the text
+Values from a SELECT are not read here: the snapshot's own row reader (cdc/snapshot/lines.py) reads the text
 protocol, and both paths end in cdc.values' encoding, so a row gives the same JSON either way.
 
 Everything is looked up once per table map; the per-row work is the readers themselves.
