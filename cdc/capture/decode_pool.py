@@ -29,7 +29,7 @@ from typing import Any
 from cdc.capture.decode_worker import REPLY, frame
 from cdc.capture.rowblock import RowsMeta
 from cdc.errors import CdcError
-from cdc.source.decode import RowDecoder
+from cdc.rows.decode import RowDecoder
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding `cdc`, for the worker's sys.path
 _PIPE_BYTES = 2**20

@@ -2,7 +2,7 @@
 
 Started by tail as `python -c ...main()`, it talks over its stdin and stdout in frames (an 8-byte length, then
 a pickle) and keeps no state but the table decoders tail sends it. Messages in:
-  ("define", key, columns, schema, exclude, hashed)  a table map's decoder (cdc.source.decode.RowDecoder)
+  ("define", key, columns, schema, exclude, hashed)  a table map's decoder (cdc.rows.decode.RowDecoder)
   ("forget", key)                                     that decoder is no longer used
   ("rows", key, body, meta)                           a full-image rows-event body and its RowsMeta
 and one reply per "rows", in order, not pickled (the blocks are most of the bytes and are used as they arrive):
@@ -61,7 +61,7 @@ def main() -> None:
 
 def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
     from cdc.capture.rowblock import rows_block
-    from cdc.source.decode import FAST_PATH_ERRORS, RowDecoder
+    from cdc.rows.decode import FAST_PATH_ERRORS, RowDecoder
 
     decoders: dict[int, RowDecoder] = {}
     while True:

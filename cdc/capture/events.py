@@ -21,10 +21,12 @@ from cdc.capture.txn import split_line
 from cdc.changelog import position_string
 from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError
-from cdc.schema import SchemaHistory, TableSchema, read_table_schema
+from cdc.rows.decode import RowDecoder
+from cdc.rows.table_map import schema_from_map
+from cdc.schema import SchemaHistory, TableSchema
 from cdc.source.binlog import Event, Position
 from cdc.source.connect import open_connection
-from cdc.source.decode import RowDecoder, schema_from_map
+from cdc.source.schema_reads import read_table_schema
 from cdc.state import StateDir
 
 

@@ -16,9 +16,10 @@ from cdc import sql
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
 from cdc.masking import ColumnRules
-from cdc.schema import SchemaHistory, TableSchema, read_table_schema
 from cdc.s3keys import split_s3_url, table_component
+from cdc.schema import SchemaHistory, TableSchema
 from cdc.snowflake import ddl, names
+from cdc.source.schema_reads import read_table_schema
 
 APPLY_MODES = ("task", "dynamic-table")
 

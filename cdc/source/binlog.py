@@ -14,8 +14,8 @@ Verified against MariaDB 10.11 (see tests/capture/test_tail_binlog.py):
 - `blocking=True` without `read_timeout` hangs forever on a frozen server: we always set a read timeout and ask
   the server for heartbeats (MASTER_HEARTBEAT_PERIOD) well inside it.
 - Values the library decodes lossily (zero and partial-zero dates, negative TIME fractions, strings decoded
-  with Python's latin1 instead of MySQL's cp1252) are read by our overrides (cdc.source.exact_reads), returning raw bytes for
-  strings; the rest is fixed in cdc.source.decode.
+  with Python's latin1 instead of MySQL's cp1252) are read by our overrides (cdc.rows.exact_reads), returning raw
+  bytes for strings; the rest is fixed per type (cdc.rows.mysql_types' fixes, applied by cdc.rows.decode).
 - PARTIAL_UPDATE_ROWS (MySQL partial JSON images) and row events the library does not implement (MariaDB
   compressed events, MySQL transaction payloads) would be skipped or decoded to NULL: we stop with coordinates.
 """

@@ -12,8 +12,8 @@ import pymysqlreplication.binlogstream as _stream_module
 from pymysqlreplication import row_event as lib_rows
 from pymysqlreplication.packet import BinLogPacketWrapper
 
-from cdc.source.exact_reads import ExactReads
-from cdc.source.rowformat import ImageReader
+from cdc.rows.exact_reads import ExactReads
+from cdc.rows.images import ImageReader
 
 
 class _RowsGuard(ExactReads):

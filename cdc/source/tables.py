@@ -21,8 +21,9 @@ from pymysql.constants import FIELD_TYPE
 
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
-from cdc.schema import Column, TableSchema, read_table_schema
+from cdc.schema import Column, TableSchema
 from cdc.source.connect import query
+from cdc.source.schema_reads import read_table_schema
 from cdc.values import INTEGER_TYPES, TEXT_TYPES, encode_value
 
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")

@@ -7,7 +7,8 @@ from pathlib import Path
 import orjson
 
 from cdc.changelog import encode_line, list_segments
-from cdc.schema import SchemaHistory, read_table_schema
+from cdc.schema import SchemaHistory
+from cdc.source.schema_reads import read_table_schema
 from tests.capture.conftest import binlog_start, changelog_bytes, changelog_lines, tail_once
 from tests.capture.workload import TABLE, create_all_types_table, expected_rows, replay, run_workload
 from tests.rig import MariaDB

@@ -17,7 +17,7 @@ from typing import Any
 
 import pymysql
 
-from cdc.schema import read_table_schema
+from cdc.source.schema_reads import read_table_schema
 from cdc.values import encode_row
 
 TABLE = "all_types"

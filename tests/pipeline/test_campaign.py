@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cdc.schema import read_table_schema
+from cdc.source.schema_reads import read_table_schema
 from cdc.spark import read_lake_table
 from tests.capture.workload import create_all_types_table, expected_rows, prepare_session, run_workload
 from tests.pipeline.campaign import FAULTS, ROOT, Tally, Writer, cdc_argv, run_and_kill, server_fault

@@ -24,7 +24,7 @@ from cdc.snapshot.lines import LineParts, compile_table
 from cdc.source.tables import RAW_CONVERSIONS, TableInfo, plan_table, quote_ident, select_sql
 from cdc.snapshot.wire import read_rows
 from cdc.changelog import encode_line, list_segments, position_string
-from cdc.schema import read_table_schema
+from cdc.source.schema_reads import read_table_schema
 from cdc.values import encode_row
 from tests.capture import workload
 from tests.snapshot.support import make_settings, mysql_args, state, subprocess_env  # noqa: F401

@@ -18,9 +18,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cdc.schema import Column, SchemaHistory, TableSchema, read_table_schema
+from cdc.schema import Column, SchemaHistory, TableSchema
 from cdc.snowflake import apply, bootstrap, names
 from cdc.snowflake.bootstrap import schemas_from_history
+from cdc.source.schema_reads import read_table_schema
 from cdc.spark import merge, read_lake_table
 from cdc.state import StateDir
 from cdc.values import BINARY_TYPES, SPATIAL_TYPES

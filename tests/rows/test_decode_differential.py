@@ -5,7 +5,7 @@ empty SETs, negative TIME fractions, multi-row events, images wider than one nul
 three times from the same binlog range:
   - plain python-mysql-replication (its own event classes and readers), values encoded by cdc.values;
   - our adapter with the fast path switched off: the library's readers with our overrides, then
-    RowDecoder.encode with the fix-ups of cdc.source.decode (the reference for exactness);
+    RowDecoder.encode with the fix-ups of cdc.rows.mysql_types (the reference for exactness);
   - our adapter as tail runs it: RowDecoder.images, straight from the event bytes.
 The fast path must equal the fixed library path exactly, with and without excluded and hashed columns.
 Against the plain library the only differences allowed are the library bugs we fix, each asserted by kind.
@@ -26,10 +26,12 @@ from pymysqlreplication import row_event as lib_rows
 from pymysqlreplication.packet import BinLogPacketWrapper
 
 from cdc.changelog import file_seq
-from cdc.schema import Column, TableSchema, read_table_schema
+from cdc.rows.decode import RowDecoder
+from cdc.rows.images import EncodedImageReader
+from cdc.rows.table_map import schema_from_map
+from cdc.schema import Column, TableSchema
 from cdc.source import binlog, binlog_rows
-from cdc.source.decode import RowDecoder, schema_from_map
-from cdc.source.encoded_reads import EncodedImageReader
+from cdc.source.schema_reads import read_table_schema
 from cdc.values import encoder_for
 from tests.capture.conftest import binlog_start, settings_for
 from tests.capture.workload import TABLE, create_all_types_table, insert_row, prepare_session, run_workload

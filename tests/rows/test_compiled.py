@@ -1,4 +1,4 @@
-"""The compiled image reader (rowcompile) returns what the interpreted one (encoded_reads.EncodedImageReader) does.
+"""The compiled image reader (cdc.rows.compiled) returns what the interpreted one (images.EncodedImageReader) does.
 
 Same values and same end offset, for random rows of every inlined type (DECIMAL of any precision and
 scale, DATETIME of any fsp, 1-4 byte lengths), random NULL masks, excluded, hashed and non-inlined
@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pymysqlreplication.constants import FIELD_TYPE as F
 
+from cdc.rows.compiled import CompiledImageReader
+from cdc.rows.decimals import DIG2BYTES
+from cdc.rows.decode import fast_reader
+from cdc.rows.images import EncodedImageReader
 from cdc.schema import Column, TableSchema
-from cdc.source.decode import _encoded_image_reader
-from cdc.source.rowcompile import CompiledImageReader
-from cdc.source.encoded_reads import EncodedImageReader
-from cdc.source.rowformat import _DIG2BYTES
-from tests.capture.test_decode_fast_readers import _pack_decimal
+from tests.rows.test_mysql_types import pack_decimal
 
 
 def _spec(name: str, lib: dict[str, Any], ours: dict[str, Any]) -> tuple[SimpleNamespace, Column]:
@@ -36,7 +36,7 @@ def tables(draw: st.DrawFn) -> tuple[list[tuple[Any, Column]], list[Any]]:
     intg = precision - scale
     digits = ([intg % 9] if intg % 9 else []) + [9] * (intg // 9) + [9] * (scale // 9) + ([scale % 9] if scale % 9 else [])
     decimal = st.tuples(st.booleans(), st.tuples(*[st.integers(0, 10 ** d - 1) for d in digits])).map(
-        lambda case: _pack_decimal(case[0], [(_DIG2BYTES[d], v) for d, v in zip(digits, case[1])]))
+        lambda case: pack_decimal(case[0], [(DIG2BYTES[d], v) for d, v in zip(digits, case[1])]))
     fsize = (fsp + 1) // 2
     datetime = st.tuples(st.integers(0, 9999), st.integers(0, 12), st.integers(0, 31), st.integers(0, 86399),
                          st.integers(0, 256 ** fsize - 1)).map(lambda t: (
@@ -87,7 +87,7 @@ def test_compiled_reader_equals_the_interpreted_one(data: st.DataObject) -> None
     exclude = frozenset(data.draw(st.sets(st.sampled_from(names), max_size=2)))
     hashed = frozenset(data.draw(st.sets(st.sampled_from(names), max_size=2))) - exclude
     schema = TableSchema("db", "t", tuple(ours for _, ours in specs), (), "p")
-    compiled = _encoded_image_reader([lib for lib, _ in specs], schema, exclude, hashed)
+    compiled = fast_reader([lib for lib, _ in specs], schema, exclude, hashed)
     assert isinstance(compiled, CompiledImageReader)
     interpreted = EncodedImageReader([(None if n.startswith("\x00") else n, r) for n, r in compiled.plan])
     body = b""

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc.source.exact_reads import ExactReads
-from cdc.source.rowformat import ZeroDate, _date, _datetime2, _time2
+from cdc.rows.exact_reads import ExactReads
+from cdc.rows.temporal import ZeroDate, datetime2_reader, read_date, time2_reader
 
 
 class _Packet:
@@ -42,7 +42,8 @@ def _library_read(method: str, data: bytes, *args: Any) -> Any:
 @given(st.binary(min_size=6, max_size=6), st.integers(0, 6))
 def test_time2_paths_agree(data: bytes, fsp: int) -> None:
     width = 3 + (fsp + 1) // 2
-    assert _library_read("read_time2", data[:width], SimpleNamespace(fsp=fsp)) == _time2(fsp)(data, 0)[0]
+    column = SimpleNamespace(fsp=fsp)
+    assert _library_read("read_time2", data[:width], column) == time2_reader(column)(data, 0)[0]
 
 
 @given(st.integers(0, 9999), st.integers(0, 12), st.integers(0, 31), st.integers(0, 23), st.integers(0, 59),
@@ -58,7 +59,7 @@ def test_datetime2_paths_agree(year: int, month: int, day: int, hour: int, minut
     except ValueError:
         if year and month and day:
             return  # impossible dates (Feb 31) are rejected by the server before they reach a binlog
-    expected = _datetime2(fsp)(data, 0)[0]
+    expected = datetime2_reader(SimpleNamespace(fsp=fsp))(data, 0)[0]
     assert _library_read("read_datetime2", data, SimpleNamespace(fsp=fsp)) == expected
     if not (year and month and day):
         assert isinstance(expected, ZeroDate) and expected.startswith(f"{year:04d}-{month:02d}-{day:02d} ")
@@ -67,14 +68,14 @@ def test_datetime2_paths_agree(year: int, month: int, day: int, hour: int, minut
 def test_date_paths_agree_on_zero_and_partial_dates() -> None:
     for year, month, day in [(0, 0, 0), (2026, 0, 0), (2026, 5, 0), (2026, 11, 22)]:
         data = ((year << 9) | (month << 5) | day).to_bytes(3, "little")
-        assert _library_read("read_date", data) == _date(data, 0)[0]
-    assert _date((2026 << 9 | 0 << 5 | 0).to_bytes(3, "little"), 0)[0] == "2026-00-00"
+        assert _library_read("read_date", data) == read_date(data, 0)[0]
+    assert read_date((2026 << 9 | 0 << 5 | 0).to_bytes(3, "little"), 0)[0] == "2026-00-00"
 
 
 def test_negative_time_fraction_is_exact() -> None:
     # -01:30:00.25 as TIME(2): the whole value negated in two's complement, then offset by 2^31.
     magnitude = ((1 << 12 | 30 << 6) << 8) | 25
     data = ((1 << 31) - magnitude).to_bytes(4, "big")
-    assert _time2(2)(data, 0)[0] == -dt.timedelta(hours=1, minutes=30, microseconds=250_000)
+    assert time2_reader(SimpleNamespace(fsp=2))(data, 0)[0] == -dt.timedelta(hours=1, minutes=30, microseconds=250_000)
     assert _library_read("read_time2", data, SimpleNamespace(fsp=2)) == -dt.timedelta(hours=1, minutes=30,
                                                                                         microseconds=250_000)

@@ -1,0 +1,85 @@
+"""Read a table's current schema from the server's information_schema (cdc.schema is the model it fills).
+
+Today's schema is consulted where the binlog says nothing: the snapshot's tables, bootstrap's DDL, and the
+hints tail borrows for what a table map does not carry (MariaDB's JSON flag, the exact COLUMN_TYPE).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pymysql
+
+from cdc.schema import Column, TableSchema, parse_labels
+from cdc.source.connect import query
+
+
+def read_table_schema(conn: pymysql.Connection, db: str, table: str, position: str = "") -> TableSchema | None:
+    """The current schema of one table from information_schema, or None if it does not exist."""
+    rows = query(
+        conn,
+        "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, "
+        "CHARACTER_SET_NAME, DATETIME_PRECISION, COLUMN_KEY FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (db, table),
+    )
+    if not rows:
+        return None
+    json_columns = _mariadb_json_columns(conn, db, table)
+    columns = tuple(_column_from_row(r, json_columns) for r in rows)
+    pk_rows = query(
+        conn,
+        "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+        "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+        (db, table),
+    )
+    return TableSchema(db, table, columns, tuple(str(r["COLUMN_NAME"]) for r in pk_rows), position)
+
+
+def _mariadb_json_columns(conn: pymysql.Connection, db: str, table: str) -> set[str]:
+    """MariaDB stores JSON as LONGTEXT with a json_valid() check: find those columns."""
+    try:
+        rows = query(
+            conn,
+            "SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s",
+            (db, table),
+        )
+    except pymysql.err.MySQLError:  # MySQL 8's CHECK_CONSTRAINTS has no TABLE_NAME; it has a real JSON type
+        return set()
+    found = set()
+    for r in rows:
+        match = re.fullmatch(r"json_valid\(`((?:[^`]|``)+)`\)", _text(r["CHECK_CLAUSE"]).strip(), re.IGNORECASE)
+        if match:
+            found.add(match[1].replace("``", "`"))
+    return found
+
+
+def _column_from_row(r: dict[str, Any], json_columns: set[str]) -> Column:
+    column_type = _text(r["COLUMN_TYPE"])
+    data_type = _text(r["DATA_TYPE"]).lower()
+    if _text(r["COLUMN_NAME"]) in json_columns and data_type == "longtext":
+        data_type = column_type = "json"
+    labels = parse_labels(column_type)
+    return Column(
+        name=_text(r["COLUMN_NAME"]),
+        type=column_type,
+        data_type=data_type,
+        unsigned="unsigned" in column_type.lower(),
+        nullable=_text(r["IS_NULLABLE"]) == "YES",
+        precision=_int(r["NUMERIC_PRECISION"]) if data_type == "decimal" else None,
+        scale=_int(r["NUMERIC_SCALE"]) if data_type == "decimal" else None,
+        charset=_text(r["CHARACTER_SET_NAME"]) if r["CHARACTER_SET_NAME"] else None,
+        fsp=_int(r["DATETIME_PRECISION"]) if data_type in ("datetime", "timestamp", "time") else None,
+        enum_values=labels if data_type == "enum" else None,
+        set_values=labels if data_type == "set" else None,
+    )
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
