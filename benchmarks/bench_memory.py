@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tail import ROW_SQL, TABLE_SQL  # noqa: E402
+
 from cdc.changelog import list_segments  # noqa: E402
 from tests.capture.conftest import env_for  # noqa: E402
 from tests.rig import MariaDB  # noqa: E402

@@ -47,8 +47,8 @@ COLUMNS = (Column("id", "bigint(20)", "bigint", nullable=False), Column("name", 
 
 
 def line(op: str, key: int, pos: int, row: int, rng: random.Random, snapshot: bool = False, before: bool = False) -> bytes:
-    image = {"id": key, "name": f"name {key} {rng.randrange(1000)}", "amount": f"{rng.randrange(10**9)}.{rng.randrange(10000):04d}",
-             "updated": "2026-11-22 07:00:01.123456"}
+    image = {"id": key, "name": f"name {key} {rng.randrange(1000)}",
+             "amount": f"{rng.randrange(10**9)}.{rng.randrange(10000):04d}", "updated": "2026-11-22 07:00:01.123456"}
     return orjson.dumps({
         "after": None if op == "d" else image, "before": image if op in ("u", "d") else None, "db": "bench",
         "key": {"id": key}, "op": op, "position": position_string(BINLOG, pos, row, snapshot=snapshot),
@@ -72,7 +72,7 @@ def workload(state: StateDir, rows: int, changes: int) -> None:
                   for i in range(1, rows + 1)])
     hot = rng.sample(range(1, rows + 1), int(rows * 0.3))
     out, next_key, pos = [], rows + 1, 1000
-    for i in range(changes):
+    for _ in range(changes):
         pos += 100
         roll = rng.random()
         if roll < 0.75:

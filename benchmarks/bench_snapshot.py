@@ -53,9 +53,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cdc.config import load_settings  # noqa: E402
 from cdc.snapshot import native as native_api  # noqa: E402
 from cdc.snapshot.run import DEFAULT_CHUNK_SIZE, SnapshotRequest, run_snapshot  # noqa: E402
-from cdc.config import load_settings  # noqa: E402
 from tests.capture import workload  # noqa: E402
 from tests.rig import MariaDB  # noqa: E402
 

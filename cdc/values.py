@@ -187,7 +187,7 @@ def _clock(value: dt.datetime, separator: str) -> str:
 def _encode_timestamp(column: Column, value: Any) -> str:
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         # A naive datetime is UTC by contract: snapshot reads with time_zone='+00:00',
         # the binlog decoder converts epoch seconds in UTC.
         return _clock(value, "T") + _fraction(column, value.microsecond) + "Z"
@@ -293,7 +293,7 @@ def _checked_text(value: Any, minimum: int) -> str:
     return text
 
 
-_ENCODERS = {
+_ENCODERS: dict[str, Callable[[Column, Any], Any]] = {
     **{name: _encode_int for name in INTEGER_TYPES},
     "bit": _encode_bit,
     "decimal": _encode_decimal,

@@ -11,7 +11,14 @@ import typer
 
 from cdc.errors import CdcError, ExitCode
 from cdc.pipeline.init import (
-    QUESTIONS, SECTIONS, Answers, check_answers, check_section, password_from_env, refuse_existing, validate,
+    QUESTIONS,
+    SECTIONS,
+    Answers,
+    check_answers,
+    check_section,
+    password_from_env,
+    refuse_existing,
+    validate,
     write_config,
 )
 from commands import ui

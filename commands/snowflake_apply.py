@@ -13,7 +13,14 @@ from cdc.snowflake.connect import connect
 from cdc.state import StateDir
 from commands import ui
 from commands.options import (
-    ConfigOpt, JsonOpt, SfConnectionOpt, SfDatabaseOpt, SfRoleOpt, SfSchemaOpt, StateDirOpt, settings_from,
+    ConfigOpt,
+    JsonOpt,
+    SfConnectionOpt,
+    SfDatabaseOpt,
+    SfRoleOpt,
+    SfSchemaOpt,
+    StateDirOpt,
+    settings_from,
 )
 
 _SF = "Snowflake"

@@ -15,7 +15,15 @@ from cdc.source.connect import connection
 from cdc.state import StateDir
 from commands import ui
 from commands.options import (
-    ConfigOpt, DryRunOpt, JsonOpt, SfConnectionOpt, SfDatabaseOpt, SfRoleOpt, SfSchemaOpt, StateDirOpt, mysql_options,
+    ConfigOpt,
+    DryRunOpt,
+    JsonOpt,
+    SfConnectionOpt,
+    SfDatabaseOpt,
+    SfRoleOpt,
+    SfSchemaOpt,
+    StateDirOpt,
+    mysql_options,
     settings_from,
 )
 

@@ -12,7 +12,14 @@ from cdc.pipeline.verify import verify as run_verify
 from cdc.pipeline.wait import parse_duration
 from commands import ui
 from commands.options import (
-    ConfigOpt, JsonOpt, SfConnectionOpt, SfDatabaseOpt, SfSchemaOpt, StateDirOpt, mysql_options, settings_from,
+    ConfigOpt,
+    JsonOpt,
+    SfConnectionOpt,
+    SfDatabaseOpt,
+    SfSchemaOpt,
+    StateDirOpt,
+    mysql_options,
+    settings_from,
 )
 
 _SEL = "Selection"

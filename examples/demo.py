@@ -9,8 +9,9 @@ Run it with `bash scripts/demo.sh` (installs what is missing first). It starts
 
 then runs each stage as a user would (check-binlog, snapshot, tail, ship to S3 and Kinesis, spark-merge
 reading what was shipped to S3, snowflake-bootstrap, snowflake-apply) while the workload writes, catches
-up with `cdc run --until-now` once it stops, proves the result with `cdc verify` and shows `cdc status`. Every command is printed with its exit code;
-everything the demo starts, it stops. `--keep` keeps the work directory (cdc.toml, .cdc state, lake).
+up with `cdc run --until-now` once it stops, proves the result with `cdc verify` and shows `cdc status`.
+Every command is printed with its exit code; everything the demo starts, it stops. `--keep` keeps the work
+directory (cdc.toml, .cdc state, lake).
 """
 
 from __future__ import annotations

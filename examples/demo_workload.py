@@ -55,7 +55,8 @@ _INSERT = "INSERT INTO hr.ORDERS VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 def _order(rng: random.Random, order_id: int) -> tuple[Any, ...]:
     micros = rng.randrange(10**6)
     placed = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} 12:{rng.randint(0, 59):02d}:07.{micros:06d}"
-    doc = '{"items": %d, "coupon": %s}' % (rng.randint(1, 9), rng.choice(['null', '"WELCOME"', '"10% off"']))
+    coupon = rng.choice(['null', '"WELCOME"', '"10% off"'])
+    doc = f'{{"items": {rng.randint(1, 9)}, "coupon": {coupon}}}'
     tags = ",".join(t for t in ("gift", "express", "fragile") if rng.random() < 0.4)
     return (order_id, rng.choice(COUNTRIES)[0], f"{rng.randint(0, 10**9)}.{rng.randrange(10**4):04d}", placed,
             rng.choice(HOSTILE), doc, rng.choice(["new", "paid", "shipped"]), tags, rng.randbytes(rng.randint(0, 16)))

@@ -29,7 +29,6 @@ from cdc.source.connect import open_connection
 from cdc.source.schema_reads import read_table_schema
 from cdc.state import StateDir
 
-
 _MAX_QUEUED = 256  # decoded rows events (and the steps between them) waiting behind a job still in a worker
 # ... and the bytes of the change lines among them: 256 events of wide rows would otherwise hold megabytes
 # while one slow job (a loaded machine) holds the queue up.

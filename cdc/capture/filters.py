@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
-from functools import cached_property
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from cdc.config import MySQLSettings
 from cdc.errors import UsageError

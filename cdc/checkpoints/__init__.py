@@ -2,7 +2,7 @@
 
 Each stage writes its own checkpoint with `.write(state)` and every reader (the stage itself, the next
 stage, `cdc status`, `wait`, `verify`, `run`) reads it with `.read(state)`, so the names, versions and
-field types live here only. The files are golden in tests/capture/golden (`<file>.v<version>.json`):
+field types live here only. The files are golden in tests/checkpoints/golden (`<file>.v<version>.json`):
 a change of shape bumps VERSION, adds a migration from the old one and a golden file for the new.
 
     snapshot.json         SnapshotCheckpoint (the snapshot's own), SnapshotStatus (what the later stages read)

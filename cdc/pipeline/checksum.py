@@ -114,11 +114,11 @@ class RowHasher:
     def digest(self, row: dict[str, Any]) -> RowDigest:
         values = [row.get(name) for name in self.names]
         key = [row.get(k) for k in self.key]
-        order = tuple(order_value(c, v) for c, v in zip(self.key_columns, key))
+        order = tuple(order_value(c, v) for c, v in zip(self.key_columns, key, strict=False))
         return RowDigest(orjson.dumps(key), order, hashlib.blake2b(orjson.dumps(values), digest_size=16).digest())
 
     def key_dict(self, key: bytes) -> dict[str, Any]:
-        return dict(zip(self.key, orjson.loads(key)))
+        return dict(zip(self.key, orjson.loads(key), strict=False))
 
 
 def range_digest(rows: Iterable[RowDigest]) -> bytes:

@@ -147,8 +147,8 @@ def probe_connection(settings: Settings) -> Any:
 
 def probe_tables(settings: Settings) -> list[str]:
     """The tables the patterns select on the server; UsageError if they select nothing."""
-    from cdc.source.tables import select_tables
     from cdc.source.connect import connection
+    from cdc.source.tables import select_tables
 
     with connection(settings.mysql) as conn:
         return [t.name for t in select_tables(conn, settings.mysql)]

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc.snapshot import read_retention
 from cdc.changelog import file_seq
 from cdc.config import MySQLSettings
 from cdc.errors import CdcError, PositionError, PreconditionError
+from cdc.snapshot import read_retention
 from cdc.source.connect import map_error, open_connection, query
 from cdc.source.flavour import binlog_status_statement
 from cdc.source.server import describe_server

@@ -95,7 +95,7 @@ def _server_dict(view: ServerView) -> dict[str, Any]:
 def _iso(seconds: float | None) -> str | None:
     if seconds is None:
         return None
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def collect_status(settings: Settings, *, offline: bool = False, min_runway_hours: float = DEFAULT_MIN_RUNWAY_HOURS,

@@ -43,18 +43,18 @@ from typing import Any
 import pymysql
 
 from cdc.checkpoints import ApplyCheckpoint, Handover, MergeCheckpoint
-from cdc.snapshot import take_handover
-from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, select_tables
 from cdc.config import Settings
 from cdc.errors import ExitCode, PreconditionError, UsageError
+from cdc.masking import ColumnRules, read_rules
 from cdc.pipeline.checksum import DEFAULT_SAMPLE, RowHasher, TableDiff, compare_streams
 from cdc.pipeline.local import LocalState, SourcePosition, last_line, read_local
 from cdc.pipeline.verify_targets import LakeReader, SnowflakeReader, source_pages
 from cdc.pipeline.wait import Gate, observe
-from cdc.masking import ColumnRules, read_rules
 from cdc.schema import SchemaHistory
+from cdc.snapshot import take_handover
 from cdc.source.connect import connection, query
 from cdc.source.server import describe_server
+from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, select_tables
 from cdc.state import StateDir
 
 TARGETS = ("lake", "snowflake")

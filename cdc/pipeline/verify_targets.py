@@ -15,11 +15,11 @@ import pymysql
 
 from cdc import sql
 from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint
-from cdc.source.tables import TablePlan, bindable_key, keyset_params, select_sql, stream_rows
 from cdc.masking import ColumnRules
 from cdc.pipeline.checksum import encode_target, normalise
 from cdc.schema import TableSchema
 from cdc.snowflake import BOOKKEEPING_TABLE, CDC_DELETED, Target, build_target, snowflake_name
+from cdc.source.tables import TablePlan, bindable_key, keyset_params, select_sql, stream_rows
 from cdc.spark import read_pointer, table_dir
 
 Row = dict[str, Any]
@@ -39,7 +39,7 @@ def source_pages(conn: pymysql.Connection, plan: TablePlan, page: int, rules: Co
         rows, row = [], None
         for values in stream_rows(conn, select_sql(plan, after_key=last is not None, limit=page),
                                   None if last is None else keyset_params(last)):
-            row = dict(zip(plan.schema.column_names, values))
+            row = dict(zip(plan.schema.column_names, values, strict=False))
             for name, encode in converted:
                 row[name] = encode(row[name])
             masked = mask(row)
@@ -153,7 +153,7 @@ class SnowflakeReader:
             page = self.cursor.fetchall()
             for record in page:
                 values = list(record[:len(present)])
-                for i, is_null in zip(temporal, record[len(present):]):
+                for i, is_null in zip(temporal, record[len(present):], strict=False):
                     values[i] = None if is_null else values[i]
                 yield {c.name: (encode_target(c, values[by_mysql[c.name]]) if c.name in by_mysql else None)
                        for c in schema.columns}

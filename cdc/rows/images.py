@@ -40,7 +40,7 @@ class ImageReader:
             else:
                 value, pos = read(buf, pos)
                 append(value)
-        return dict(zip(self.names, values)), pos
+        return dict(zip(self.names, values, strict=False)), pos
 
 
 class EncodedImageReader:

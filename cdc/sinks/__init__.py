@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from cdc.aws import make_client
 from cdc.config import AWSSettings
 from cdc.errors import ConfigError, UsageError
-from cdc.aws import make_client
+from cdc.s3keys import split_s3_url
 from cdc.sinks.common import BatchSink, Delivery, Progress, ShipSummary, Sink, ship, stop_on_signals
 from cdc.sinks.kinesis import KinesisOptions, KinesisSink, parse_explicit_hash_keys, read_stream
-from cdc.s3keys import split_s3_url
 from cdc.sinks.s3 import DEFAULT_MULTIPART_THRESHOLD, S3Options, S3Sink
 from cdc.sinks.s3_batches import RollOptions
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
+from cdc.aws import map_error
 from cdc.changelog import encode_line
 from cdc.checkpoints import ShipKinesisCheckpoint
 from cdc.errors import CdcError, DataError, TransientError, UsageError
-from cdc.aws import map_error
 from cdc.sinks.common import Delivery, Report, backoff
 
 # PutRecords limits: 500 entries and 5 MiB (data + partition keys) per request.
@@ -165,7 +165,7 @@ class KinesisSink:
         for attempt in range(self.options.max_rounds + 1):
             results = self._put_records(pending)
             requests += 1
-            failed = [(entry, result) for entry, result in zip(pending, results) if result.get("ErrorCode")]
+            failed = [(entry, result) for entry, result in zip(pending, results, strict=True) if result.get("ErrorCode")]
             acked_bytes = sum(len(e["Data"]) for e in pending) - sum(len(e["Data"]) for e, _ in failed)
             report(len(pending) - len(failed), acked_bytes, 1)
             permanent = [r for _, r in failed if r["ErrorCode"] not in RETRYABLE_ENTRY_ERRORS]

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import IO, Any
 
 import orjson
 
+from cdc.aws import error_code, http_status, map_error
 from cdc.checkpoints import ShipS3Checkpoint
 from cdc.errors import CdcError, UsageError
-from cdc.aws import error_code, http_status, map_error
 from cdc.s3keys import table_component
 from cdc.sinks.common import Delivery, Report
 from cdc.sinks.s3_batches import COMPRESSIONS, Batch, RollOptions

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import pymysql
 
 from cdc.checkpoints import Handover as Handover  # re-exported: part of snapshot.json, owned by cdc.checkpoints
-from cdc.source.tables import TableInfo, qualified
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
 from cdc.source.connect import open_connection, query
 from cdc.source.server import ServerInfo
+from cdc.source.tables import TableInfo, qualified
 
 LOCK_MODES = ("auto", "mariadb", "global", "tables", "none")
 # How long FTWRL / LOCK TABLES may wait for running statements: while it waits, it already

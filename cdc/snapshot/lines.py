@@ -28,10 +28,10 @@ from typing import Any
 
 import orjson
 
-from cdc.snapshot import native as native_api
-from cdc.source.tables import TablePlan, column_encoder
 from cdc.masking import ColumnRules, hash_value
 from cdc.schema import Column
+from cdc.snapshot import native as native_api
+from cdc.source.tables import TablePlan, column_encoder
 from cdc.values import BINARY_TYPES, INTEGER_TYPES, SPATIAL_TYPES, TEXT_TYPES, encoder_for
 
 # A JSON string needs escaping only for these ASCII bytes (orjson writes every other one as is);

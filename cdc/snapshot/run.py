@@ -32,25 +32,32 @@ from typing import Any
 import orjson
 import pymysql
 
-from cdc.snapshot.checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
-from cdc.snapshot.handover import Handover, begin_snapshot, take_handover
-from cdc.snapshot.parallel import Helpers, split_table, view_position
-from cdc.snapshot.runway import Runway, estimate_runway
-from cdc.snapshot.seal import ChunkSealer
-from cdc.snapshot.lines import CompiledTable, LineParts, RowEncodeError, compile_table
-from cdc.source.tables import (
-    RAW_CONVERSIONS, TableInfo, TablePlan, bindable_key, keyset_params, plan_table, prepare_session, select_sql,
-    select_tables,
-)
-from cdc.snapshot.chunks import ChunkCutter
-from cdc.snapshot.wire import check_driver, read_rows
 from cdc.changelog import position_string, read_segment, segment_name
 from cdc.config import MySQLSettings, Settings
 from cdc.errors import DataError, PositionError, PreconditionError, UsageError
 from cdc.masking import ColumnRules, bind_rules
 from cdc.schema import SchemaHistory
+from cdc.snapshot.checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
+from cdc.snapshot.chunks import ChunkCutter
+from cdc.snapshot.handover import Handover, begin_snapshot, take_handover
+from cdc.snapshot.lines import CompiledTable, LineParts, RowEncodeError, compile_table
+from cdc.snapshot.parallel import Helpers, split_table, view_position
+from cdc.snapshot.runway import Runway, estimate_runway
+from cdc.snapshot.seal import ChunkSealer
+from cdc.snapshot.wire import check_driver, read_rows
 from cdc.source.connect import connection, query
 from cdc.source.server import ServerInfo, describe_server
+from cdc.source.tables import (
+    RAW_CONVERSIONS,
+    TableInfo,
+    TablePlan,
+    bindable_key,
+    keyset_params,
+    plan_table,
+    prepare_session,
+    select_sql,
+    select_tables,
+)
 from cdc.state import StateDir
 
 DEFAULT_CHUNK_SIZE = 50_000  # rows per segment and checkpoint; 10,000 cost ~18% more CPU (bench_snapshot.py)
@@ -372,7 +379,7 @@ class _Copier:
             if not path.exists():
                 return entry
             count, last = 0, None
-            for last in read_segment(path):
+            for last in read_segment(path):  # noqa: B007 - the loop keeps the segment's last line
                 count += 1
             if last is None or (last["db"], last["table"]) != (plan.info.db, plan.info.table):
                 raise PositionError(f"segment {path} does not continue table {plan.name} as snapshot.json says",

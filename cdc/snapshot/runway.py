@@ -20,12 +20,12 @@ from typing import Any
 
 import pymysql
 
+from cdc.durations import human_duration
 from cdc.snapshot.lines import CompiledTable, LineParts, compile_table
-from cdc.source.tables import TablePlan, select_sql
 from cdc.snapshot.wire import read_rows
 from cdc.source.connect import query, variables
 from cdc.source.server import ServerInfo
-from cdc.durations import human_duration
+from cdc.source.tables import TablePlan, select_sql
 
 RUNWAY_SHARE = 0.5
 PROBE_ROWS = 20_000  # a few tens of ms at C-reader rates: a stable rate, small beside any table worth estimating

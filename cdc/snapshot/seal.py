@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc.snapshot.checkpoint import STAGE
 from cdc.changelog import SegmentWriter
+from cdc.snapshot.checkpoint import STAGE
 from cdc.state import StateDir, fsync_dir
 
 QUEUED_BYTES = 8 * 1024 * 1024

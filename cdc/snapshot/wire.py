@@ -25,8 +25,8 @@ import pymysql.cursors
 from pymysql.constants import CR
 from pymysql.protocol import MysqlPacket
 
-from cdc.snapshot.lines import CompiledTable
 from cdc.errors import PreconditionError
+from cdc.snapshot.lines import CompiledTable
 
 BLOCK = 256 * 1024
 MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet (rows of 16 MiB and more)

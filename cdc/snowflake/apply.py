@@ -251,7 +251,7 @@ def _staging_name(parquet_name: str) -> str:
 def _merge_counts(cursor: Any) -> Counts:
     row = cursor.fetchone() or ()
     found = Counts()
-    for column, value in zip(cursor.description or (), row):
+    for column, value in zip(cursor.description or (), row, strict=False):
         label = column[0].lower()
         for kind in ("inserted", "updated", "deleted"):
             if kind in label:

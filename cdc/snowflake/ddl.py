@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc import sql
+from cdc.errors import PreconditionError
 from cdc.schema import TableSchema
 from cdc.snowflake import names
 from cdc.snowflake.typemap import snowflake_type
-from cdc.errors import PreconditionError
 
 T = "snowflake/"
 CDC_COLUMNS = (("_CDC_POSITION", "VARCHAR", True), ("_CDC_COMMIT_TS", "TIMESTAMP_TZ(6)", False),
@@ -120,7 +120,7 @@ def table_context(target: Target, *, stage_path: str = "") -> dict[str, Any]:
         "key_match": [f'"T".{k} = "S".{k}' for k in key],
         "key_match_history": [f'"H".{k} = "S".{k}' for k in key],
         "key_from_json": [from_json(by_name[k]) for k in target.key],
-        "key_unchanged": " AND ".join(f"{b} = {a}" for b, a in zip(key_json, key_after)),
+        "key_unchanged": " AND ".join(f"{b} = {a}" for b, a in zip(key_json, key_after, strict=False)),
     }
 
 

@@ -99,7 +99,7 @@ class Event:
 # Every event class the library knows (plus ours): one it filters out never advances our position, and
 # --until-now would wait forever for a target behind a trailing GTID-list or checkpoint event.
 _EVENTS = [
-    *{cls for cls in BinLogPacketWrapper._BinLogPacketWrapper__event_map.values()  # type: ignore[attr-defined]
+    *{cls for cls in BinLogPacketWrapper._BinLogPacketWrapper__event_map.values()
       if cls not in (lib_rows.WriteRowsEvent, lib_rows.UpdateRowsEvent, lib_rows.DeleteRowsEvent)},
     lib_event.NotImplementedEvent, WriteRows, UpdateRows, DeleteRows,
 ]
@@ -111,7 +111,7 @@ def translate(raw: Any, file: str) -> Event:
     packet = raw.packet
     next_pos = packet.log_pos
     pos = next_pos - packet.event_size if next_pos else 0
-    base = (file, pos, next_pos, raw.timestamp, packet.server_id)
+    base: tuple[str, int, int, int, int] = (file, pos, next_pos, raw.timestamp, packet.server_id)
     kind = type(raw)
     if kind in _OPS:
         if raw.unmapped:
@@ -138,7 +138,7 @@ def translate(raw: Any, file: str) -> Event:
     return Event("other", *base)
 
 
-def _query_event(raw: Any, base: tuple[Any, ...]) -> Event:
+def _query_event(raw: Any, base: tuple[str, int, int, int, int]) -> Event:
     sql = raw.query if isinstance(raw.query, str) else bytes(raw.query).decode("utf-8", "replace")
     db = raw.schema.decode("utf-8") if isinstance(raw.schema, (bytes, bytearray)) else str(raw.schema)
     word = sql.strip().upper()

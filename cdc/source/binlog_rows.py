@@ -22,6 +22,7 @@ class _RowsGuard(ExactReads):
     table_map: Any
     event_size: int
     complete: bool
+    op: str  # c / u / d: each event class below sets it
 
     def _mark_unmapped(self) -> None:
         if self.table_id not in self.table_map:
@@ -30,7 +31,7 @@ class _RowsGuard(ExactReads):
 
     def row_bytes(self) -> bytes | None:
         """The row images as bytes if every image carries every column (binlog_row_image=FULL), else None."""
-        body = getattr(self, "_cdc_body", None)
+        body: bytes | None = getattr(self, "_cdc_body", None)
         if body is not None:
             return body
         if not self.complete or self._RowsEvent__rows is not None:
@@ -66,7 +67,7 @@ class _RowsGuard(ExactReads):
         self._RowsEvent__rows = rows
 
 
-class WriteRows(_RowsGuard, lib_rows.WriteRowsEvent):
+class WriteRows(_RowsGuard, lib_rows.WriteRowsEvent):  # type: ignore[misc]  # the library ships no types
     op = "c"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -75,7 +76,7 @@ class WriteRows(_RowsGuard, lib_rows.WriteRowsEvent):
         self._mark_unmapped()
 
 
-class UpdateRows(_RowsGuard, lib_rows.UpdateRowsEvent):
+class UpdateRows(_RowsGuard, lib_rows.UpdateRowsEvent):  # type: ignore[misc]  # the library ships no types
     op = "u"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -84,7 +85,7 @@ class UpdateRows(_RowsGuard, lib_rows.UpdateRowsEvent):
         self._mark_unmapped()
 
 
-class DeleteRows(_RowsGuard, lib_rows.DeleteRowsEvent):
+class DeleteRows(_RowsGuard, lib_rows.DeleteRowsEvent):  # type: ignore[misc]  # the library ships no types
     op = "d"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -93,11 +94,11 @@ class DeleteRows(_RowsGuard, lib_rows.DeleteRowsEvent):
         self._mark_unmapped()
 
 
-class _PacketWrapper(BinLogPacketWrapper):
+class _PacketWrapper(BinLogPacketWrapper):  # type: ignore[misc]  # the library ships no types
     """The library's packet wrapper with our rows events in its (name-mangled) event map."""
 
     _BinLogPacketWrapper__event_map = {
-        **BinLogPacketWrapper._BinLogPacketWrapper__event_map,  # type: ignore[attr-defined]
+        **BinLogPacketWrapper._BinLogPacketWrapper__event_map,
         **{code: WriteRows for code in (23, 30)},
         **{code: UpdateRows for code in (24, 31)},
         **{code: DeleteRows for code in (25, 32)},
@@ -105,4 +106,4 @@ class _PacketWrapper(BinLogPacketWrapper):
 
 
 # The stream constructs its packet wrapper through this module global; there is no parameter for it.
-_stream_module.BinLogPacketWrapper = _PacketWrapper  # type: ignore[misc]
+_stream_module.BinLogPacketWrapper = _PacketWrapper

@@ -295,7 +295,7 @@ def bindable_key(plan: TablePlan, encoded: Sequence[Any]) -> list[Any]:
 
     Needed only when a run resumes; within a run the raw values PyMySQL returned are bound.
     """
-    return [_bindable(plan.schema.column(name), value) for name, value in zip(plan.key, encoded)]
+    return [_bindable(plan.schema.column(name), value) for name, value in zip(plan.key, encoded, strict=False)]
 
 
 def _bindable(column: Column, value: Any) -> Any:

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdc.schema import TableSchema
 from cdc.s3keys import table_component
+from cdc.schema import TableSchema
 from cdc.state import BATCH_PREFIX, fsync_dir, read_json, write_json_atomic
 
 if TYPE_CHECKING:

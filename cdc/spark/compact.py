@@ -130,11 +130,11 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
         return [_by_version(scoped, field(image, k)) for k in pk]
 
     new, old = key("k"), key("b")
-    moved = (F.col("op") == "u") & ~reduce(lambda x, y: x & y, [n.eqNullSafe(o) for n, o in zip(new, old)])
+    moved = (F.col("op") == "u") & ~reduce(lambda x, y: x & y, [n.eqNullSafe(o) for n, o in zip(new, old, strict=False)])
     ts = F.col("ts").cast(T.TimestampType())
 
     def event(keys: list[SparkColumn], delete: SparkColumn, after: SparkColumn) -> SparkColumn:
-        return F.struct(*[k.alias(name) for k, name in zip(keys, _keys(final))],
+        return F.struct(*[k.alias(name) for k, name in zip(keys, _keys(final), strict=False)],
                         F.col("position").alias("_cdc_position"), F.col("op").alias("_cdc_op"),
                         ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"))
 

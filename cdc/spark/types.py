@@ -13,8 +13,8 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc.schema import Column, TableSchema
-from cdc.values import BINARY_TYPES, SPATIAL_TYPES, TEXT_TYPES
+from cdc.schema import Column
+from cdc.values import BINARY_TYPES, SPATIAL_TYPES
 
 # Spark's DecimalType stops at 38 digits; MySQL allows DECIMAL(65,30). Wider decimals stay the
 # exact string of the change log rather than losing digits.

@@ -9,9 +9,9 @@ import jsonschema  # a test extra (pyproject.toml)
 
 from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from tests.capture.conftest import ROOT, binlog_start, changelog_lines, tail_once
-from tests.snapshot.support import make_settings
 from tests.capture.workload import TABLE, create_all_types_table, run_workload
 from tests.rig import MariaDB
+from tests.snapshot.support import make_settings
 
 SCHEMA = json.loads((ROOT / "docs" / "changelog.schema.json").read_text())
 

@@ -8,8 +8,8 @@ import pytest
 
 from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from tests.capture.conftest import binlog_start, changelog_lines, tail_once
-from tests.snapshot.support import make_settings
 from tests.rig import MariaDB
+from tests.snapshot.support import make_settings
 
 # 0x81 0x8D 0x8F 0x90 0x9D: no character in Python's cp1252; 0x80 is the euro sign in both.
 EVERY_ODD_BYTE = "UNHEX('818D8F909D80E9')"

@@ -33,10 +33,13 @@ def _library_event(cls: type, event_type: int, **attrs: Any) -> Any:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (_library_event(lib_rows.PartialUpdateRowsEvent, 39), "PARTIAL_UPDATE_ROWS event (partial JSON update image) at mysql-bin.000003:1200"),
-        (_library_event(lib_event.NotImplementedEvent, 169), "unsupported binlog event WRITE_ROWS_COMPRESSED (type 169) at mysql-bin.000003:1200"),
+        (_library_event(lib_rows.PartialUpdateRowsEvent, 39),
+         "PARTIAL_UPDATE_ROWS event (partial JSON update image) at mysql-bin.000003:1200"),
+        (_library_event(lib_event.NotImplementedEvent, 169),
+         "unsupported binlog event WRITE_ROWS_COMPRESSED (type 169) at mysql-bin.000003:1200"),
         (_library_event(lib_event.NotImplementedEvent, 40), "unsupported binlog event TRANSACTION_PAYLOAD"),
-        (_library_event(WriteRows, 30, unmapped=True, table_id=42), "rows event at mysql-bin.000003:1200 refers to table id 42 whose table map was not read"),
+        (_library_event(WriteRows, 30, unmapped=True, table_id=42),
+         "rows event at mysql-bin.000003:1200 refers to table id 42 whose table map was not read"),
     ],
     ids=["partial-json", "mariadb-compressed", "mysql-payload", "no-table-map"],
 )

@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from cdc.capture.rowblock import line_template
 from cdc.capture import txn
+from cdc.capture.rowblock import line_template
 from cdc.capture.txn import TransactionBuffer, split_line
 from cdc.changelog import encode_line, list_segments
 from tests.capture.conftest import binlog_start, changelog_bytes, changelog_lines, tail_once

@@ -17,16 +17,16 @@ import pytest
 from cdc import sinks
 from cdc.capture.start import Start, StartRequest, resolve_start
 from cdc.checkpoints import ShipS3Checkpoint, TailCheckpoint
-from cdc.snapshot.checkpoint import read_checkpoint as read_snapshot
-from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.config import AWSSettings
 from cdc.sinks.common import read_ship_checkpoint
 from cdc.sinks.s3_batches import Batch, pending_batch
+from cdc.snapshot.checkpoint import read_checkpoint as read_snapshot
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.source.binlog import Position
 from cdc.state import StateDir
 from tests.capture.conftest import binlog_start, tail_once
-from tests.snapshot.support import make_settings
 from tests.rig import MariaDB
+from tests.snapshot.support import make_settings
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -17,8 +17,17 @@ import pytest
 from cdc.errors import ExitCode
 from cdc.state import StateDir
 from tests.pipeline.cli import run
-from tests.pipeline.run_rig import TABLES, Background, assert_replicated, cdc_run, create_source, more_writes, \
-    source_rows, target_rows, write_config
+from tests.pipeline.run_rig import (
+    TABLES,
+    Background,
+    assert_replicated,
+    cdc_run,
+    create_source,
+    more_writes,
+    source_rows,
+    target_rows,
+    write_config,
+)
 from tests.rig import MariaDB
 from tests.rig._process import wait_until
 

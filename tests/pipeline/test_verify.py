@@ -15,8 +15,15 @@ from tests.capture.conftest import binlog_start
 from tests.capture.workload import TABLE, create_all_types_table, run_workload
 from tests.pipeline.cli import run
 from tests.pipeline.verify_rig import (
-    HOSTILE_TABLE, SNOWFLAKE_HOSTILE_TABLE, apply_to_snowflake, create_hostile_table, replicate, server_args, statuses,
-    tamper_lake, verify_json,
+    HOSTILE_TABLE,
+    SNOWFLAKE_HOSTILE_TABLE,
+    apply_to_snowflake,
+    create_hostile_table,
+    replicate,
+    server_args,
+    statuses,
+    tamper_lake,
+    verify_json,
 )
 from tests.rig import MariaDB
 from tests.snowflake.stand_in import rows

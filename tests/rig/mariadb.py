@@ -30,17 +30,7 @@ from typing import Any
 import pymysql
 
 from ._datadir import is_root, template_datadir
-from ._process import (
-    RigError,
-    find_program,
-    free_port,
-    kill_process,
-    send_signal,
-    spawn,
-    stop_process,
-    tail,
-    wait_until,
-)
+from ._process import RigError, find_program, free_port, kill_process, send_signal, spawn, stop_process, tail, wait_until
 
 INSTALL_HINT = "apt-get install mariadb-server"
 HOST = "127.0.0.1"

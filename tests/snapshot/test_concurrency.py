@@ -16,10 +16,8 @@ from typer.testing import CliRunner
 from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.state import read_json
 from tests.capture import workload
-from tests.snapshot.support import (  # noqa: F401
-    ARGV, app, changelog_lines, make_settings, mysql_args, state, subprocess_env,
-)
 from tests.rig import MariaDB
+from tests.snapshot.support import ARGV, app, changelog_lines, make_settings, mysql_args, state, subprocess_env  # noqa: F401
 
 ACCOUNTS, BALANCE = 200, 1000
 

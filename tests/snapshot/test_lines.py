@@ -19,16 +19,16 @@ import pymysql
 import pymysql.cursors
 import pytest
 
-from cdc.snapshot.run import SnapshotRequest, SnapshotSummary, run_snapshot
-from cdc.snapshot.lines import LineParts, compile_table
-from cdc.source.tables import RAW_CONVERSIONS, TableInfo, plan_table, quote_ident, select_sql
-from cdc.snapshot.wire import read_rows
 from cdc.changelog import encode_line, list_segments, position_string
+from cdc.snapshot.lines import LineParts, compile_table
+from cdc.snapshot.run import SnapshotRequest, SnapshotSummary, run_snapshot
+from cdc.snapshot.wire import read_rows
 from cdc.source.schema_reads import read_table_schema
+from cdc.source.tables import RAW_CONVERSIONS, TableInfo, plan_table, quote_ident, select_sql
 from cdc.values import encode_row
 from tests.capture import workload
-from tests.snapshot.support import make_settings, mysql_args, state, subprocess_env  # noqa: F401
 from tests.rig import MariaDB
+from tests.snapshot.support import make_settings, mysql_args, state, subprocess_env  # noqa: F401
 
 ODD_TABLE = 'odd%s "types" %d'
 ODD_COLUMNS = {

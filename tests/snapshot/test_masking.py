@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.errors import UsageError
 from cdc.masking import RULES_FILE, hash_value
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from tests.capture import workload
-from tests.snapshot.support import changelog_lines, make_settings
 from tests.rig import MariaDB
+from tests.snapshot.support import changelog_lines, make_settings
 
 EXCLUDED = ("c_text", "c_blob", "c_json")
 

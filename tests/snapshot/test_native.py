@@ -28,14 +28,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cdc.masking import ColumnRules, hash_value
 from cdc.snapshot import native as native_api
 from cdc.snapshot.lines import CompiledTable, LineParts, RowEncodeError, compile_table
-from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, prepare_session, select_sql
 from cdc.snapshot.wire import read_rows
-from cdc.masking import ColumnRules, hash_value
+from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, prepare_session, select_sql
 from tests.capture import workload
-from tests.snapshot.test_lines import ODD_TABLE, _create_odd_table
 from tests.rig import MariaDB
+from tests.snapshot.test_lines import ODD_TABLE, _create_odd_table
 
 PARTS = LineParts(b"0000000001:000000000004:s", b',"src":{"file":"b%d.000001","row":', b',"xid":null},"table":',
                   b',"ts":"2026-11-23T00:00:00Z","v":1}\n')

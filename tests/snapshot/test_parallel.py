@@ -14,15 +14,13 @@ from typing import Any
 
 import pytest
 
+from cdc.changelog import list_segments, position_string
 from cdc.snapshot import seal
 from cdc.snapshot.run import SnapshotRequest, run_snapshot
-from cdc.changelog import list_segments, position_string
 from cdc.state import read_json
-from tests.snapshot.test_concurrency import tail_until_now, transfers, writing
-from tests.snapshot.support import (  # noqa: F401
-    ARGV, changelog_lines, make_settings, mysql_args, state, subprocess_env,
-)
 from tests.rig import MariaDB
+from tests.snapshot.support import ARGV, changelog_lines, make_settings, mysql_args, state, subprocess_env  # noqa: F401
+from tests.snapshot.test_concurrency import tail_until_now, transfers, writing
 
 ROWS, BALANCE = 160_000, 1000  # parts of 50,000 rows or more are worth a helper
 
@@ -81,7 +79,7 @@ def test_parallel_snapshot_under_transfers_is_one_view_and_exact_after_tail(
 
 def test_a_killed_helper_leaves_its_part_to_the_main_connection(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
     _accounts(mariadb, fresh_db)
-    one = run_snapshot(make_settings(mariadb, tmp_path / "one", databases=(fresh_db,)), SnapshotRequest(chunk_size=2000))
+    run_snapshot(make_settings(mariadb, tmp_path / "one", databases=(fresh_db,)), SnapshotRequest(chunk_size=2000))
     killed: list[int] = []
 
     def kill_first_helper(stop: threading.Event) -> None:

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cdc.snapshot.run import SnapshotRequest, read_checkpoint, run_snapshot
-from cdc.source.tables import prepare_session
 from cdc.changelog import decode_line, encode_line, list_segments, position_string, segment_name
 from cdc.errors import PositionError, PreconditionError, UsageError
 from cdc.schema import SchemaHistory
+from cdc.snapshot.run import SnapshotRequest, read_checkpoint, run_snapshot
+from cdc.source.tables import prepare_session
 from cdc.state import StateDir, read_json, write_json_atomic
 from tests.capture import workload
-from tests.snapshot.support import app, changelog_lines, make_settings, mysql_args, state  # noqa: F401
 from tests.rig import MariaDB
+from tests.snapshot.support import app, changelog_lines, make_settings, mysql_args, state  # noqa: F401
 
 HOSTILE_TABLE = "we`ird 'tab\"le' select ü"
 HOSTILE_COLUMNS = ("k`1 key", "order", "naïve \"c\"")

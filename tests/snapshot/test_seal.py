@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from cdc.changelog import segment_name
 from cdc.snapshot.checkpoint import STAGE
 from cdc.snapshot.seal import QUEUED_BYTES, ChunkSealer
-from cdc.source.tables import RAW_CONVERSIONS
 from cdc.snapshot.wire import read_rows
-from cdc.changelog import segment_name
+from cdc.source.tables import RAW_CONVERSIONS
 from cdc.state import StateDir
-from tests.snapshot.test_lines import _reader
 from tests.rig import MariaDB
+from tests.snapshot.test_lines import _reader
 
 
 def _block(first: int, count: int, width: int = 10) -> bytes:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cdc.snapshot.handover import gtid_statement, lock_statement, resolve_mode, status_statement
-from cdc.snapshot.runway import RDS_NULL_RETENTION_SECONDS, Runway, retention_from
-from cdc.source.tables import TableInfo, TablePlan, bindable_key, keyset_params, keyset_predicate, select_sql
 from cdc.errors import UsageError
 from cdc.schema import Column, TableSchema
+from cdc.snapshot.handover import gtid_statement, lock_statement, resolve_mode, status_statement
+from cdc.snapshot.runway import RDS_NULL_RETENTION_SECONDS, Runway, retention_from
 from cdc.source.server import MARIADB, MYSQL, RDS_MYSQL, ServerInfo, parse_version
+from cdc.source.tables import TableInfo, TablePlan, bindable_key, keyset_params, keyset_predicate, select_sql
 
 
 def _server(flavour: str, version: str) -> ServerInfo:

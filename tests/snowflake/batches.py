@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from cdc.schema import Column, SchemaHistory, TableSchema
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 POSITION0 = "0000000001:000000000004:s000000000000"
 
 # A compact table with the types whose transport is hardest (Parquet <-> Snowflake types).

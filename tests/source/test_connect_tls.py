@@ -34,7 +34,7 @@ def _name(common_name: str) -> x509.Name:
 
 def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[str, ec.EllipticCurvePrivateKey] | None,
                  *, ca: bool) -> x509.Certificate:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     issuer_name, issuer_key = (subject, key) if issuer is None else issuer
     builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer_name))
                .public_key(key.public_key()).serial_number(x509.random_serial_number())

@@ -14,8 +14,8 @@ import pytest
 
 from cdc.spark import merge, read_lake_table
 from cdc.state import StateDir
-from tests.spark.workload import T1, T2, model
 from tests.spark.test_merge import batch_rows, build, check_batch
+from tests.spark.workload import T1, T2, model
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,8 @@ import pytest
 
 from cdc.changelog import encode_line, list_segments
 from cdc.errors import DataError
-from cdc.spark.job import _read_lines
 from cdc.spark import scan
+from cdc.spark.job import _read_lines
 from cdc.spark.scan import is_local, local_stats, spark_stats
 from cdc.spark.types import LINE_SCHEMA
 from cdc.state import StateDir

@@ -40,7 +40,8 @@ EVERY = (
     c("j", "json", "json"), c("g", "geometry", "geometry"),
 )
 EXTRA = c("extra col.x", "varchar(10)", "varchar")
-COMPOSITE = (c("k1", "varchar(20)", "varchar", nullable=False), c("k2", "bigint(20) unsigned", "bigint", unsigned=True, nullable=False),
+COMPOSITE = (c("k1", "varchar(20)", "varchar", nullable=False),
+             c("k2", "bigint(20) unsigned", "bigint", unsigned=True, nullable=False),
              c("v", "decimal(5,2)", "decimal", precision=5, scale=2))
 T1 = ("shop", "every")
 T2 = ("we'ird db", 't"ab.le 💥')
@@ -253,7 +254,7 @@ def model(lines: list[dict[str, Any]], history: SchemaHistory) -> dict[tuple[str
         final = history.at(*table, last[table])
         assert final is not None
         out = {}
-        for key, row in rows.items():
+        for row in rows.values():
             values = {col.name: lake_value(col, row["json"].get(col.name)) for col in final.columns}
             lake_key = tuple(values[k] for k in final.primary_key)
             out[lake_key] = {**values, **{m: row[m] for m in ("_cdc_op", "_cdc_position", "_cdc_commit_ts")}}
