@@ -45,6 +45,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(part)
         if "tests/pipeline/" in item.nodeid:
             item.add_marker("e2e")
+    # The long tests first: pytest-xdist hands each worker a share of this list and an idle worker steals from
+    # the end of another's, so short tests at the end even the finish (a 60 s test started last keeps one core
+    # busy while the other waits). Stable: within each group, tests keep their file order.
+    items.sort(key=_cost_rank)
+
+
+def _cost_rank(item: pytest.Item) -> int:
+    """0: end-to-end and Spark (tens of seconds each), 1: against a MariaDB, 2: the rest."""
+    if item.get_closest_marker("e2e") or item.get_closest_marker("spark"):
+        return 0
+    return 1 if item.get_closest_marker("mariadb") else 2
 
 
 @pytest.fixture(autouse=True)
