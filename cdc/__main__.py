@@ -1,5 +1,5 @@
 """`python -m cdc` runs the command line."""
 
-from commands.main import run
+from cdc.commands.main import run
 
 run()

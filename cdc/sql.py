@@ -30,7 +30,7 @@ def quote_literal(text: str) -> str:
 
 def _load(name: str) -> str | None:
     try:
-        return resources.files("templates").joinpath(*name.split("/")).read_text(encoding="utf-8")
+        return resources.files("cdc.templates").joinpath(*name.split("/")).read_text(encoding="utf-8")
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
 
@@ -58,5 +58,5 @@ def render(template: str, **context: object) -> str:
 
 def template_names(prefix: str) -> list[str]:
     """Every template under `templates/<prefix>/` (for tests that render them all)."""
-    folder = resources.files("templates").joinpath(prefix)
+    folder = resources.files("cdc.templates").joinpath(prefix)
     return sorted(f"{prefix}/{entry.name}" for entry in folder.iterdir() if entry.name.endswith(".j2"))

@@ -6,10 +6,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.source import preflight
-from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 
 DatabasesOpt = Annotated[Optional[list[str]], typer.Option(
     "--databases", help="Schema to replicate (grants, primary keys); repeatable or comma-separated.")]

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import questionary
 import typer
 
+from cdc.commands import ui
 from cdc.errors import CdcError, ExitCode
 from cdc.pipeline.init import (
     QUESTIONS,
@@ -21,7 +22,6 @@ from cdc.pipeline.init import (
     validate,
     write_config,
 )
-from commands import ui
 
 _Flag = Optional[str]
 

@@ -7,9 +7,9 @@ import sys
 import typer
 
 from cdc import sinks
+from cdc.commands.options import ConfigOpt, settings_from
+from cdc.commands.ship import EndpointOpt, ProfileOpt, RegionOpt, StreamOpt, aws_flags
 from cdc.errors import ConfigError
-from commands.options import ConfigOpt, settings_from
-from commands.ship import EndpointOpt, ProfileOpt, RegionOpt, StreamOpt, aws_flags
 
 
 def kinesis_read(

@@ -9,9 +9,9 @@ import typer
 from typer.core import TyperGroup
 
 from cdc import __version__
+from cdc.commands import ui
 from cdc.errors import CdcError, ExitCode
 from cdc.state import is_disk_full
-from commands import ui
 
 # (command name, module in commands/, function) in the order `cdc --help` lists them:
 # the pipeline's stages first, then the tools around them.
@@ -88,7 +88,7 @@ def main(
 
 
 for _name, _module, _function in COMMANDS:
-    app.command(_name)(getattr(importlib.import_module(f"commands.{_module}"), _function))
+    app.command(_name)(getattr(importlib.import_module(f"cdc.commands.{_module}"), _function))
 
 
 def run() -> None:

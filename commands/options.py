@@ -10,9 +10,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cdc.commands import ui
 from cdc.config import Settings, load_settings, with_password
 from cdc.errors import ConfigError
-from commands import ui
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="cdc.toml to read (default: ./cdc.toml).")]
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="State directory (default: ./.cdc).")]

@@ -10,12 +10,12 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cdc.capture import StartRequest
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.pipeline.run import STAGES, RunOptions, RunSummary, StageResult, run_pipeline
 from cdc.pipeline.run_stages import StageProgress
 from cdc.sinks import stop_on_signals
-from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 
 _CHAIN, _START = "Chain", "Start (tail's first run, instead of a snapshot)"
 StagesOpt = Annotated[Optional[list[str]], typer.Option(

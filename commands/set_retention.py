@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, DryRunOpt, JsonOpt, YesOpt, mysql_options, settings_from
 from cdc.errors import UsageError
 from cdc.source import retention
-from commands import ui
-from commands.options import ConfigOpt, DryRunOpt, JsonOpt, YesOpt, mysql_options, settings_from
 
 HoursOpt = Annotated[int, typer.Option("--hours", help="Keep binlogs this many hours (e.g. 72).", show_default=False)]
 

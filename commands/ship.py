@@ -9,10 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from cdc import sinks
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
 from cdc.errors import ExitCode
 from cdc.state import StateDir
-from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
 
 _AWS = "AWS"
 ToOpt = Annotated[str, typer.Option("--to", help="kinesis | s3 | s3://bucket/prefix.")]

@@ -8,10 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
-from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 
 _SEL = "Selection"
 

@@ -6,13 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cdc.errors import ExitCode
-from cdc.sinks import stop_on_signals
-from cdc.snowflake import apply as sf_apply
-from cdc.snowflake.connect import connect
-from cdc.state import StateDir
-from commands import ui
-from commands.options import (
+from cdc.commands import ui
+from cdc.commands.options import (
     ConfigOpt,
     JsonOpt,
     SfConnectionOpt,
@@ -22,6 +17,11 @@ from commands.options import (
     StateDirOpt,
     settings_from,
 )
+from cdc.errors import ExitCode
+from cdc.sinks import stop_on_signals
+from cdc.snowflake import apply as sf_apply
+from cdc.snowflake.connect import connect
+from cdc.state import StateDir
 
 _SF = "Snowflake"
 

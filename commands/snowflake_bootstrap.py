@@ -7,14 +7,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cdc.errors import ExitCode
-from cdc.masking import masked_history
-from cdc.snowflake import bootstrap as sf_bootstrap
-from cdc.snowflake.connect import connect
-from cdc.source.connect import connection
-from cdc.state import StateDir
-from commands import ui
-from commands.options import (
+from cdc.commands import ui
+from cdc.commands.options import (
     ConfigOpt,
     DryRunOpt,
     JsonOpt,
@@ -26,6 +20,12 @@ from commands.options import (
     mysql_options,
     settings_from,
 )
+from cdc.errors import ExitCode
+from cdc.masking import masked_history
+from cdc.snowflake import bootstrap as sf_bootstrap
+from cdc.snowflake.connect import connect
+from cdc.source.connect import connection
+from cdc.state import StateDir
 
 _SF = "Snowflake"
 _S3 = "S3 path (ship --to s3)"

@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
 from cdc.spark import TableResult, merge
 from cdc.state import StateDir
-from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
 
 _SPARK = "Spark"
 SourceOpt = Annotated[Optional[str], typer.Option("--source", help=(

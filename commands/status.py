@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 from cdc.durations import human_duration
 from cdc.pipeline.status import DEFAULT_MIN_RUNWAY_HOURS, StageView, StatusReport, collect_status
-from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 
 
 @mysql_options

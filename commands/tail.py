@@ -11,10 +11,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cdc.capture import Filters, Progress, StartRequest, TailOptions, TailSummary, run_tail
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.sinks.common import stop_on_signals
-from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 
 _START, _FILTERS = "Start", "Filters"
 ListOpt = Optional[list[str]]

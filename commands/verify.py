@@ -7,11 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cdc.pipeline.verify import TableResult, VerifyReport, VerifyRequest
-from cdc.pipeline.verify import verify as run_verify
-from cdc.pipeline.wait import parse_duration
-from commands import ui
-from commands.options import (
+from cdc.commands import ui
+from cdc.commands.options import (
     ConfigOpt,
     JsonOpt,
     SfConnectionOpt,
@@ -21,6 +18,9 @@ from commands.options import (
     mysql_options,
     settings_from,
 )
+from cdc.pipeline.verify import TableResult, VerifyReport, VerifyRequest
+from cdc.pipeline.verify import verify as run_verify
+from cdc.pipeline.wait import parse_duration
 
 _SEL = "Selection"
 _STYLE = {"OK": "green", "DIFF": "bold red", "BEHIND": "yellow", "MISSING": "bold red"}

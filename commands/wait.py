@@ -6,10 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.pipeline.wait import WAIT_STAGES, Gate, Observation, parse_duration, parse_position, wait_for
-from commands import ui
-from commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 
 _GATE = "Gate (exactly one)"
 

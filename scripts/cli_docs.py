@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: import this chec
 import typer.rich_utils  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from commands.main import COMMANDS, app  # noqa: E402
+from cdc.commands.main import COMMANDS, app  # noqa: E402
 
 CLI_MD = ROOT / "docs" / "cli.md"
 WIDTH = 100
@@ -91,7 +91,7 @@ def _help(args: list[str]) -> str:
 def _summary(function_name: str, module: str) -> str:
     """The first line of the command's docstring: the one-liner `cdc --help` lists."""
     command = next(c for c in app.registered_commands if c.callback and c.callback.__name__ == function_name
-                   and c.callback.__module__ == f"commands.{module}")
+                   and c.callback.__module__ == f"cdc.commands.{module}")
     return (command.callback.__doc__ or "").strip().splitlines()[0]  # type: ignore[union-attr]
 
 

@@ -16,7 +16,7 @@ import pytest
 from tests.rig import DbUser, MariaDB, MotoServer, OptionValue
 
 # pytest-xdist's workers inherit COLUMNS (80) from the controller, and rich fixes a console's width from it when
-# commands.ui is imported: tests that render tables set the width they need per invocation instead.
+# cdc.commands.ui is imported: tests that render tables set the width they need per invocation instead.
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
 

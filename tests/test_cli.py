@@ -15,7 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from cdc import __version__
-from commands.main import COMMANDS, app
+from cdc.commands.main import COMMANDS, app
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_MD = ROOT / "docs" / "cli.md"

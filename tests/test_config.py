@@ -85,7 +85,7 @@ def test_secret_in_cdc_toml_is_refused(tmp_path: Path, toml: str) -> None:
 
 
 def test_config_error_exits_3_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from commands.main import app
+    from cdc.commands.main import app
 
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["check-binlog"], env={"HOME": str(tmp_path), "CDC_MYSQL_PORT": "abc"})

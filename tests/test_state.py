@@ -72,7 +72,7 @@ def test_second_holder_gets_locked_error(lock_holder: tuple[Path, int]) -> None:
 
 
 def test_locked_stage_exits_6_through_the_cli(lock_holder: tuple[Path, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    from commands.main import app
+    from cdc.commands.main import app
 
     root, pid = lock_holder
     monkeypatch.chdir(root.parent)
@@ -82,7 +82,7 @@ def test_locked_stage_exits_6_through_the_cli(lock_holder: tuple[Path, int], mon
 
 
 def test_corrupt_checkpoint_names_the_file_and_exits_5(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from commands.main import app
+    from cdc.commands.main import app
 
     state = StateDir(tmp_path / "state").ensure()
     path = state.checkpoint_path("ship-s3")

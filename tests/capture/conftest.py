@@ -60,7 +60,7 @@ def binlog_start(server: MariaDB) -> str:
 @pytest.fixture
 def cli(mariadb: MariaDB, tmp_path: Path) -> Callable[..., Any]:
     """Invoke `cdc ...` in-process (CliRunner) against the session server with state in tmp_path/state."""
-    from commands.main import app
+    from cdc.commands.main import app
 
     runner = CliRunner()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from commands.main import app
+from cdc.commands.main import app
 from tests.rig import MariaDB
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from commands import ui
+from cdc.commands import ui
 from tests.commands.conftest import flat, server_args
 from tests.rig import MariaDB
 

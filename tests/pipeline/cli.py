@@ -6,7 +6,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from commands.main import app
+from cdc.commands.main import app
 
 
 def run(*args: str, input: str | None = None) -> Any:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import questionary
 
+from cdc.commands import ui
 from cdc.config import load_settings
 from cdc.pipeline.init import Answers, render_toml
-from commands import ui
 from tests.conftest import REPLICATION_PASSWORD
 from tests.pipeline.cli import run
 from tests.rig import DbUser, MariaDB

@@ -181,9 +181,9 @@ def test_live_view_shows_each_stage_where_it_got() -> None:
     from rich.console import Console
     from rich.live import Live
 
+    from cdc.commands.run import _View
     from cdc.pipeline.run import StageResult
     from cdc.pipeline.run_stages import StageProgress
-    from commands.run import _View
 
     screen = StringIO()
     with Live(console=Console(file=screen, force_terminal=True, width=160, color_system=None)) as live:

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from commands.main import app  # noqa: F401  (re-exported for the ship tests' CliRunner)
+from cdc.commands.main import app  # noqa: F401  (re-exported for the ship tests' CliRunner)
 
 ARGV = [sys.executable, "-m", "cdc"]

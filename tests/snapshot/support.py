@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from cdc.changelog import list_segments, read_segment
+from cdc.commands.main import app  # noqa: F401  (re-exported for the snapshot tests' CliRunner)
 from cdc.config import Settings, load_settings
-from commands.main import app  # noqa: F401  (re-exported for the snapshot tests' CliRunner)
 from tests.rig import MariaDB
 
 ARGV = [sys.executable, "-m", "cdc"]

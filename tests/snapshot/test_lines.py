@@ -206,7 +206,7 @@ def test_a_killed_connection_mid_result_is_an_error_not_a_short_chunk(mariadb: M
 
 def _peak_rss_mib(server: MariaDB, state_dir: Path, table: str) -> int:
     """Peak RSS of a `cdc snapshot` subprocess copying `table` in one chunk."""
-    code = ("import resource, sys\nfrom commands.main import run\nsys.argv = ['cdc', *sys.argv[1:]]\n"
+    code = ("import resource, sys\nfrom cdc.commands.main import run\nsys.argv = ['cdc', *sys.argv[1:]]\n"
             "try:\n    run()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", code, "snapshot", *mysql_args(server), "--state-dir", str(state_dir),

@@ -61,7 +61,7 @@ def test_kill_9_mid_merge_then_rerun_equals_uninterrupted(tmp_path: Path) -> Non
 def test_help_documents_sources() -> None:
     from typer.testing import CliRunner
 
-    from commands.main import app
+    from cdc.commands.main import app
 
     result = CliRunner().invoke(app, ["spark-merge", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
