@@ -19,7 +19,8 @@ class ExitCode(IntEnum):
     RUNWAY = 8
     TIMEOUT = 9
     TRANSIENT = 10  # worth retrying as it is: a lost connection, throttling, a 5xx after cdc's own retries
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # Ctrl-C (SIGINT) before the work was complete
+    TERMINATED = 143  # SIGTERM before the work was complete (128 + 15, as a shell reports a process it killed)
 
 
 class CdcError(Exception):

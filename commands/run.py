@@ -15,7 +15,7 @@ from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options,
 from cdc.errors import ExitCode
 from cdc.pipeline.run import STAGES, RunOptions, RunSummary, StageResult, run_pipeline
 from cdc.pipeline.run_stages import StageProgress
-from cdc.sinks import stop_on_signals
+from cdc.signals import stop_on_signals
 
 _CHAIN, _START = "Chain", "Start (tail's first run, instead of a snapshot)"
 StagesOpt = Annotated[Optional[list[str]], typer.Option(
@@ -57,7 +57,7 @@ def run(
     _render(summary, as_json)
     if not summary.complete and not follow:
         ui.note("stopped before the chain caught up; state is consistent, rerun `cdc run` to continue")
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
+        raise typer.Exit(int(stop.exit_code))
     raise typer.Exit(int(ExitCode.OK))
 
 

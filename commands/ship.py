@@ -12,6 +12,7 @@ from cdc import sinks
 from cdc.commands import ui
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
 from cdc.errors import ExitCode
+from cdc.signals import stop_on_signals
 from cdc.state import StateDir
 
 _AWS = "AWS"
@@ -71,11 +72,11 @@ def ship(
                               oversize_url=oversize, compression=compression,
                               multipart_threshold=multipart_mib * 1024 * 1024)
     sink = sinks.open_sink(settings.aws, target)
-    with sinks.stop_on_signals() as stop, _progress(enabled=not as_json) as on_progress:
+    with stop_on_signals() as stop, _progress(enabled=not as_json) as on_progress:
         summary = sinks.ship(StateDir(settings.state_dir), sink, follow=follow, poll_interval=poll_interval,
                              stop=stop, on_progress=on_progress)
     _render(summary, as_json)
-    raise typer.Exit(int(ExitCode.INTERRUPTED if summary.remaining and not follow else ExitCode.OK))
+    raise typer.Exit(int(stop.exit_code if summary.remaining and not follow else ExitCode.OK))
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from cdc.commands.options import (
     settings_from,
 )
 from cdc.errors import ExitCode
-from cdc.sinks import stop_on_signals
+from cdc.signals import stop_on_signals
 from cdc.snowflake import apply as sf_apply
 from cdc.snowflake.connect import connect
 from cdc.state import StateDir
@@ -51,7 +51,7 @@ def snowflake_apply(
     finally:
         conn.close()
     _render(summary, as_json)
-    raise typer.Exit(int(ExitCode.OK))
+    raise typer.Exit(int(stop.exit_code if summary.stopped and not follow else ExitCode.OK))
 
 
 def _progress(batch_id: str, counts: dict[str, sf_apply.Counts]) -> None:

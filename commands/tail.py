@@ -14,7 +14,7 @@ from cdc.capture import Filters, Progress, StartRequest, TailOptions, TailSummar
 from cdc.commands import ui
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 from cdc.errors import ExitCode
-from cdc.sinks.common import stop_on_signals
+from cdc.signals import stop_on_signals
 
 _START, _FILTERS = "Start", "Filters"
 ListOpt = Optional[list[str]]
@@ -61,7 +61,9 @@ def tail(
         summary = run_tail(settings, options, should_stop=stop.is_set, on_progress=on_progress, on_note=ui.note,
                            stdout=sys.stdout.buffer if to_stdout else None)
     _render(summary, as_json, to_stdout)
-    raise typer.Exit(int(ExitCode.OK))
+    # --follow ends on a signal by design; --until-now stopped before its target is incomplete (rerun to go on).
+    interrupted = not follow and summary.stopped != "caught up"
+    raise typer.Exit(int(stop.exit_code if interrupted else ExitCode.OK))
 
 
 @contextmanager

@@ -24,6 +24,15 @@ class StartRequest:
     gtid: str | None = None  # MariaDB domain-server-seq[,...]: start after these transactions
     from_now: bool = False
 
+    def __post_init__(self) -> None:
+        # A malformed option is a usage error (exit 2), found before any connection is made; a position that
+        # parses but is not on the server is a position error (exit 5), found later by resolve_start.
+        if self.position is not None:
+            try:
+                Position.parse(self.position)
+            except PositionError as exc:
+                raise UsageError(f"--start-position: {exc.message}", hint=exc.hint) from None
+
 
 @dataclass(frozen=True)
 class Start:

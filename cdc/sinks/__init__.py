@@ -12,7 +12,7 @@ from cdc.aws import make_client
 from cdc.config import AWSSettings
 from cdc.errors import ConfigError, UsageError
 from cdc.s3keys import split_s3_url
-from cdc.sinks.common import BatchSink, Delivery, Progress, ShipSummary, Sink, ship, stop_on_signals
+from cdc.sinks.common import BatchSink, Delivery, Progress, ShipSummary, Sink, ship
 from cdc.sinks.kinesis import KinesisOptions, KinesisSink, parse_explicit_hash_keys, read_stream
 from cdc.sinks.s3 import DEFAULT_MULTIPART_THRESHOLD, S3Options, S3Sink
 from cdc.sinks.s3_batches import RollOptions
@@ -20,7 +20,7 @@ from cdc.sinks.s3_batches import RollOptions
 __all__ = [
     "BatchSink", "Delivery", "KinesisOptions", "KinesisSink", "Progress", "RollOptions", "S3Options", "S3Sink",
     "ShipSummary",
-    "ShipTarget", "Sink", "make_client", "open_sink", "read_stream", "ship", "stop_on_signals",
+    "ShipTarget", "Sink", "make_client", "open_sink", "read_stream", "ship",
 ]
 
 

@@ -12,11 +12,9 @@ downstream").
 from __future__ import annotations
 
 import random
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -267,28 +265,3 @@ def _ship_segment(
 def backoff(attempt: int, base: float, cap: float) -> float:
     """Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And Jitter")."""
     return random.uniform(0, min(cap, base * 2 ** min(attempt, 30)))
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """Yield an Event set by SIGTERM or the first Ctrl-C, so shipping stops between segments.
-
-    A second Ctrl-C raises KeyboardInterrupt at once: safe too, as the checkpoint only moves
-    after a whole segment is acknowledged.
-    """
-    stop = threading.Event()
-
-    def handler(signum: int, _frame: Any) -> None:
-        if signum == signal.SIGINT and stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    if threading.current_thread() is not threading.main_thread():
-        yield stop  # signals can only be handled in the main thread (e.g. under a test runner thread)
-        return
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

@@ -68,6 +68,7 @@ class Summary:
     transactional: bool = True
     last_batch: str | None = None
     cleanup_skipped: bool = False  # staged files could not be removed (harmless, see _cleanup)
+    stopped: bool = False  # a stop came while sealed batches were still waiting (--until-now is then incomplete)
 
     def to_dict(self) -> dict[str, Any]:
         return {"batches": len(self.applied), "applied": self.applied, "skipped": self.skipped,
@@ -309,12 +310,13 @@ def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: floa
         summary = applier.summary
         while True:
             for batch in list_batches(state):
-                if stop.is_set():
-                    return summary
                 if batch.batch_id in applied:
                     if batch.batch_id not in summary.skipped and batch.batch_id not in summary.applied:
                         summary.skipped.append(batch.batch_id)
                     continue
+                if stop.is_set():
+                    summary.stopped = True
+                    return summary
                 counts = applier.apply(batch)
                 applied.add(batch.batch_id)
                 summary.applied.append(batch.batch_id)

@@ -35,7 +35,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 
 from cdc.changelog import file_seq
 from cdc.config import MySQLSettings
-from cdc.errors import CdcError, ConnectError, DataError, PositionError, TransientError
+from cdc.errors import CdcError, ConnectError, DataError, PositionError, PreconditionError, TransientError
 from cdc.source.binlog_rows import DeleteRows, UpdateRows, WriteRows
 from cdc.source.connect import Connection, connection_kwargs, is_tls_failure, map_error, tls_error
 
@@ -302,5 +302,6 @@ def current_position(conn: pymysql.Connection) -> Position:
         if not row:
             break
         return Position(str(row[0]), int(row[1]))
-    raise PositionError("the server reports no binlog position: binary logging is off",
-                        hint="run `cdc check-binlog` and enable log_bin")
+    # Not a position problem: the server is not ready (exit 4, as snapshot and check-binlog say for the same server).
+    raise PreconditionError("the server reports no binlog position: binary logging is off",
+                            hint="run `cdc check-binlog` and enable log_bin")

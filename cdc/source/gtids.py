@@ -19,7 +19,7 @@ from typing import Any
 import pymysql
 
 from cdc.changelog import file_seq
-from cdc.errors import PositionError
+from cdc.errors import PositionError, PreconditionError
 from cdc.gtid import GtidSet
 from cdc.source.binlog import Position
 from cdc.source.connect import query
@@ -144,7 +144,7 @@ def _first_file(headers: list[tuple[str, GtidSet]], seen: GtidSet, where: str) -
     if inside:
         return inside[-1]
     if not headers:
-        raise PositionError(f"{where} has no binlog files", hint="enable log_bin on the server")
+        raise PreconditionError(f"{where} has no binlog files", hint="enable log_bin on the server")
     name, state = headers[0]
     raise PositionError(
         f"{where} cannot send every transaction after cdc's checkpoint: its oldest binlog {name} starts after "

@@ -20,7 +20,7 @@ import pymysql
 import pytest
 
 import cdc.source.binlog as binlog
-from cdc.errors import DataError, PositionError, TransientError
+from cdc.errors import DataError, PreconditionError, TransientError
 from cdc.source.binlog import BinlogReader, Event, Position, ReaderOptions
 from tests.capture.conftest import settings_for
 from tests.rig import MariaDB
@@ -193,6 +193,7 @@ def test_current_position_uses_the_statement_the_server_has(answers: dict[str, A
     assert conn.asked == asked
 
 
-def test_current_position_with_binlog_off_is_a_position_error() -> None:
-    with pytest.raises(PositionError, match="binary logging is off"):
+def test_current_position_with_binlog_off_is_a_precondition_error() -> None:
+    """The server is not ready (exit 4), as snapshot and check-binlog say for the same server; not a position problem."""
+    with pytest.raises(PreconditionError, match="binary logging is off"):
         binlog.current_position(_Conn({"SHOW BINARY LOG STATUS": None}))  # type: ignore[arg-type]
