@@ -20,6 +20,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -141,6 +142,30 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return document
 
 
+# What a run leaves in a state directory before it has written anything of value: its lock files, the column
+# rules it bound the directory to and the server it bound it to.
+_BOOKKEEPING = ("locks", "server.json", "column-rules.json")
+
+
+def discard_if_unused(root: Path) -> bool:
+    """Remove a state directory that holds nothing but bookkeeping (a first run that failed before writing data).
+
+    A new user's first command often fails (binlog off, a wrong password); a directory it leaves behind would
+    bind a retry to the wrong server or look like a started pipeline. Anything else in it (a checkpoint, a
+    segment, a chunk of a snapshot) is kept: that is progress a rerun resumes from.
+    """
+    if not root.is_dir():
+        return False
+    for path in root.rglob("*"):
+        relative = path.relative_to(root)
+        if relative.parts[0] not in _BOOKKEEPING:
+            return False
+        if path.is_file() and relative.parts[0] == "locks" and path.suffix != ".lock":
+            return False
+    shutil.rmtree(root, ignore_errors=True)
+    return not root.exists()
+
+
 class StateDir:
     """Paths and primitives of one state directory."""
 
@@ -229,7 +254,7 @@ class StateDir:
         document = read_json(self.root / "server.json")
         return None if document is None else ServerIdentity.from_dict(document)
 
-    def bind_server(self, found: ServerIdentity, *, rebase: bool = False) -> None:
+    def bind_server(self, found: ServerIdentity, *, rebase: bool = False, hint: str | None = None) -> None:
         """Record the server this state belongs to, or refuse a different one.
 
         Positions are only meaningful on the server that wrote the binlog: a checkpoint
@@ -240,8 +265,8 @@ class StateDir:
             raise PositionError(
                 f"state directory {self.root} belongs to server {known.describe()}, "
                 f"but this connection reached {found.describe()}",
-                hint="point --state-dir at the right directory, or, after a failover to a replica of that server, "
-                "run `cdc tail --until-now --rebase` once: it continues from the GTIDs cdc has captured",
+                hint=hint or "point --state-dir at the right directory, or, after a failover to a replica of that "
+                "server, run `cdc tail --until-now --rebase` once: it continues from the GTIDs cdc has captured",
             )
         if known != found:
             write_json_atomic(self.root / "server.json", found.to_dict())

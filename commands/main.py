@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Annotated, Any, Optional
 
 import typer
 from typer.core import TyperGroup
 
 from cdc import __version__
-from cdc.commands import ui
+from cdc.commands import options, ui
+from cdc.commands.options import password_on_argv
 from cdc.errors import CdcError, ExitCode
-from cdc.state import is_disk_full
+from cdc.signals import Terminated, terminate_by_exception
+from cdc.state import discard_if_unused, is_disk_full
 
 # (command name, module in commands/, function) in the order `cdc --help` lists them:
 # the pipeline's stages first, then the tools around them.
@@ -40,15 +43,38 @@ class CdcGroup(TyperGroup):
     def list_commands(self, ctx: Any) -> list[str]:
         return [name for name, _, _ in COMMANDS if name in self.commands]
 
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        # Before click parses: its "unexpected extra argument (...)" would print the password given after -p.
+        argv = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
+        if (mistake := password_on_argv(argv)) is not None:
+            ui.error(f"{mistake}: cdc never takes a password on the command line (any user can read it with ps)\n"
+                     "  fix: give -p/--password alone to be asked for it at a terminal, or set CDC_MYSQL_PASSWORD, "
+                     "or put it in an option file (--defaults-file, ~/.my.cnf)")
+            sys.exit(int(ExitCode.USAGE))
+        return super().main(args, *rest, **kwargs)
+
     def invoke(self, ctx: Any) -> Any:
+        options.NEW_STATE_DIRS.clear()
+        try:
+            return self._invoke_mapped(ctx)
+        except typer.Exit as exc:
+            if exc.exit_code != 0:
+                for root in options.NEW_STATE_DIRS:
+                    discard_if_unused(root)
+            raise
+
+    def _invoke_mapped(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except CdcError as exc:
             ui.error(str(exc))
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
-            ui.error("interrupted")
+            ui.error("interrupted (Ctrl-C); state is consistent, rerun to continue")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except Terminated:
+            ui.error("terminated (SIGTERM); state is consistent, rerun to continue")
+            raise typer.Exit(int(ExitCode.TERMINATED)) from None
         except OSError as exc:
             if not is_disk_full(exc):
                 raise
@@ -93,4 +119,5 @@ for _name, _module, _function in COMMANDS:
 
 def run() -> None:
     """Console-script entry point."""
+    terminate_by_exception()
     app()

@@ -60,6 +60,21 @@ MYSQL_OPTIONS: dict[str, Any] = {
 }
 
 
+def password_on_argv(argv: list[str]) -> str | None:
+    """How a password was given on the command line (`-pSECRET`, `--password=SECRET`, `-p SECRET`), never the
+    password itself; None when it was not. No command takes a positional argument, so a word after -p is one."""
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            return None
+        if arg.startswith("--password="):
+            return "--password=..."
+        if arg.startswith("-p") and not arg.startswith("--") and len(arg) > 2:
+            return "-p followed by a value"
+        if arg in ("-p", "--password") and index + 1 < len(argv) and not argv[index + 1].startswith("-"):
+            return f"a value after {arg}"
+    return None
+
+
 def mysql_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the MySQL connection options to a command; it receives them as `mysql_flags`."""
     signature = inspect.signature(command)
@@ -81,6 +96,11 @@ def mysql_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+# State directories this process's command found missing: if the command fails, main.py removes each one that
+# still holds nothing but bookkeeping (cdc.state.discard_if_unused).
+NEW_STATE_DIRS: list[Path] = []
+
+
 def settings_from(
     config: Path | None,
     state_dir: Path | None,
@@ -94,6 +114,8 @@ def settings_from(
     if state_dir is not None:
         merged["state_dir"] = str(state_dir)
     settings = load_settings(merged, config_path=config)
+    if not Path(settings.state_dir).exists():
+        NEW_STATE_DIRS.append(Path(settings.state_dir))
     if ask:
         settings = with_password(settings, _prompt_password(settings))
     return settings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
@@ -13,7 +14,19 @@ from rich.table import Table
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+# Piped or logged output has no width: rich's default of 80 columns would fold table cells mid-word (an SQL fix
+# split in two, a binlog position broken across lines). A terminal, or COLUMNS set by the user, keeps its width.
+UNBOUNDED = 100_000
+
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "info": "cyan", "skip": "dim"}
+
+
+def sized(console: Console) -> Console:
+    """`console` at a terminal or with COLUMNS set; else a console on the same stream with no width limit (rich
+    clamps a print's width to its console's, so the width has to be the console's own)."""
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(file=console.file, width=UNBOUNDED, highlight=False, soft_wrap=True)
 
 
 def is_tty() -> bool:
@@ -61,4 +74,4 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, 
         if status_column is not None:
             cells[status_column] = status_text(str(row[status_column]))
         grid.add_row(*cells)
-    out.print(grid)
+    sized(out).print(grid)

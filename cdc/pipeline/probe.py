@@ -59,6 +59,7 @@ class ServerView:
     binlogs: tuple[BinlogFile, ...]
     retention_seconds: float | None  # None: binlogs are never purged by age
     retention_source: str
+    server_uuid: str = ""  # whose binlog positions these are (cdc.source derives one for MariaDB)
 
     def has_file(self, name: str) -> bool:
         return any(b.name == name for b in self.binlogs)
@@ -86,7 +87,8 @@ def read_server_view(settings: MySQLSettings) -> ServerView:
         raise map_error(exc, settings) from None
     finally:
         conn.close()
-    return ServerView(settings.describe(), info.flavour, str(status[0]), int(status[1]), gtid, binlogs, retention, source)
+    return ServerView(settings.describe(), info.flavour, str(status[0]), int(status[1]), gtid, binlogs, retention, source,
+                      info.server_uuid)
 
 
 def bytes_behind(view: ServerView, file: str, pos: int) -> tuple[int, int]:

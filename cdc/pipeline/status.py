@@ -26,7 +26,7 @@ from cdc.checkpoints import (
     TailCheckpoint,
 )
 from cdc.config import Settings
-from cdc.errors import CdcError, ExitCode
+from cdc.errors import CdcError, ExitCode, PositionError
 from cdc.pipeline.local import LocalState, SourcePosition, change_time, last_line, read_local
 from cdc.pipeline.probe import RunwayView, ServerView, bytes_behind, event_time, measure_runway, read_server_view
 from cdc.state import StateDir
@@ -111,6 +111,7 @@ def collect_status(settings: Settings, *, offline: bool = False, min_runway_hour
     if offline:
         return report
     report.server = read_server_view(settings.mysql)
+    refuse_foreign_server(StateDir(settings.state_dir), report.server)
     if position is None:
         report.notes.append("no tail or snapshot checkpoint: nothing needs the server's binlogs yet")
         return report
@@ -119,6 +120,18 @@ def collect_status(settings: Settings, *, offline: bool = False, min_runway_hour
     if report.runway.unknown:
         report.notes.append(f"runway unknown: {report.runway.unknown}")
     return report
+
+
+def refuse_foreign_server(state: StateDir, server: ServerView) -> None:
+    """Positions mean nothing on another server: comparing them would report a made-up lag ("caught up")."""
+    known = state.read_server()
+    if known is None or known.server_uuid == server.server_uuid:
+        return
+    raise PositionError(
+        f"state directory {state.root} belongs to server {known.describe()}, but this connection reached "
+        f"{server.describe} (uuid={server.server_uuid}): its positions cannot be compared with this server's",
+        hint="point --host/--port at the server this state directory captures from (or --state-dir at the right "
+        "directory); after a failover, run `cdc tail --until-now --rebase` first; --offline shows the local state only")
 
 
 def stage_views(local: LocalState) -> list[StageView]:

@@ -39,7 +39,7 @@ from cdc.masking import ColumnRules, bind_rules
 from cdc.schema import SchemaHistory
 from cdc.snapshot.checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
 from cdc.snapshot.chunks import ChunkCutter
-from cdc.snapshot.handover import Handover, begin_snapshot, take_handover
+from cdc.snapshot.handover import LOCK_MODES, Handover, begin_snapshot, take_handover
 from cdc.snapshot.lines import CompiledTable, LineParts, RowEncodeError, compile_table
 from cdc.snapshot.parallel import Helpers, split_table, view_position
 from cdc.snapshot.runway import Runway, estimate_runway
@@ -109,6 +109,12 @@ class SnapshotSummary:
         }
 
 
+# A snapshot's positions are the server's it read: there is nothing to rebase (tail's --rebase is for a
+# pipeline whose snapshot is done, after a failover).
+FOREIGN_SERVER_HINT = (
+    "point --host/--port at the server this state directory was started on, or start the snapshot over in a new "
+    "--state-dir; after a failover, a pipeline whose snapshot is done goes on with `cdc tail --until-now --rebase`")
+
 ProgressFn = Callable[[TableProgress], None]
 WarnFn = Callable[[str], None]
 
@@ -122,6 +128,8 @@ def run_snapshot(
         raise UsageError(f"--chunk-size {request.chunk_size} must be at least 1")
     if request.workers < 1:
         raise UsageError(f"--workers {request.workers} must be at least 1")
+    if request.lock not in LOCK_MODES:  # before anything else: a typo must not pass as "already done"
+        raise UsageError(f"--lock {request.lock!r} is not one of {', '.join(LOCK_MODES)}")
     warnings: list[str] = []
 
     def warn(message: str) -> None:
@@ -135,9 +143,10 @@ def run_snapshot(
         check_driver(conn)
         prepare_session(conn)
         info = describe_server(conn)
-        state.bind_server(info.identity())
+        state.bind_server(info.identity(), hint=FOREIGN_SERVER_HINT)
         checkpoint = read_checkpoint(state)
         if checkpoint is not None and checkpoint.status == DONE:
+            _check_selection(settings, conn, checkpoint)  # "already done" only for the tables asked for
             return SnapshotSummary("already-done", False, checkpoint, 0.0)
         runway = None
         if checkpoint is None:
@@ -226,11 +235,21 @@ def _check_selection(settings: Settings, conn: pymysql.Connection, checkpoint: S
     if not settings.mysql.tables and not settings.mysql.databases:
         return  # a bare rerun resumes whatever snapshot.json holds
     wanted = {t.name for t in select_tables(conn, settings.mysql)}
-    if wanted != set(checkpoint.tables):
+    if wanted == set(checkpoint.tables):
+        return
+    taken = set(checkpoint.tables)
+    change = "; ".join(part for part in (
+        f"not in it: {', '.join(sorted(wanted - taken))}" if wanted - taken else "",
+        f"in it but not selected now: {', '.join(sorted(taken - wanted))}" if taken - wanted else "") if part)
+    if checkpoint.status == DONE:
         raise UsageError(
-            f"a snapshot of {sorted(checkpoint.tables)} is in progress; this run selects {sorted(wanted)}",
-            hint="rerun with the same selection (or none) to finish it; a different selection needs a new state directory",
-        )
+            f"the snapshot in this state directory is done for {len(taken)} table(s), and this run selects others "
+            f"({change}); a finished snapshot is neither redone nor extended",
+            hint="rerun with the same selection (or none) to see it done; to capture other tables, give them a new "
+            "state directory of their own (--state-dir), with its own snapshot and tail")
+    raise UsageError(
+        f"a snapshot of {len(taken)} table(s) is in progress, and this run selects others ({change})",
+        hint="rerun with the same selection (or none) to finish it; a different selection needs a new state directory")
 
 
 def _check_binlog_kept(conn: pymysql.Connection, handover: Handover) -> None:

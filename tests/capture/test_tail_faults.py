@@ -132,7 +132,9 @@ def test_purged_position_exits_5_with_the_fix(cli: Callable[..., Any], mariadb_f
     # Given on the command line (checked against SHOW BINARY LOGS), and from a checkpoint (refused by the server's
     # binlog dump): both name the file, the position and the retention fix.
     first = cli("tail", "--start-position", start, server=server)
+    assert not (tmp_path / "state").exists()  # a failed first run leaves no state directory behind
     name, pos = start.rsplit(":", 1)
+    (tmp_path / "state").mkdir()
     (tmp_path / "state" / "tail.json").write_text(json.dumps(
         {"version": 1, "file": name, "pos": int(pos), "gtid": None, "last_segment": None, "server_uuid": None}))
     resumed = cli("tail", server=server)

@@ -32,10 +32,9 @@ PASSWORD = "s3cret-'\"-Pa55"
 
 
 def _state_is_untouched(root: Path) -> bool:
-    """No checkpoint, segment or server record was written (a lock file may be created and released)."""
-    state = root / ".cdc"
-    written = [p for p in state.rglob("*") if p.is_file() and "locks" not in p.parts] if state.exists() else []
-    return not written and not (root / "out.toml").exists()
+    """No state directory at all: a failed first command removes the one it made (locks, server.json), so a retry
+    starts as clean as the first try."""
+    return not (root / ".cdc").exists() and not (root / "out.toml").exists()
 
 
 def _with_server(args: tuple[str, ...], host: str, port: int, user: str = "root") -> list[str]:
@@ -87,4 +86,38 @@ def test_unknown_table_is_refused_before_anything_is_copied(mariadb: MariaDB, fr
     result = cli("snapshot", "--tables", f"{fresh_db}.no_such_table", *server_args(mariadb))
     assert result.exit_code in (ExitCode.USAGE, ExitCode.PRECONDITION), result.output
     assert f"{fresh_db}.no_such_table" in flat(result.output)
-    assert not (isolated / ".cdc" / "snapshot.json").exists()
+    assert _state_is_untouched(isolated)
+
+
+@pytest.mark.parametrize("argv", [("--password", PASSWORD), ("-p", PASSWORD), (f"-p{PASSWORD}",),
+                                  (f"--password={PASSWORD}",)], ids=["--password x", "-p x", "-px", "--password=x"])
+@pytest.mark.parametrize("command", ["check-binlog", "tail", "init"])
+def test_a_password_on_the_command_line_is_refused_without_printing_it(
+        command: str, argv: tuple[str, ...], cli: Callable[..., Result], isolated: Path) -> None:
+    result = cli(command, "--host", "db.example.com", *argv)
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert PASSWORD not in result.output and PASSWORD[:6] not in result.output
+    assert "never takes a password on the command line" in flat(result.output) and "CDC_MYSQL_PASSWORD" in result.output
+
+
+@pytest.mark.parametrize("command", [("tail", "--until-now"), ("run", "--until-now", "--stages", "tail")])
+def test_a_malformed_start_position_is_a_usage_error_before_connecting(
+        command: tuple[str, ...], cli: Callable[..., Result], isolated: Path) -> None:
+    result = cli(*command, "--start-position", "foo", "--host", "127.0.0.1", "--port", str(free_port()))
+    assert result.exit_code == ExitCode.USAGE, result.output  # not 10: no connection was tried
+    assert "--start-position: start position 'foo' is not FILE:POS" in flat(result.output)
+    assert _state_is_untouched(isolated)
+
+
+@pytest.mark.parametrize("command", [("check-binlog",), ("snapshot", "--databases", "{db}"),
+                                     ("tail", "--until-now", "--from-now"),
+                                     ("run", "--until-now", "--stages", "tail", "--from-now")])
+def test_binlog_off_is_exit_4_for_every_command(command: tuple[str, ...], mariadb_factory: Callable[..., MariaDB],
+                                                cli: Callable[..., Result], isolated: Path) -> None:
+    server = mariadb_factory(skip_log_bin=True)
+    db = server.create_database("off")
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY)", database=db)
+    result = cli(*(arg.format(db=db) for arg in command), *server_args(server))
+    assert result.exit_code == ExitCode.PRECONDITION, result.output
+    assert "log_bin" in flat(result.output) and "Traceback" not in result.output
+    assert _state_is_untouched(isolated)

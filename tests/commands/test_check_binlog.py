@@ -109,3 +109,30 @@ def test_unreachable_server_exits_10(cli: Callable[..., Result]) -> None:
     result = cli("check-binlog", "--host", "127.0.0.1", "--port", str(free_port()))
     assert result.exit_code == 10  # TRANSIENT
     assert "cannot reach MySQL at 127.0.0.1:" in flat(result.stderr)
+
+
+@pytest.mark.parametrize("columns", [None, "60"])
+def test_piped_output_keeps_every_fix_on_one_line(mariadb_factory: Callable[..., MariaDB], tmp_path: Path,
+                                                  columns: str | None) -> None:
+    """Piped or logged (no terminal, no COLUMNS), a table is as wide as its cells: rich's default of 80 columns folded
+    the SQL fixes mid-word. A COLUMNS the user sets is still obeyed."""
+    import os
+    import subprocess
+    import sys
+
+    db = mariadb_factory({"binlog-format": "STATEMENT", "binlog-row-image": "MINIMAL"})
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES") and not k.startswith("CDC_")}
+    env |= {"HOME": str(tmp_path)} | ({"COLUMNS": columns} if columns else {})
+    argv = [sys.executable, "-m", "cdc", "check-binlog", *server_args(db), *READER_ID]
+    shown = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    report = json.loads(subprocess.run([*argv, "--json"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                                       timeout=60).stdout)
+    assert shown.returncode == 4, shown.stderr
+    fixes = [c["fix"] for c in report["checks"] if c["fix"]]
+    assert any(len(fix) > 80 for fix in fixes)  # else this test tests nothing
+    lines = shown.stdout.splitlines()
+    if columns is None:
+        missing = [fix for fix in fixes if not any(fix in line for line in lines)]
+        assert not missing, "\n".join(lines)
+    else:  # rich fits the table to the width it is given (as near as five columns allow)
+        assert max(len(line) for line in lines) < 100

@@ -128,3 +128,17 @@ def test_runway_below_threshold_exits_8(mariadb_factory: Callable[..., MariaDB],
     code, doc = status_json("--state-dir", str(state.root), "--min-runway-hours", "0.5", *server_args(server))
     assert code == 8 and doc["runway"]["purged"] is True and doc["runway"]["seconds"] == 0
 
+
+
+def test_a_state_directory_of_another_server_exits_5_instead_of_a_made_up_lag(
+        mariadb: MariaDB, mariadb_factory: Callable[..., MariaDB], tmp_path: Path) -> None:
+    other = mariadb_factory()
+    state = tmp_path / "state"
+    tailed = run("tail", "--until-now", "--from-now", "--state-dir", str(state), *server_args(other))
+    assert tailed.exit_code == 0, tailed.output
+    code, doc = status_json("--state-dir", str(state), *server_args(other))
+    assert code == 0 and doc["lag"]["seconds_source"] == "caught up with the server"
+    result = run("status", "--state-dir", str(state), *server_args(mariadb))
+    assert result.exit_code == 5, result.output
+    said = " ".join(result.output.split())
+    assert f"state directory {state} belongs to server" in said and "--offline" in said

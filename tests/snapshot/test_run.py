@@ -174,6 +174,34 @@ def test_second_run_after_done_changes_nothing(mariadb: MariaDB, fresh_db: str, 
     assert len(list_segments(state / "changelog")) == 1
 
 
+def test_rerun_of_a_done_snapshot_with_other_arguments_is_refused_not_already_done(
+        mariadb: MariaDB, mariadb_factory: Any, fresh_db: str, state: Path) -> None:
+    """A finished snapshot said "already done" (exit 0) to another selection, a typo in --lock and another server."""
+    _hostile_table(mariadb, fresh_db, rows=3)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.other (id INT PRIMARY KEY)")
+    base = ["snapshot", *mysql_args(mariadb), "--state-dir", str(state)]
+    done = CliRunner().invoke(app, [*base, "--tables", f"{fresh_db}.{HOSTILE_TABLE}"])
+    assert done.exit_code == 0, done.output
+
+    other = CliRunner().invoke(app, [*base, "--tables", f"{fresh_db}.other"])
+    assert other.exit_code == 2, other.output
+    said = " ".join(other.output.split())
+    assert f"not in it: {fresh_db}.other" in said and "new state directory" in said
+
+    typo = CliRunner().invoke(app, [*base, "--tables", f"{fresh_db}.{HOSTILE_TABLE}", "--lock", "globl"])
+    assert typo.exit_code == 2 and "--lock 'globl' is not one of" in typo.output, typo.output
+
+    same = CliRunner().invoke(app, [*base, "--tables", f"{fresh_db}.{HOSTILE_TABLE}", "--json"])
+    assert same.exit_code == 0 and json.loads(same.stdout)["status"] == "already-done", same.output
+    assert CliRunner().invoke(app, base).exit_code == 0  # a bare rerun: whatever snapshot.json holds
+
+    elsewhere = mariadb_factory()
+    foreign = CliRunner().invoke(app, ["snapshot", *mysql_args(elsewhere), "--state-dir", str(state)])
+    assert foreign.exit_code == 5, foreign.output
+    said = " ".join(foreign.output.split())
+    assert "start the snapshot over in a new --state-dir" in said and "pass --rebase" not in said
+
+
 def test_resume_refuses_a_different_selection(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
     _hostile_table(mariadb, fresh_db, rows=3)
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.other (id INT PRIMARY KEY)")

@@ -117,3 +117,24 @@ def test_unadopted_class_archives_are_dropped_after_ten_minutes(tmp_path: Path) 
     os.utime(old, (time.time() - 601, time.time() - 601))
     _drop_stale_recordings(tmp_path)
     assert not old.exists() and fresh.exists()  # the fresh one may still be being written
+
+
+@pytest.mark.parametrize("java_home", ["/nonexistent-jdk", "fake-java-8"])
+def test_without_a_usable_java_exits_4_naming_it_before_spark_starts(tmp_path: Path, java_home: str) -> None:
+    """No JVM is started (nothing to mark as spark): the check runs before PySpark launches one."""
+    if java_home == "fake-java-8":  # a java that says it is 8: too old for PySpark 4
+        (tmp_path / "jdk" / "bin").mkdir(parents=True)
+        fake = tmp_path / "jdk" / "bin" / "java"
+        fake.write_text('#!/bin/sh\necho \'java version "1.8.0_392"\' >&2\n')
+        fake.chmod(0o755)
+        java_home = str(tmp_path / "jdk")
+    state = tmp_path / "state"
+    w = build(state, seed=3)
+    w.write_segments(w.lines[:20], per_segment=10)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAVA_HOME": java_home}
+    done = subprocess.run([sys.executable, "-m", "cdc", "spark-merge", "--state-dir", str(state)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4, done.stderr
+    assert "Spark needs Java 17+" in done.stderr and f"{java_home}/bin/java" in done.stderr, done.stderr
+    assert "apt-get install openjdk-17-jre-headless" in done.stderr and "Traceback" not in done.stderr
+    assert not (state / "merge.json").exists() and not (state / "lake").exists()
