@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from cdc.errors import ExitCode
+from cdc.errors import CdcError, ExitCode
 
 
 class Terminated(BaseException):  # noqa: N818  (named like KeyboardInterrupt, its sibling: not an error of ours)
@@ -76,6 +76,12 @@ def stop_on_signals() -> Iterator[StopSignal]:
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield stop
+    except CdcError as exc:
+        # A connection given up while stopping (a hung server answers neither the work nor the stop): the user
+        # asked to stop, and that is what the exit code says, not "retry later". Any other error stands.
+        if stop.signum is None or exc.exit_code != ExitCode.TRANSIENT:
+            raise
+        raise (Terminated() if stop.signum == signal.SIGTERM else KeyboardInterrupt()) from exc
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -75,6 +75,18 @@ class Connection(pymysql.connections.Connection):  # type: ignore[misc]  # PyMyS
     worker. Explicit TLS settings (an SSLContext from ssl_context above) pass through unchanged.
     """
 
+    def connect(self, sock: Any = None) -> None:
+        # PyMySQL bounds only the TCP connect by connect_timeout; the server's greeting and the login are read with
+        # read_timeout, None by default: a hung host (or a stalled proxy) then holds `cdc check-binlog` forever.
+        # The mysql client bounds the whole handshake by its connect_timeout: so do we. PyMySQL re-applies
+        # _read_timeout to the socket before its next read, so the caller's own read timeout holds afterwards.
+        wanted: float | None = getattr(self, "_read_timeout", None)
+        self._read_timeout = wanted or self.connect_timeout
+        try:
+            super().connect(sock)
+        finally:
+            self._read_timeout = wanted
+
     def _create_ssl_ctx(self, sslp: Any) -> Any:
         if isinstance(sslp, dict) and not sslp:
             return _preferred_context()

@@ -140,8 +140,39 @@ def _start(conf: dict[str, str], settings: SparkSettings, app_name: str) -> Spar
         builder = builder.config(key, value)
     if SparkContext._gateway is not None:
         return builder.getOrCreate()
-    with _children_print_to_stderr():
+    with _children_print_to_stderr(), _jvm_dies_with_an_interrupted_start():
         return builder.getOrCreate()
+
+
+@contextlib.contextmanager
+def _jvm_dies_with_an_interrupted_start() -> Any:
+    """Kill the driver JVM when its start is interrupted (Ctrl-C, SIGTERM) or fails.
+
+    The JVM leaves by itself when our end of its stdin closes, but only once its gateway runs: interrupted
+    earlier, it finds the connection file PySpark removed, its main thread dies and its other threads keep it
+    alive, an orphan holding 1-2 GB and our stdout/stderr (a caller reading them until EOF waits forever).
+    """
+    from pyspark import java_gateway
+
+    started: list[subprocess.Popen[bytes]] = []
+    launch = java_gateway.__dict__["Popen"]  # PySpark's own reference to subprocess.Popen, which it launches with
+
+    def recording(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        process: subprocess.Popen[bytes] = launch(*args, **kwargs)
+        started.append(process)
+        return process
+
+    setattr(java_gateway, "Popen", recording)  # noqa: B010  (the attribute is PySpark's, not in its stubs)
+    try:
+        yield
+    except BaseException:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+        raise
+    finally:
+        setattr(java_gateway, "Popen", launch)  # noqa: B010
 
 
 @contextlib.contextmanager
