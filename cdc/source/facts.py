@@ -151,12 +151,15 @@ def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> 
         where, params = f"t.TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))})", list(databases)
     else:
         where, params = f"t.TABLE_SCHEMA NOT IN ({', '.join(['%s'] * len(SYSTEM_SCHEMAS))})", list(SYSTEM_SCHEMAS)
+    # STATISTICS, not TABLE_CONSTRAINTS: MariaDB shows a user with SELECT but no table-level grant (the
+    # least-privilege reader of examples/mysql-grants.sql) no TABLE_CONSTRAINTS rows at all, so every table
+    # looked keyless. COLUMNS.COLUMN_KEY = 'PRI' is no better: it also marks a UNIQUE NOT NULL key.
     rows = query(
         conn,
         "SELECT t.TABLE_SCHEMA AS db, t.TABLE_NAME AS tbl FROM information_schema.TABLES t "
-        "LEFT JOIN information_schema.TABLE_CONSTRAINTS c ON c.TABLE_SCHEMA = t.TABLE_SCHEMA "
-        "AND c.TABLE_NAME = t.TABLE_NAME AND c.CONSTRAINT_TYPE = 'PRIMARY KEY' "
-        f"WHERE t.TABLE_TYPE = 'BASE TABLE' AND c.CONSTRAINT_NAME IS NULL AND {where} ORDER BY 1, 2",
+        "WHERE t.TABLE_TYPE = 'BASE TABLE' AND NOT EXISTS (SELECT 1 FROM information_schema.STATISTICS s "
+        "WHERE s.TABLE_SCHEMA = t.TABLE_SCHEMA AND s.TABLE_NAME = t.TABLE_NAME AND s.INDEX_NAME = 'PRIMARY') "
+        f"AND {where} ORDER BY 1, 2",
         params,
     )
     return tuple(f"{row['db']}.{row['tbl']}" for row in rows)
