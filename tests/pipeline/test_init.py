@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from cdc.pipeline.init import Answers, render_toml, to_settings
 from tests.conftest import REPLICATION_PASSWORD
 from tests.pipeline.cli import run
 from tests.rig import DbUser, MariaDB
+from tests.source.test_connect_tls import PASSWORD as TLS_PASSWORD
+from tests.source.test_connect_tls import certs, tls_server
 
 
 class FakeQuestionary:
@@ -305,3 +308,57 @@ def test_check_summary_counts_warnings_as_check_binlog_does(
     for check in (c for c in report["checks"] if c["status"] == "warn"):  # each warning with its value and fix
         assert f"warn {check['name']}: {' '.join(check['value'].split())} (fix: {' '.join(check['fix'].split())})" in said
     assert "checks pass" not in said
+
+
+RUNBOOK = Path(__file__).resolve().parents[2] / "examples" / "runbook-rds-to-snowflake.md"
+
+
+def runbook_init_command() -> list[str]:
+    """The `cdc init --no-input ...` of the runbook's step 1, as a shell would split it."""
+    text = RUNBOOK.read_text(encoding="utf-8").replace("\\\n", " ")
+    line = next(line for line in text.splitlines() if line.startswith("$ cdc init --no-input"))
+    return shlex.split(line.removeprefix("$ cdc "))
+
+
+def replaced(args: list[str], flag: str, value: str) -> list[str]:
+    at = args.index(flag)
+    return [*args[:at + 1], value, *args[at + 2:]]
+
+
+def test_the_runbooks_init_step_works_as_written(tls_server: MariaDB, certs: Path, aws_env: dict[str, str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step 1 of the runbook, verbatim but for the server's address and the CA file: a TLS server verified
+    by name (VERIFY_IDENTITY) against its CA, moto for S3, a connections.toml naming `cdc`."""
+    import boto3
+
+    tls_server.execute("CREATE USER IF NOT EXISTS cdc_repl@'%%' IDENTIFIED BY %s REQUIRE SSL", (TLS_PASSWORD,))
+    tls_server.execute("GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO cdc_repl@'%'")
+    tls_server.execute("CREATE DATABASE IF NOT EXISTS hr")
+    tls_server.execute("CREATE TABLE IF NOT EXISTS hr.employees (id INT PRIMARY KEY)")
+    tls_server.execute("CREATE TABLE IF NOT EXISTS hr.audit_log (id INT PRIMARY KEY)")
+    s3 = boto3.client("s3", region_name="eu-west-1")
+    if "acme-cdc-landing" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket="acme-cdc-landing", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    home = Path.home() / ".snowflake"
+    home.mkdir()
+    (home / "connections.toml").write_text('[cdc]\naccount = "acme"\nuser = "cdc"\n')
+    monkeypatch.setenv("CDC_MYSQL_PASSWORD", TLS_PASSWORD)
+
+    args = runbook_init_command()
+    args = replaced(replaced(args, "-h", tls_server.host), "--ssl-ca", str(certs / "ca.pem"))
+    result = run(*args, "-P", str(tls_server.port))
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert f"connected to mariadb {tls_server.variable('version')} at {tls_server.host}:{tls_server.port}; 0 failed," in said
+    assert "ok 1 table(s) selected: hr.employees" in said and "ok s3://acme-cdc-landing is reachable" in said
+
+    written = load_settings(config_path="cdc.toml", env={})
+    example = load_settings(config_path=RUNBOOK.parent / "cdc.s3.toml", env={})
+    assert (written.mysql.host, written.mysql.port, written.mysql.ssl_ca) == (
+        tls_server.host, tls_server.port, str(certs / "ca.pem"))
+    for section, keys in {"mysql": ("user", "ssl_mode", "tables", "exclude_tables"),
+                          "aws": ("region", "bucket", "prefix"),
+                          "snowflake": ("connection", "database", "schema")}.items():
+        for key in keys:
+            assert getattr(getattr(written, section), key) == getattr(getattr(example, section), key), key
+    assert written.state_dir == example.state_dir
