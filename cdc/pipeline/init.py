@@ -31,7 +31,7 @@ def _always(answers: Answers) -> bool:
 
 
 def _never(answers: Answers) -> bool:
-    """Flag-only settings: rare enough that the wizard does not ask (a socket is a flag away)."""
+    """Not asked (a flag-only setting such as --socket), or never required beyond `required`."""
     return False
 
 
