@@ -10,9 +10,31 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cdc import completion
 from cdc.commands import ui
 from cdc.config import Settings, load_settings, with_password
 from cdc.errors import ConfigError
+
+
+# Shell completion of option values (`cdc --install-completion`): thin adapters over cdc.completion, which
+# holds what is offered. typer passes the context (the options parsed so far) and the word being completed.
+def complete_ssl_mode(incomplete: str) -> list[str]:
+    return completion.ssl_modes(incomplete)
+
+
+def complete_tables(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Table names from the schema history of the state directory this command line names (no MySQL)."""
+    params = ctx.params
+    return completion.table_patterns(completion.state_dir_for(params.get("state_dir"), params.get("config")), incomplete)
+
+
+def choices(values: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """A completion function offering fixed values (a command's --lock, --stage, --to ...)."""
+    def complete(incomplete: str) -> list[str]:
+        return completion.matching(values, incomplete)
+
+    return complete
+
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="cdc.toml to read (default: ./cdc.toml).")]
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="State directory (default: ./.cdc).")]
@@ -32,30 +54,39 @@ SfRoleOpt = Annotated[Optional[str], typer.Option("--role", help="Snowflake role
 
 # MySQL connection options follow the mysql client's spelling; there is deliberately no
 # option that takes a password value: argv is visible to every user through ps.
+# `cdc init` takes the ones it records in cdc.toml by these names too.
+_MY = "MySQL"
+HostOpt = Annotated[Optional[str], typer.Option("--host", "-h", help="MySQL host.", rich_help_panel=_MY)]
+PortOpt = Annotated[Optional[int], typer.Option("--port", "-P", help="MySQL port.", rich_help_panel=_MY)]
+UserOpt = Annotated[Optional[str], typer.Option("--user", "-u", help="MySQL user.", rich_help_panel=_MY)]
+SocketOpt = Annotated[Optional[str], typer.Option("--socket", "-S", help="Unix socket.", rich_help_panel=_MY)]
+SslModeOpt = Annotated[Optional[str], typer.Option(
+    "--ssl-mode", help="DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY.", rich_help_panel=_MY,
+    autocompletion=complete_ssl_mode)]
+SslCaOpt = Annotated[Optional[str], typer.Option("--ssl-ca", help="CA bundle (PEM).", rich_help_panel=_MY)]
+SslCertOpt = Annotated[Optional[str], typer.Option("--ssl-cert", help="Client certificate.", rich_help_panel=_MY)]
+SslKeyOpt = Annotated[Optional[str], typer.Option("--ssl-key", help="Client key.", rich_help_panel=_MY)]
+
 MYSQL_OPTIONS: dict[str, Any] = {
-    "host": Annotated[Optional[str], typer.Option("--host", "-h", help="MySQL host.", rich_help_panel="MySQL")],
-    "port": Annotated[Optional[int], typer.Option("--port", "-P", help="MySQL port.", rich_help_panel="MySQL")],
-    "user": Annotated[Optional[str], typer.Option("--user", "-u", help="MySQL user.", rich_help_panel="MySQL")],
-    "socket": Annotated[Optional[str], typer.Option("--socket", "-S", help="Unix socket.", rich_help_panel="MySQL")],
+    "host": HostOpt,
+    "port": PortOpt,
+    "user": UserOpt,
+    "socket": SocketOpt,
     "defaults_file": Annotated[
         Optional[str],
-        typer.Option("--defaults-file", help="MySQL option file (\\[client] section), e.g. ~/.my.cnf.", rich_help_panel="MySQL"),
+        typer.Option("--defaults-file", help="MySQL option file (\\[client] section), e.g. ~/.my.cnf.", rich_help_panel=_MY),
     ],
-    "ssl_mode": Annotated[
-        Optional[str],
-        typer.Option("--ssl-mode", help="DISABLED | PREFERRED | REQUIRED | VERIFY_CA | VERIFY_IDENTITY.",
-                     rich_help_panel="MySQL"),
-    ],
-    "ssl_ca": Annotated[Optional[str], typer.Option("--ssl-ca", help="CA bundle (PEM).", rich_help_panel="MySQL")],
-    "ssl_cert": Annotated[Optional[str], typer.Option("--ssl-cert", help="Client certificate.", rich_help_panel="MySQL")],
-    "ssl_key": Annotated[Optional[str], typer.Option("--ssl-key", help="Client key.", rich_help_panel="MySQL")],
+    "ssl_mode": SslModeOpt,
+    "ssl_ca": SslCaOpt,
+    "ssl_cert": SslCertOpt,
+    "ssl_key": SslKeyOpt,
     "server_id": Annotated[
         Optional[int],
-        typer.Option("--server-id", help="server_id the binlog reader announces (default: derived, stable).", rich_help_panel="MySQL"),
+        typer.Option("--server-id", help="server_id the binlog reader announces (default: derived, stable).", rich_help_panel=_MY),
     ],
     "ask_password": Annotated[
         bool,
-        typer.Option("--password", "-p", help="Prompt for the password (hidden; TTY only).", rich_help_panel="MySQL"),
+        typer.Option("--password", "-p", help="Prompt for the password (hidden; TTY only).", rich_help_panel=_MY),
     ],
 }
 

@@ -8,15 +8,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from cdc import sinks
+from cdc import completion, sinks
 from cdc.commands import ui
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, settings_from
 from cdc.errors import ExitCode
 from cdc.signals import stop_on_signals
 from cdc.state import StateDir
 
 _AWS = "AWS"
-ToOpt = Annotated[str, typer.Option("--to", help="kinesis | s3 | s3://bucket/prefix.")]
+ToOpt = Annotated[str, typer.Option("--to", help="kinesis | s3 | s3://bucket/prefix.",
+                                    autocompletion=choices(completion.SHIP_TARGETS))]
 StreamOpt = Annotated[Optional[str], typer.Option("--stream", help="Kinesis stream name.", rich_help_panel=_AWS)]
 BucketOpt = Annotated[Optional[str], typer.Option("--bucket", help="S3 bucket (or s3://bucket/prefix).", rich_help_panel=_AWS)]
 PrefixOpt = Annotated[Optional[str], typer.Option("--prefix", help="S3 key prefix (default: cdc).", rich_help_panel=_AWS)]

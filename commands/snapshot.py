@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from cdc.commands import ui
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, complete_tables, mysql_options, settings_from
 from cdc.errors import ExitCode
-from cdc.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
+from cdc.snapshot import DEFAULT_CHUNK_SIZE, LOCK_MODES, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
 
 _SEL = "Selection"
 
@@ -19,15 +19,17 @@ _SEL = "Selection"
 @mysql_options
 def snapshot(
     tables: Annotated[Optional[list[str]], typer.Option(
-        "--tables", help="db.table to copy; globs allowed (shop.*); repeatable.", rich_help_panel=_SEL)] = None,
+        "--tables", help="db.table to copy; globs allowed (shop.*); repeatable.", rich_help_panel=_SEL,
+        autocompletion=complete_tables)] = None,
     databases: Annotated[Optional[list[str]], typer.Option(
         "--databases", help="Copy every table of this database; repeatable.", rich_help_panel=_SEL)] = None,
     exclude_tables: Annotated[Optional[list[str]], typer.Option(
-        "--exclude-tables", help="db.table glob to leave out; repeatable.", rich_help_panel=_SEL)] = None,
+        "--exclude-tables", help="db.table glob to leave out; repeatable.", rich_help_panel=_SEL,
+        autocompletion=complete_tables)] = None,
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Rows per chunk (one segment, one checkpoint).")]
     = DEFAULT_CHUNK_SIZE,
     lock: Annotated[str, typer.Option("--lock", help="auto | mariadb | global | tables | none "
-                                      "(see docs/guide.md).")] = "auto",
+                                      "(see docs/guide.md).", autocompletion=choices(LOCK_MODES))] = "auto",
     allow_no_pk: Annotated[bool, typer.Option("--allow-no-pk", help="Copy tables without a primary key "
                                               "(key = all columns).")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 4) when the copy would outlive "

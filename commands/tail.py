@@ -12,7 +12,7 @@ import typer
 
 from cdc.capture import Filters, Progress, StartRequest, TailOptions, TailSummary, run_tail
 from cdc.commands import ui
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, complete_tables, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.signals import stop_on_signals
 
@@ -32,8 +32,8 @@ def tail(
     rebase: Annotated[bool, typer.Option("--rebase", help="After a failover: go on at a promoted replica from the GTIDs already captured (never the old file:pos).", rich_help_panel=_START)] = False,
     follow: Annotated[bool, typer.Option("--follow/--until-now", help="Stream until Ctrl-C/SIGTERM, or catch up to the position current at start and exit.")] = False,
     databases: Annotated[ListOpt, typer.Option("--databases", help="Databases to capture (globs; repeatable or comma-separated).", rich_help_panel=_FILTERS)] = None,
-    tables: Annotated[ListOpt, typer.Option("--tables", help="DB.TABLE globs to capture.", rich_help_panel=_FILTERS)] = None,
-    exclude_tables: Annotated[ListOpt, typer.Option("--exclude-tables", help="DB.TABLE globs to skip.", rich_help_panel=_FILTERS)] = None,
+    tables: Annotated[ListOpt, typer.Option("--tables", help="DB.TABLE globs to capture.", rich_help_panel=_FILTERS, autocompletion=complete_tables)] = None,
+    exclude_tables: Annotated[ListOpt, typer.Option("--exclude-tables", help="DB.TABLE globs to skip.", rich_help_panel=_FILTERS, autocompletion=complete_tables)] = None,
     exclude_columns: Annotated[ListOpt, typer.Option("--exclude-columns", help="DB.TABLE.COLUMN never written.", rich_help_panel=_FILTERS)] = None,
     hash_columns: Annotated[ListOpt, typer.Option("--hash-columns", help="DB.TABLE.COLUMN written as sha256 hex.", rich_help_panel=_FILTERS)] = None,
     flush_interval: Annotated[float, typer.Option("--flush-interval", help="Seal a segment at most this many seconds after a commit.")] = 0.5,

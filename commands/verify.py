@@ -15,6 +15,7 @@ from cdc.commands.options import (
     SfDatabaseOpt,
     SfSchemaOpt,
     StateDirOpt,
+    complete_tables,
     mysql_options,
     settings_from,
 )
@@ -32,7 +33,7 @@ def verify(
         "--target", help="lake | snowflake | all (default: every target whose stage has run); repeatable.")] = None,
     tables: Annotated[Optional[list[str]], typer.Option(
         "--tables", help="db.table to compare; globs allowed; repeatable (default: every table in the state).",
-        rich_help_panel=_SEL)] = None,
+        rich_help_panel=_SEL, autocompletion=complete_tables)] = None,
     databases: Annotated[Optional[list[str]], typer.Option(
         "--databases", help="Compare every table of this database; repeatable.", rich_help_panel=_SEL)] = None,
     lake: Annotated[Optional[Path], typer.Option("--lake", help="Lake directory (spark-merge --target; "

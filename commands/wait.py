@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cdc.commands import ui
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.pipeline.wait import WAIT_STAGES, Gate, Observation, parse_duration, parse_position, wait_for
 
@@ -26,7 +26,8 @@ def wait(
         "--gtid", help="GTID set (MariaDB 0-1-57 or MySQL uuid:1-57): wait until the stage has consumed it.",
         rich_help_panel=_GATE)] = None,
     stage: Annotated[Optional[str], typer.Option(
-        "--stage", help=f"{' | '.join(WAIT_STAGES)} (default: the furthest stage with a checkpoint).")] = None,
+        "--stage", help=f"{' | '.join(WAIT_STAGES)} (default: the furthest stage with a checkpoint).",
+        autocompletion=choices(WAIT_STAGES))] = None,
     timeout: Annotated[Optional[str], typer.Option("--timeout", help="Give up (exit 9) after this long, e.g. 10m.")]
     = None,
     interval: Annotated[str, typer.Option("--interval", help="Time between polls.")] = "1s",

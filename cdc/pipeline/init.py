@@ -7,8 +7,10 @@ so the same checks serve the interactive wizard and `--no-input` runs from scrip
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,23 @@ from cdc.state import write_bytes_atomic
 DEFAULT_PATH = "cdc.toml"
 
 
+# TLS modes that check the server certificate against a CA: they need --ssl-ca (cdc.config refuses them without).
+CA_MODES = ("VERIFY_CA", "VERIFY_IDENTITY")
+
+
+def _always(answers: Answers) -> bool:
+    return True
+
+
+def _never(answers: Answers) -> bool:
+    """Not asked (a flag-only setting such as --socket), or never required beyond `required`."""
+    return False
+
+
+def needs_ca(answers: Answers) -> bool:
+    return answers.ssl_mode.upper() in CA_MODES
+
+
 @dataclass(frozen=True)
 class Question:
     key: str  # field of Answers
@@ -27,16 +46,32 @@ class Question:
     prompt: str
     required: bool = False
     section: str = "mysql"
+    # Whether the wizard asks it, given the answers so far (the CA only for a mode that verifies, ...).
+    asked: Callable[[Answers], bool] = _always
+    # Required given the answers so far, beyond `required` (the CA is, for VERIFY_CA / VERIFY_IDENTITY).
+    required_when: Callable[[Answers], bool] = _never
+
+    def is_required(self, answers: Answers) -> bool:
+        return self.required or self.required_when(answers)
 
 
 # In the order the wizard asks; every question has its flag (non-interactive runs).
 QUESTIONS: tuple[Question, ...] = (
     Question("host", "--host", "MySQL host", required=True),
     Question("port", "--port", "MySQL port"),
+    Question("socket", "--socket", "Unix socket (empty: TCP)", asked=_never),
     Question("user", "--user", "MySQL user (REPLICATION SLAVE, REPLICATION CLIENT, SELECT)", required=True),
     Question("ssl_mode", "--ssl-mode", f"TLS mode ({'/'.join(SSL_MODES)})"),
+    Question("ssl_ca", "--ssl-ca", "CA bundle that signed the server certificate (PEM file; for RDS the region's "
+             "bundle)", asked=needs_ca, required_when=needs_ca),
+    Question("ssl_cert", "--ssl-cert", "Client certificate (PEM file; empty: none)",
+             asked=lambda a: a.ssl_mode.upper() != "DISABLED"),
+    Question("ssl_key", "--ssl-key", "Client key (PEM file; empty: the key is in the certificate file)",
+             asked=lambda a: bool(a.ssl_cert)),
     Question("tables", "--tables", "Tables to replicate (db.table, globs allowed, comma-separated)", required=True,
              section="tables"),
+    Question("exclude_tables", "--exclude-tables", "Excluded tables (db.table, globs allowed, comma-separated; "
+             "empty: none)", section="tables"),
     Question("state_dir", "--state-dir", "State directory", section="tables"),
     Question("bucket", "--bucket", "S3 bucket for `cdc ship --to s3` (empty: none)", section="aws"),
     Question("prefix", "--prefix", "S3 key prefix", section="aws"),
@@ -53,9 +88,14 @@ QUESTIONS: tuple[Question, ...] = (
 class Answers:
     host: str | None = None
     port: str = "3306"
+    socket: str | None = None
     user: str | None = None
     ssl_mode: str = "PREFERRED"
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
     tables: str | None = None
+    exclude_tables: str | None = None
     state_dir: str = ".cdc"
     bucket: str | None = None
     prefix: str = "cdc"
@@ -70,13 +110,37 @@ class Answers:
         return value
 
     def with_answer(self, key: str, value: str | None) -> Answers:
-        """Record an answer; an empty one means the setting's default (None for optional ones)."""
+        """Record an answer; an empty one means the setting's default (None for optional ones).
+
+        A file answer (--ssl-ca ...) is recorded as an absolute path: cdc.toml is read by commands started
+        from any directory, and a relative CA path would silently point elsewhere there.
+        """
         text = (value or "").strip()
+        if text and key in FILE_KEYS:
+            text = os.path.abspath(os.path.expanduser(text))
         default = next(f.default for f in fields(Answers) if f.name == key)
         return replace(self, **{key: text or default})  # type: ignore[arg-type]  # default: a field's own default
 
+    def with_answers(self, given: dict[str, str | None]) -> Answers:
+        """Record every answer that was given (None: not given)."""
+        answers = self
+        for key, value in given.items():
+            if value is not None:
+                answers = answers.with_answer(key, value)
+        return answers
+
     def table_list(self) -> tuple[str, ...]:
-        return tuple(part.strip() for part in (self.tables or "").split(",") if part.strip())
+        return _split(self.tables)
+
+    def excluded_list(self) -> tuple[str, ...]:
+        return _split(self.exclude_tables)
+
+
+FILE_KEYS = frozenset({"ssl_ca", "ssl_cert", "ssl_key"})
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
 _HOST = re.compile(r"^[A-Za-z0-9._:\-\[\]]+$")
@@ -87,10 +151,14 @@ _STREAM = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$\-]{0,254}$")
 
 
-def validate(key: str, value: str | None) -> str | None:
-    """Why `value` is not a valid answer to `key` (None: it is). Empty optional answers are valid."""
+def validate(key: str, value: str | None, *, required: bool | None = None) -> str | None:
+    """Why `value` is not a valid answer to `key` (None: it is). Empty optional answers are valid.
+
+    `required` overrides the question's own flag (a CA bundle is required only for the verifying TLS modes).
+    """
     if value is None or value == "":
-        required = next(q for q in QUESTIONS if q.key == key).required
+        if required is None:
+            required = next(q for q in QUESTIONS if q.key == key).required
         return "an answer is required" if required else None
     checks: dict[str, Any] = {
         "host": lambda v: None if _HOST.match(v) else "not a host name or IP address",
@@ -98,6 +166,10 @@ def validate(key: str, value: str | None) -> str | None:
         "user": lambda v: None if _USER.match(v) else "not a MySQL user name (no spaces or quotes)",
         "ssl_mode": lambda v: None if v.upper() in SSL_MODES else f"not one of {', '.join(SSL_MODES)}",
         "tables": _validate_tables,
+        "exclude_tables": _validate_tables,
+        "ssl_ca": _validate_file,
+        "ssl_cert": _validate_file,
+        "ssl_key": _validate_file,
         "bucket": lambda v: None if _BUCKET.match(v) else "not an S3 bucket name (3-63 of a-z 0-9 . -)",
         "prefix": lambda v: None if not v.startswith("/") and "//" not in v else "a key prefix has no leading / or //",
         "stream": lambda v: None if _STREAM.match(v) else "not a Kinesis stream name (A-Z a-z 0-9 _ . -)",
@@ -118,20 +190,45 @@ def _validate_tables(value: str) -> str | None:
     return None
 
 
+def _validate_file(value: str) -> str | None:
+    """A PEM file named for TLS must be there and readable now: a typo found at 3 a.m. by `cdc tail` costs more."""
+    path = Path(os.path.abspath(os.path.expanduser(value)))  # named as it would be recorded
+    if not path.exists():
+        return f"no such file: {path}"
+    if not path.is_file():
+        return f"not a file: {path}"
+    if not os.access(path, os.R_OK):
+        return f"not readable by this user: {path}"
+    return None
+
+
 def check_answers(answers: Answers) -> None:
     """Refuse a missing required answer or an invalid one, naming the flag (exit 2)."""
     for question in QUESTIONS:
-        problem = validate(question.key, answers.get(question.key))
-        if problem:
-            raise UsageError(f"{question.flag} {answers.get(question.key)!r}: {problem}" if answers.get(question.key)
-                             else f"missing {question.flag}: {question.prompt.lower()} is required without a terminal",
-                             hint=f"pass {question.flag}, or run `cdc init` at a terminal to be asked")
+        value = answers.get(question.key)
+        problem = validate(question.key, value, required=question.is_required(answers))
+        if not problem:
+            continue
+        if value:
+            raise UsageError(f"{question.flag} {value!r}: {problem}",
+                             hint=f"fix {question.flag}, or run `cdc init` at a terminal to be asked")
+        if question.key == "ssl_ca":
+            raise UsageError(f"--ssl-mode {answers.ssl_mode.upper()} checks the server certificate against a CA: "
+                             "missing --ssl-ca", hint="pass --ssl-ca FILE (for RDS: the region's global bundle), or "
+                             "--ssl-mode REQUIRED to encrypt without verifying")
+        raise UsageError(f"missing {question.flag}: {question.prompt.lower()} is required without a terminal",
+                         hint=f"pass {question.flag}, or run `cdc init` at a terminal to be asked")
+    if answers.ssl_key and not answers.ssl_cert:
+        raise UsageError("--ssl-key without --ssl-cert: the key belongs to a client certificate",
+                         hint="pass --ssl-cert too, or leave both out")
 
 
 def to_settings(answers: Answers, password: str | None = None) -> Settings:
     """The settings the answers describe; the password (if any) lives only in this value, never on disk."""
     mysql = MySQLSettings(host=answers.host or "127.0.0.1", port=int(answers.port), user=answers.user or "root",
-                          password=password, ssl_mode=answers.ssl_mode.upper(), tables=answers.table_list())
+                          password=password, socket=answers.socket, ssl_mode=answers.ssl_mode.upper(),
+                          ssl_ca=answers.ssl_ca, ssl_cert=answers.ssl_cert, ssl_key=answers.ssl_key,
+                          tables=answers.table_list(), exclude_tables=answers.excluded_list())
     aws = AWSSettings(region=answers.region, stream=answers.stream, bucket=answers.bucket, prefix=answers.prefix)
     snowflake = SnowflakeSettings(connection=answers.snowflake_connection, database=answers.snowflake_database,
                                   schema=answers.snowflake_schema)
@@ -181,10 +278,15 @@ def render_toml(answers: Answers) -> str:
     out = ["# Written by `cdc init`. No secrets here: passwords come from CDC_MYSQL_PASSWORD, MYSQL_PWD or",
            "# ~/.my.cnf; AWS credentials from the default chain; Snowflake's from connections.toml.",
            line("state_dir", answers.state_dir), "", "[mysql]", line("host", answers.host),
-           f"port = {int(answers.port)}", line("user", answers.user), line("ssl_mode", answers.ssl_mode.upper()),
-           line("tables", list(answers.table_list()))]
+           f"port = {int(answers.port)}"]
+    out += [line("socket", answers.socket)] if answers.socket else []
+    out += [line("user", answers.user), line("ssl_mode", answers.ssl_mode.upper())]
+    out += [line(key, answers.get(key)) for key in ("ssl_ca", "ssl_cert", "ssl_key") if answers.get(key)]
+    out += [line("tables", list(answers.table_list()))]
+    out += [line("exclude_tables", list(answers.excluded_list()))] if answers.excluded_list() else []
     aws = {"bucket": answers.bucket, "stream": answers.stream, "region": answers.region}
-    if any(aws.values()):
+    # A prefix alone is written too: what was answered must load back as answered.
+    if any(aws.values()) or answers.prefix != Answers.prefix:
         out += ["", "[aws]"] + [line(k, v) for k, v in aws.items() if v] + [line("prefix", answers.prefix)]
     snowflake = {"connection": answers.snowflake_connection, "database": answers.snowflake_database,
                  "schema": answers.snowflake_schema}
@@ -194,16 +296,19 @@ def render_toml(answers: Answers) -> str:
 
 
 def write_config(path: Path, answers: Answers, *, force: bool = False) -> Path:
-    """Write cdc.toml atomically; refuse to replace an existing file unless forced; prove it loads."""
+    """Write cdc.toml atomically; refuse to replace an existing file unless forced; prove it loads as answered."""
     refuse_existing(path, force)
     text = render_toml(answers)
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "cdc.toml"
         copy.write_text(text, encoding="utf-8")
         try:
-            load_settings(config_path=copy, env={"HOME": scratch})
+            loaded = load_settings(config_path=copy, env={"HOME": scratch})
         except ConfigError as exc:
             raise PreconditionError(f"the answers do not make a valid cdc.toml: {exc.message}") from None
+    if loaded != to_settings(answers):  # an answer that render_toml drops or spells wrong: a bug, never written
+        raise PreconditionError("the written cdc.toml would not load back as answered (a bug in cdc init)",
+                                hint="report it with the flags you passed; write cdc.toml by hand from examples/")
     write_bytes_atomic(path, text.encode("utf-8"))
     return path
 
@@ -243,28 +348,49 @@ def probe_snowflake_connection(name: str, env: dict[str, str]) -> str:
 
 
 SECTIONS = ("mysql", "tables", "aws", "snowflake")
+OK, WARN = "ok", "warn"
 
 
-def check_section(section: str, answers: Answers, password: str | None, env: dict[str, str]) -> list[str]:
+@dataclass(frozen=True)
+class Finding:
+    """One line of what a live test found: `ok`, or `warn` (written anyway, worth fixing)."""
+
+    status: str
+    text: str
+
+
+def check_section(section: str, answers: Answers, password: str | None, env: dict[str, str]) -> list[Finding]:
     """Test one section's answers live; return what was found, raise a CdcError naming what failed."""
     settings = to_settings(answers, password)
     if section == "mysql":
-        report = probe_connection(settings)
-        failed = [c for c in report.checks if c.status == "fail"]
-        if failed:
-            raise PreconditionError(
-                f"connected to {settings.mysql.describe()}, but the binlog checks fail: "
-                + "; ".join(f"{c.name} = {c.value} (fix: {c.fix})" for c in failed),
-                hint="fix the server (`cdc check-binlog`, `cdc set-retention`), or pass --skip-test to write anyway")
-        return [f"connected to {report.server.get('flavour')} {report.server.get('version')} at "
-                f"{settings.mysql.describe()}; {len(report.checks)} binlog checks pass"]
+        return binlog_findings(settings, probe_connection(settings))
     if section == "tables":
         names = probe_tables(settings)
         shown = ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
-        return [f"{len(names)} table(s) selected: {shown}"]
+        return [Finding(OK, f"{len(names)} table(s) selected: {shown}")]
     if section == "aws":
-        return [probe_destination(settings, key) for key in ("bucket", "stream") if answers.get(key)]
+        return [Finding(OK, probe_destination(settings, key)) for key in ("bucket", "stream") if answers.get(key)]
     if answers.snowflake_connection:
-        return [probe_snowflake_connection(answers.snowflake_connection, env)]
+        return [Finding(OK, probe_snowflake_connection(answers.snowflake_connection, env))]
     return []
+
+
+def binlog_findings(settings: Settings, report: Any) -> list[Finding]:
+    """The check-binlog verdict, counted as `cdc check-binlog` counts it: failures stop, warnings are named.
+
+    (#23: init once said "17 binlog checks pass" where check-binlog showed a warning for the same server.)
+    """
+    failed = [c for c in report.checks if c.status == "fail"]
+    warned = [c for c in report.checks if c.status == "warn"]
+    counts = f"{len(failed)} failed, {len(warned)} warning(s) of {len(report.checks)} binlog checks"
+    if failed:
+        raise PreconditionError(
+            f"connected to {settings.mysql.describe()}, but {counts}: "
+            + "; ".join(f"{c.name} = {c.value} (fix: {c.fix})" for c in failed)
+            + (f"; warnings: {', '.join(c.name for c in warned)}" if warned else ""),
+            hint="fix the server (`cdc check-binlog`, `cdc set-retention`), or pass --skip-test to write anyway")
+    server = f"{report.server.get('flavour')} {report.server.get('version')} at {settings.mysql.describe()}"
+    named = f" ({', '.join(c.name for c in warned)})" if warned else ""
+    return ([Finding(WARN if warned else OK, f"connected to {server}; {counts}{named}")]
+            + [Finding(WARN, f"{c.name}: {c.value}" + (f" (fix: {c.fix})" if c.fix else "")) for c in warned])
 
