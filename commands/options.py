@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cdc.commands import ui
+from cdc.commands import logs, ui
 from cdc.config import Settings, load_settings, with_password
 from cdc.errors import ConfigError
 
@@ -96,6 +96,7 @@ def settings_from(
     settings = load_settings(merged, config_path=config)
     if ask:
         settings = with_password(settings, _prompt_password(settings))
+    logs.add_secrets([settings.mysql.password])  # from an option file or the prompt: never written to a log
     return settings
 
 

@@ -9,9 +9,10 @@ import time
 import pytest
 
 from cdc.config import load_settings
+from cdc.durations import parse_duration
 from cdc.errors import TimeoutExpired, UsageError
 from cdc.gtid import GtidSet
-from cdc.pipeline.wait import Gate, parse_duration, parse_position, wait_for
+from cdc.pipeline.wait import Gate, parse_position, wait_for
 from cdc.state import StateDir
 from tests.pipeline.cli import run
 from tests.pipeline.conftest import BINLOG, change, checkpoint, write_segments
