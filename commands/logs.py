@@ -36,7 +36,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cdc.config import LogSettings, load_log_settings
+from cdc.config import LOG_FORMATS, LogSettings, env_name, load_log_settings
 from cdc.errors import ConfigError
 
 _LOG = "Logs"
@@ -113,8 +113,12 @@ def command_log() -> logging.Logger:
 
 
 def add_secrets(values: Iterable[object]) -> None:
-    """Values never to be written, whoever logs them (shorter than 4 characters: nothing could be logged at all)."""
-    _state.secrets.update(str(v) for v in values if v is not None and len(str(v)) >= 4)
+    """Values never to be written, whoever logs them (shorter than 4 characters: nothing could be logged at all).
+
+    Each also as repr() and JSON write it (quotes and backslashes escaped): a library logs `password=%r`.
+    """
+    for value in (str(v) for v in values if v is not None and len(str(v)) >= 4):
+        _state.secrets.update({value, repr(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]})
 
 
 def redact(text: str) -> str:
@@ -165,7 +169,8 @@ def setup(flags: dict[str, Any], config_path: Path | None, command: str) -> LogS
         try:  # the error itself in the format the flags or the environment ask for, where they can tell
             configure(load_log_settings(flags, read_toml=False), command=command)
         except ConfigError:
-            configure(LogSettings(format=str(flags.get("log.format") or "text")), command=command)
+            fmt = flags.get("log.format") or os.environ.get(env_name("log.format"))
+            configure(LogSettings(format=fmt if fmt in LOG_FORMATS else "text"), command=command)
         raise
     configure(chosen, command=command)
     return chosen
