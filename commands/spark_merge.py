@@ -45,6 +45,9 @@ def spark_merge(
     """
     settings = settings_from(config, state_dir, **{"spark.master": master, "spark.driver_memory": driver_memory,
                                                    "spark.conf": tuple(conf or ())})
+    # `--conf spark.hadoop.fs.s3a.secret.key=...`: py4j's debug log would show it.
+    logs.add_secrets(value for key, _, value in (item.partition("=") for item in settings.spark.conf)
+                     if any(word in key.lower() for word in ("secret", "password", "token", "credential")))
     with _progress(live=logs.live() and not as_json, master=settings.spark.master) as progress:
         summary = merge(StateDir(settings.state_dir), source=source, target=target, settings=settings.spark,
                         aws=settings.aws, max_segments=max_segments, on_progress=progress)

@@ -115,8 +115,8 @@ class _Reporter:
     def __call__(self, phase: str, **changes: Any) -> None:
         self.now = replace(self.now, phase=phase, **changes, seconds=round(time.monotonic() - self.started, 3))
         p = self.now
-        log.debug(f"spark-merge {p.phase}" + (f" {p.table} ({p.tables_done + 1}/{p.tables_total}) {p.step or 'done'}"
-                                              if p.phase == "merging" else ""),
+        table = f" {p.table} ({p.tables_done + (1 if p.step else 0)}/{p.tables_total}) {p.step or 'done'}"
+        log.debug(f"spark-merge {p.phase}" + (table if p.phase == "merging" else ""),
                   extra={"stage": MergeCheckpoint.STAGE, "phase": p.phase, "table": p.table, "step": p.step,
                          "tables_done": p.tables_done, "tables_total": p.tables_total, "rows": p.changes_done})
         if self.callback is not None:
