@@ -123,6 +123,7 @@ class _RunStatus:
 
     def __init__(self, interval: float) -> None:
         self.every = logs.Every(interval)
+        self.every.last = self.every.clock()  # the first after one interval: at the start there is nothing to say
         self.cycles = 0
         self.current: Optional[str] = None  # the stage running now
         self.reached: dict[str, Optional[str]] = {}

@@ -136,4 +136,6 @@ def _render(summary: TailSummary, as_json: bool, to_stdout: bool) -> None:
         return
     ui.note(f"tail {summary.stopped}: {summary.start} -> {summary.end} ({summary.origin}); {summary.transactions:,} "
             f"transactions, {summary.rows:,} rows in {summary.segments} segment(s), {summary.reconnects} reconnect(s), "
-            f"{summary.seconds:,.1f}s")
+            f"{summary.seconds:,.1f}s", stage="tail", position=summary.end, rows=summary.rows,
+            transactions=summary.transactions, segments=summary.segments, seconds=round(summary.seconds, 3),
+            stopped=summary.stopped)
