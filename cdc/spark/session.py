@@ -171,8 +171,9 @@ def _children_print_to_stderr() -> Any:
         os.dup2(saved_err, 2)
         for fd in (saved_out, saved_err, write_end):
             os.close(fd)
-        replaced, sys.stderr = sys.stderr, ours
-        replaced.close()
+        # Not closed here: a progress display's refresh thread may be writing to it; it closes once unreferenced.
+        sys.stderr.flush()
+        sys.stderr = ours
 
 
 def _log_lines(read_end: int) -> None:
