@@ -17,10 +17,15 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from cdc.errors import ConfigError
+from cdc.durations import parse_duration
+from cdc.errors import CdcError, ConfigError
 
 SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
 SECRET_KEYS = frozenset({"password", "private_key_passphrase", "aws_secret_access_key", "token"})
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+# The flags whose name is not --<last part of the key>.
+_FLAG_NAMES = {"log.level": "--log-level", "log.format": "--log-format"}
 
 
 @dataclass(frozen=True)
@@ -90,12 +95,25 @@ class SnowflakeSettings:
 
 
 @dataclass(frozen=True)
+class LogSettings:
+    """The logs of the long-running commands (commands/logs.py sets them up; the library only logs)."""
+
+    level: str = "info"  # debug | info | warning | error
+    format: str = "text"  # text | json (one JSON object per line)
+    status_interval: str = "30s"  # tail/run: a status line this often without a terminal; 0 = never
+
+    def status_seconds(self) -> float:
+        return parse_duration(self.status_interval, "log.status_interval")
+
+
+@dataclass(frozen=True)
 class Settings:
     state_dir: str = ".cdc"
     mysql: MySQLSettings = MySQLSettings()
     aws: AWSSettings = AWSSettings()
     spark: SparkSettings = SparkSettings()
     snowflake: SnowflakeSettings = SnowflakeSettings()
+    log: LogSettings = LogSettings()
     # "mysql.port" -> "flag --port" / "environment CDC_MYSQL_PORT" / "cdc.toml" / "option file" / "default"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -108,6 +126,7 @@ SECTIONS: dict[str, type] = {
     "aws": AWSSettings,
     "spark": SparkSettings,
     "snowflake": SnowflakeSettings,
+    "log": LogSettings,
 }
 
 
@@ -139,11 +158,40 @@ def load_settings(
     return _build(merged, sources)
 
 
+def load_log_settings(
+    flags: Mapping[str, Any] | None = None,
+    *,
+    config_path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    read_toml: bool = True,
+) -> LogSettings:
+    """The [log] section alone, resolved like the rest (flag > CDC_LOG_* > cdc.toml > default).
+
+    A command sets its logs up from this before it loads the other settings, so that an error in those
+    is already logged in the format asked for. read_toml=False: flags and environment only.
+    """
+    env = os.environ if env is None else env
+    flags = {k: v for k, v in (flags or {}).items() if v is not None and k.startswith("log.")}
+    toml_path, toml_values = _read_toml(config_path, cwd or Path.cwd(), env) if read_toml else ("", {})
+    layers = [(f"config file {toml_path}", toml_values), ("environment", _read_env(env)), ("flag", flags)]
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for origin, values in layers:
+        for key, value in values.items():
+            if key.startswith("log."):
+                merged[key] = value
+                sources[key] = _describe_origin(origin, key)
+    settings = _build(merged, sources, validate=False)
+    _validate_log(settings)
+    return settings.log
+
+
 def _describe_origin(origin: str, key: str) -> str:
     if origin == "environment":
         return f"environment {env_name(key)}"
     if origin == "flag":
-        return f"flag --{key.split('.')[-1].replace('_', '-')}"
+        return f"flag {_FLAG_NAMES.get(key) or '--' + key.split('.')[-1].replace('_', '-')}"
     return origin
 
 
@@ -238,7 +286,7 @@ def _read_option_file(defaults_file: str | None, env: Mapping[str, str]) -> dict
     return found
 
 
-def _build(merged: dict[str, Any], sources: dict[str, str]) -> Settings:
+def _build(merged: dict[str, Any], sources: dict[str, str], *, validate: bool = True) -> Settings:
     kwargs: dict[str, Any] = {}
     for section, cls in SECTIONS.items():
         values = {}
@@ -250,7 +298,8 @@ def _build(merged: dict[str, Any], sources: dict[str, str]) -> Settings:
     if "state_dir" in merged:
         kwargs["state_dir"] = str(merged["state_dir"])
     settings = Settings(**kwargs, sources=sources)
-    _validate(settings)
+    if validate:
+        _validate(settings)
     return settings
 
 
@@ -290,6 +339,7 @@ def _shown(key: str, value: Any) -> str:
 
 
 def _validate(settings: Settings) -> None:
+    _validate_log(settings)
     mysql = settings.mysql
     if not 0 < mysql.port < 65536:
         raise ConfigError(f"mysql.port = {mysql.port} (from {settings.source_of('mysql.port')}) is not a TCP port")
@@ -309,6 +359,18 @@ def _validate(settings: Settings) -> None:
             f"mysql.server_id = {mysql.server_id} (from {settings.source_of('mysql.server_id')}) "
             "is outside 1..4294967295 (0 lets cdc derive one)"
         )
+
+
+def _validate_log(settings: Settings) -> None:
+    log = settings.log
+    for key, value, allowed in (("log.level", log.level, LOG_LEVELS), ("log.format", log.format, LOG_FORMATS)):
+        if value not in allowed:
+            raise ConfigError(f"{key} = {value!r} (from {settings.source_of(key)}) is not one of {', '.join(allowed)}")
+    try:
+        log.status_seconds()
+    except CdcError:
+        raise ConfigError(f"log.status_interval = {log.status_interval!r} (from {settings.source_of('log.status_interval')}) "
+                          "is not a duration", hint="write e.g. 30s, 2m, or 0 for no status lines") from None
 
 
 def with_password(settings: Settings, password: str) -> Settings:

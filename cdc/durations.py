@@ -1,6 +1,21 @@
-"""Durations as people read them in status lines and messages."""
+"""Durations as people write them in options (5s, 10m) and read them in status lines and messages."""
 
 from __future__ import annotations
+
+import re
+
+from cdc.errors import UsageError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str, option: str = "duration") -> float:
+    """`500ms`, `5s`, `10m`, `2h` or plain seconds -> seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise UsageError(f"{option} {text!r} is not a duration", hint="write e.g. 500ms, 5s, 10m or 2h")
+    return float(match[1]) * _UNITS[match[2]]
 
 
 def human_duration(seconds: float) -> str:

@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from cdc import __version__
-from cdc.commands import options, ui
+from cdc.commands import logs, options, ui
 from cdc.commands.options import password_on_argv
 from cdc.errors import CdcError, ExitCode
 from cdc.signals import Terminated, terminate_by_exception
@@ -67,22 +67,38 @@ class CdcGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except CdcError as exc:
-            ui.error(str(exc))
+            ui.error(str(exc), exit_code=int(exc.exit_code))
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
-            ui.error("interrupted (Ctrl-C); state is consistent, rerun to continue")
+            ui.error("interrupted (Ctrl-C); state is consistent, rerun to continue",
+                     exit_code=int(ExitCode.INTERRUPTED))
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except Terminated:
-            ui.error("terminated (SIGTERM); state is consistent, rerun to continue")
+            ui.error("terminated (SIGTERM); state is consistent, rerun to continue", exit_code=int(ExitCode.TERMINATED))
             raise typer.Exit(int(ExitCode.TERMINATED)) from None
         except OSError as exc:
             if not is_disk_full(exc):
+                _log_if_json(exc)
                 raise
             # Last resort for writers that do not name their file (Spark, pyarrow): stages write data before
             # they advance a checkpoint, so nothing was lost.
             ui.error(f"no space left on device{f' writing {exc.filename}' if exc.filename else ''}; the checkpoint "
-                     "was not advanced\n  fix: free space (df -h), then rerun the same command")
+                     "was not advanced\n  fix: free space (df -h), then rerun the same command",
+                     exit_code=int(ExitCode.FAILURE))
             raise typer.Exit(int(ExitCode.FAILURE)) from None
+        except Exception as exc:
+            _log_if_json(exc)
+            raise
+        finally:
+            logs.reset()  # the next command run in this process (tests) starts without them
+
+
+def _log_if_json(exc: Exception) -> None:
+    """A bug's traceback, with --log-format json, is one JSON record (exit 1) rather than lines of text on stderr."""
+    # click's and typer's own exceptions (exit, abort, usage) are theirs to render.
+    if logs.is_json() and type(exc).__module__.split(".")[0] not in ("click", "typer"):
+        logs.command_log().critical(f"unexpected error: {exc!r}", exc_info=exc, extra={"exit_code": 1})
+        raise typer.Exit(int(ExitCode.FAILURE)) from None
 
 
 app = typer.Typer(

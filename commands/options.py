@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cdc import completion
-from cdc.commands import ui
+from cdc.commands import logs, ui
 from cdc.config import Settings, load_settings, with_password
 from cdc.errors import ConfigError
 
@@ -149,6 +149,7 @@ def settings_from(
         NEW_STATE_DIRS.append(Path(settings.state_dir))
     if ask:
         settings = with_password(settings, _prompt_password(settings))
+    logs.add_secrets([settings.mysql.password])  # from an option file or the prompt: never written to a log
     return settings
 
 

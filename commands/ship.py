@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from cdc import completion, sinks
-from cdc.commands import ui
+from cdc.commands import logs, ui
+from cdc.commands.logs import log_options
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, settings_from
 from cdc.errors import ExitCode
 from cdc.signals import stop_on_signals
@@ -41,6 +42,7 @@ def aws_flags(**values: object) -> dict[str, object]:
     return {f"aws.{name}": value for name, value in values.items()}
 
 
+@log_options
 def ship(
     to: ToOpt,
     stream: StreamOpt = None,
@@ -73,7 +75,7 @@ def ship(
                               oversize_url=oversize, compression=compression,
                               multipart_threshold=multipart_mib * 1024 * 1024)
     sink = sinks.open_sink(settings.aws, target)
-    with stop_on_signals() as stop, _progress(enabled=not as_json) as on_progress:
+    with stop_on_signals() as stop, _progress(not as_json, sink.stage, settings.log.status_seconds()) as on_progress:
         summary = sinks.ship(StateDir(settings.state_dir), sink, follow=follow, poll_interval=poll_interval,
                              stop=stop, on_progress=on_progress)
     _render(summary, as_json)
@@ -81,10 +83,20 @@ def ship(
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[sinks.Progress], None] | None]:
-    """A rich progress bar on stderr at a TTY (segments, records, bytes, rate); nothing otherwise."""
-    if not enabled or not ui.err.is_terminal:
-        yield None
+def _progress(enabled: bool, stage: str, status_interval: float) -> Iterator[Callable[[sinks.Progress], None] | None]:
+    """A rich progress bar on stderr at a TTY (segments, records, bytes, rate); else a status log record now and then
+    (each S3 batch is logged by the library as well)."""
+    if not enabled or not logs.live():
+        every = logs.Every(status_interval)
+
+        def status(p: sinks.Progress) -> None:
+            if p.segments_done and every.due():
+                rate = p.records / p.seconds if p.seconds > 0 else 0.0
+                ui.note(f"{stage} at {p.segment}: {p.segments_done} of {p.segments_total} segment(s), {p.records:,} "
+                        f"records, {rate:,.0f} records/s", stage=stage, position=p.segment, segments=p.segments_done,
+                        records=p.records, records_per_second=round(rate, 1))
+
+        yield status
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cdc.commands import ui
+from cdc.commands import logs, ui
+from cdc.commands.logs import log_options
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, complete_tables, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.snapshot import DEFAULT_CHUNK_SIZE, LOCK_MODES, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
@@ -16,6 +17,7 @@ from cdc.snapshot import DEFAULT_CHUNK_SIZE, LOCK_MODES, SnapshotRequest, Snapsh
 _SEL = "Selection"
 
 
+@log_options
 @mysql_options
 def snapshot(
     tables: Annotated[Optional[list[str]], typer.Option(
@@ -48,21 +50,25 @@ def snapshot(
         "mysql.exclude_tables": tuple(exclude_tables or ())})
     request = SnapshotRequest(chunk_size=chunk_size, lock=lock, allow_no_pk=allow_no_pk, strict=strict,
                               workers=workers)
-    with _progress(enabled=not as_json) as on_progress:
-        summary = run_snapshot(settings, request, on_progress=on_progress, on_warning=_warn)
+    # Warnings, and a line per table copied, are logged by the library (cdc.snapshot.run).
+    with _progress(not as_json, settings.log.status_seconds()) as on_progress:
+        summary = run_snapshot(settings, request, on_progress=on_progress)
     _render(summary, as_json)
     raise typer.Exit(int(ExitCode.OK))
 
 
-def _warn(message: str) -> None:
-    ui.err.print(f"[yellow]warning:[/] {ui.escape(message)}")
-
-
 @contextmanager
-def _progress(enabled: bool) -> Iterator[object]:
-    """One rich progress bar per table with rows and ETA (stderr, TTY only)."""
-    if not enabled or not ui.err.is_terminal:
-        yield None
+def _progress(enabled: bool, status_interval: float) -> Iterator[object]:
+    """One rich progress bar per table with rows and ETA at a TTY; else a status log record now and then."""
+    if not enabled or not logs.live():
+        every = logs.Every(status_interval)
+
+        def status(p: TableProgress) -> None:
+            if not p.done and every.due():
+                ui.note(f"snapshot copying {p.table}: {p.rows:,} of ~{p.estimate:,} rows, {p.chunks} chunk(s)",
+                        stage="snapshot", table=p.table, rows=p.rows, estimate=p.estimate, chunks=p.chunks)
+
+        yield status
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cdc.commands import ui
+from cdc.commands import logs, ui
+from cdc.commands.logs import log_options
 from cdc.commands.options import (
     ConfigOpt,
     JsonOpt,
@@ -20,12 +21,13 @@ from cdc.commands.options import (
 from cdc.errors import ExitCode
 from cdc.signals import stop_on_signals
 from cdc.snowflake import apply as sf_apply
-from cdc.snowflake.connect import connect
+from cdc.snowflake.connect import connect, connection_params, secret_values
 from cdc.state import StateDir
 
 _SF = "Snowflake"
 
 
+@log_options
 def snowflake_apply(
     connection_name: SfConnectionOpt = None,
     database: SfDatabaseOpt = None,
@@ -43,6 +45,7 @@ def snowflake_apply(
     settings = settings_from(config, state_dir, **{
         "snowflake.connection": connection_name, "snowflake.database": database, "snowflake.schema": schema,
         "snowflake.warehouse": warehouse, "snowflake.role": role})
+    logs.add_secrets(secret_values(connection_params(settings.snowflake)))  # connections.toml's too
     conn = connect(settings.snowflake)
     try:
         with stop_on_signals() as stop:
@@ -56,7 +59,8 @@ def snowflake_apply(
 
 def _progress(batch_id: str, counts: dict[str, sf_apply.Counts]) -> None:
     detail = ", ".join(f"{table} +{c.inserted} ~{c.updated} -{c.deleted}" for table, c in sorted(counts.items()))
-    ui.note(f"applied {batch_id}: {detail or 'no tables'}")
+    ui.note(f"applied {batch_id}: {detail or 'no tables'}", stage="snowflake-apply", position=batch_id,
+            rows=sum(c.inserted + c.updated + c.deleted for c in counts.values()))
 
 
 def _render(summary: sf_apply.Summary, as_json: bool) -> None:

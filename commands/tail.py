@@ -11,7 +11,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cdc.capture import Filters, Progress, StartRequest, TailOptions, TailSummary, run_tail
-from cdc.commands import ui
+from cdc.commands import logs, ui
+from cdc.commands.logs import StatusIntervalOpt, log_options
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, complete_tables, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.signals import stop_on_signals
@@ -24,6 +25,7 @@ def _names(values: ListOpt) -> tuple[str, ...]:
     return tuple(part.strip() for item in values or () for part in item.split(",") if part.strip())
 
 
+@log_options
 @mysql_options
 def tail(
     start_position: Annotated[Optional[str], typer.Option("--start-position", help="FILE:POS at a transaction boundary (first run only).", rich_help_panel=_START)] = None,
@@ -42,6 +44,7 @@ def tail(
     reconnect_timeout: Annotated[float, typer.Option("--reconnect-timeout", help="Give up after this many seconds without a working connection.")] = 60.0,
     to_stdout: Annotated[bool, typer.Option("--stdout", help="Also write the committed change lines to stdout.")] = False,
     decode_workers: Annotated[Optional[int], typer.Option("--decode-workers", min=0, help="Processes decoding rows beside the binlog reader (default: 1 on a multi-core machine, else 0; 0 = decode in the tail process).")] = None,
+    status_interval: StatusIntervalOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
@@ -52,13 +55,14 @@ def tail(
     settings = settings_from(config, state_dir, mysql_flags, **{
         "mysql.databases": _names(databases), "mysql.tables": _names(tables),
         "mysql.exclude_tables": _names(exclude_tables), "mysql.exclude_columns": _names(exclude_columns),
-        "mysql.hash_columns": _names(hash_columns)})
+        "mysql.hash_columns": _names(hash_columns), "log.status_interval": status_interval})
     filters = Filters.from_settings(settings.mysql)
     options = TailOptions(StartRequest(start_position, start_gtid, from_now), follow, rebase, filters, flush_interval,
                           segment_mib * 2**20, heartbeat=min(1.0, read_timeout / 4), read_timeout=read_timeout,
                           reconnect_timeout=reconnect_timeout, decode_workers=decode_workers)
-    with stop_on_signals() as stop, _progress(as_json, to_stdout) as on_progress:
-        summary = run_tail(settings, options, should_stop=stop.is_set, on_progress=on_progress, on_note=ui.note,
+    # Reconnects and the like are logged by the library (cdc.capture.tail): no on_note.
+    with stop_on_signals() as stop, _progress(as_json, to_stdout, settings.log.status_seconds()) as on_progress:
+        summary = run_tail(settings, options, should_stop=stop.is_set, on_progress=on_progress,
                            stdout=sys.stdout.buffer if to_stdout else None)
     _render(summary, as_json, to_stdout)
     # --follow ends on a signal by design; --until-now stopped before its target is incomplete (rerun to go on).
@@ -67,8 +71,9 @@ def tail(
 
 
 @contextmanager
-def _progress(as_json: bool, to_stdout: bool) -> Iterator[Optional[Callable[[Progress], None]]]:
-    """A live status line at a TTY; periodic JSON status lines with --json; nothing otherwise."""
+def _progress(as_json: bool, to_stdout: bool, status_interval: float) -> Iterator[Optional[Callable[[Progress], None]]]:
+    """A live status line at a TTY, else a status log record every `status_interval` seconds; with --json also
+    JSON status lines (stdout) about every second."""
     last = [0.0]
 
     def throttled(render: Callable[[Progress], None]) -> Callable[[Progress], None]:
@@ -78,15 +83,46 @@ def _progress(as_json: bool, to_stdout: bool) -> Iterator[Optional[Callable[[Pro
                 render(p)
         return update
 
-    if as_json:  # one JSON object per line; with --stdout the change lines own stdout, so status goes to stderr
-        stream = sys.stderr if to_stdout else sys.stdout
-        yield throttled(lambda p: ui.print_json_line({"status": p.__dict__}, stream))
-        return
-    if not ui.err.is_terminal:
-        yield None
+    if as_json or not logs.live():
+        renders: list[Callable[[Progress], None]] = [StatusLog(status_interval)]
+        if as_json:  # one JSON object per line; with --stdout the change lines own stdout, so status goes to stderr
+            stream = sys.stderr if to_stdout else sys.stdout
+            renders.append(throttled(lambda p: ui.print_json_line({"status": p.__dict__}, stream)))
+
+        def both(p: Progress) -> None:
+            for render in renders:
+                render(p)
+
+        yield both
         return
     with ui.err.status("tail starting") as live:
         yield throttled(lambda p: live.update(ui.escape(_status(p))))
+
+
+class StatusLog:
+    """One log record every `interval` seconds (the first at once): position, lag, rows/s (0: never)."""
+
+    def __init__(self, interval: float) -> None:
+        self.every = logs.Every(interval)
+        self.rows, self.at = 0, time.monotonic()
+
+    def __call__(self, p: Progress) -> None:
+        if not self.every.due():
+            return
+        now = time.monotonic()
+        rate = (p.rows - self.rows) / (now - self.at) if now > self.at else 0.0
+        self.rows, self.at = p.rows, now
+        logs.command_log().info(
+            f"tail at {p.position}, lag {_lag(p)}, {rate:,.1f} rows/s; {p.rows:,} rows, {p.transactions:,} transactions, "
+            f"{p.segments} segments so far",
+            extra={"stage": "tail", "position": p.position, "lag_seconds": p.lag_seconds, "lag_bytes": p.lag_bytes,
+                   "rows": p.rows, "rows_per_second": round(rate, 1), "transactions": p.transactions,
+                   "segments": p.segments, "events_per_second": round(p.events_per_second, 1)})
+
+
+def _lag(p: Progress) -> str:
+    lag = "?" if p.lag_seconds is None else f"{p.lag_seconds:,.0f}s"
+    return lag if p.lag_bytes is None else f"{lag} / {p.lag_bytes:,} bytes"
 
 
 def _status(p: Progress) -> str:
@@ -102,4 +138,6 @@ def _render(summary: TailSummary, as_json: bool, to_stdout: bool) -> None:
         return
     ui.note(f"tail {summary.stopped}: {summary.start} -> {summary.end} ({summary.origin}); {summary.transactions:,} "
             f"transactions, {summary.rows:,} rows in {summary.segments} segment(s), {summary.reconnects} reconnect(s), "
-            f"{summary.seconds:,.1f}s")
+            f"{summary.seconds:,.1f}s", stage="tail", position=summary.end, rows=summary.rows,
+            transactions=summary.transactions, segments=summary.segments, seconds=round(summary.seconds, 3),
+            stopped=summary.stopped)

@@ -46,12 +46,33 @@ def print_json_line(document: Any, stream: TextIO | None = None) -> None:
     stream.flush()
 
 
-def error(message: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}")
+def error(message: str, **fields: Any) -> None:
+    """An error on stderr; a log record (with its fields) once the command's logs are set up (commands/logs.py)."""
+    from cdc.commands import logs
+
+    if logs.configured():
+        logs.command_log().error(message, extra=fields)
+    else:
+        err.print(f"[bold red]error:[/] {escape(message)}")
 
 
-def note(message: str) -> None:
-    err.print(escape(message))
+def warn(message: str, **fields: Any) -> None:
+    from cdc.commands import logs
+
+    if logs.configured():
+        logs.command_log().warning(message, extra=fields)
+    else:
+        err.print(f"[yellow]warning:[/] {escape(message)}")
+
+
+def note(message: str, **fields: Any) -> None:
+    """A message for people on stderr (an info record once the logs are set up); data goes to stdout."""
+    from cdc.commands import logs
+
+    if logs.configured():
+        logs.command_log().info(message, extra=fields)
+    else:
+        err.print(escape(message))
 
 
 def escape(text: str) -> str:

@@ -19,9 +19,9 @@ from cdc.commands.options import (
     mysql_options,
     settings_from,
 )
+from cdc.durations import parse_duration
 from cdc.pipeline.verify import TableResult, VerifyReport, VerifyRequest
 from cdc.pipeline.verify import verify as run_verify
-from cdc.pipeline.wait import parse_duration
 
 _SEL = "Selection"
 _STYLE = {"OK": "green", "DIFF": "bold red", "BEHIND": "yellow", "MISSING": "bold red"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -119,3 +120,57 @@ def test_no_log_record_carries_the_password(mariadb: MariaDB, replication_user: 
     assert summary.rows == 1
     assert REPLICATION_PASSWORD not in caplog.text
     assert all(REPLICATION_PASSWORD not in str(record.args) for record in caplog.records)
+
+
+def _leaks(text: str) -> bool:
+    """The password as it is, or as JSON or repr() write it (a quote escaped)."""
+    return any(form in text for form in (REPLICATION_PASSWORD, json.dumps(REPLICATION_PASSWORD)[1:-1],
+                                         repr(REPLICATION_PASSWORD)[1:-1]))
+
+
+def test_debug_json_logs_of_a_following_tail_never_carry_the_password(mariadb: MariaDB, replication_user: DbUser,
+                                                                      fresh_db: str, tmp_path: Path) -> None:
+    """`--log-level debug` lets every library log (pymysql, the binlog reader...), and still no line holds the password."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".my.cnf").write_text(f"[client]\npassword = \"{REPLICATION_PASSWORD}\"\n")  # the option file's way in
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDC_") and k != "MYSQL_PWD"}
+    env |= {"HOME": str(home), "PYTHONPATH": str(ROOT)}
+    file, pos = mariadb.binlog_position()
+    argv = [sys.executable, "-m", "cdc", "tail", "--follow", "--log-level", "debug", "--log-format", "json",
+            "--status-interval", "1", "--state-dir", str(tmp_path / "state"), "--host", mariadb.host,
+            "--port", str(mariadb.port), "--user", replication_user.name, "--server-id", "777007",
+            "--databases", fresh_db, "--start-position", f"{file}:{pos}"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+        time.sleep(3)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = (stream.decode() for stream in proc.communicate(timeout=60))
+    assert proc.returncode == 0, stderr
+    records = [json.loads(line) for line in stderr.splitlines()]  # every line one JSON object
+    assert any(r["logger"] == "cdc.commands.tail" and r.get("rows") == 1 for r in records), stderr
+    assert any(r["level"] == "debug" and r["logger"] == "cdc.capture.commit" for r in records), stderr  # debug is on
+    assert not _leaks(stdout) and not _leaks(stderr)
+
+
+def test_a_secret_logged_by_any_library_is_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever a third-party library logs at debug (a connect string, a repr of its settings) is redacted."""
+    from cdc.commands import logs
+    from cdc.config import LogSettings
+
+    for fmt in ("json", "text"):
+        logs.configure(LogSettings(level="debug", format=fmt), env={"SNOWFLAKE_PASSWORD": "sf-Pa55word"})
+        logs.add_secrets([REPLICATION_PASSWORD, None, ""])
+        try:
+            logging.getLogger("pymysql.connections").debug("connect(password=%r)", REPLICATION_PASSWORD)
+            logging.getLogger("snowflake.connector").debug("params %s", {"password": "sf-Pa55word"})
+            logging.getLogger("cdc.x").info("failed", extra={"settings": {"password": REPLICATION_PASSWORD}})
+        finally:
+            logs.reset()
+        err = capsys.readouterr().err
+        # (text lines hold the message alone, not the record's fields)
+        assert len(err.splitlines()) == 3 and err.count("***") == (3 if fmt == "json" else 2), err
+        assert not _leaks(err) and "sf-Pa55word" not in err

@@ -8,6 +8,7 @@ reading side runs ahead; everything here happens in binlog order once the rows b
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import BinaryIO
 
@@ -18,6 +19,8 @@ from cdc.checkpoints import TailCheckpoint
 from cdc.gtid import GtidSet
 from cdc.source.binlog import Position
 from cdc.state import StateDir
+
+log = logging.getLogger(__name__)
 
 
 class Committer:
@@ -98,6 +101,8 @@ class Committer:
                 sealed = self.writer.seal()
                 if sealed is not None:
                     self.last_segment, self.segments = sealed.name, self.segments + 1
+                    log.debug(f"tail sealed {sealed.name}; checkpoint at {self.position}",
+                              extra={"stage": TailCheckpoint.STAGE, "segment": sealed.name, "position": str(self.position)})
                 self._checkpoint()
         elif self._dirty and (force or now - self._checkpointed_at >= self.flush_interval):
             self._checkpoint()

@@ -9,6 +9,7 @@ uninterrupted run's.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,8 @@ from cdc.source.connect import open_connection
 from cdc.source.gtids import state_at
 from cdc.source.server import ServerInfo, describe_server
 from cdc.state import StateDir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -109,12 +112,24 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
         raise
     summary = TailSummary(str(start.position), str(start.position), start.origin, str(target) if target else None,
                           decode_workers=pool.size if pool is not None else 0)
+    log.info(f"tail starting at {start.position} ({start.origin}) on {settings.mysql.describe()}, "
+             + (f"until {target}" if target else "following"),
+             extra={"stage": TailCheckpoint.STAGE, "position": str(start.position), "origin": start.origin,
+                    "target": str(target) if target else None, "decode_workers": summary.decode_workers})
+
+    def note(message: str) -> None:  # reconnects: a warning, for whoever watches the logs
+        log.warning(message, extra={"stage": TailCheckpoint.STAGE, "position": str(capture.position)})
+        if on_note is not None:
+            on_note(message)
+
     if start.origin.startswith("rebase"):
         summary.notes.append(_rebase_note(start, settings.mysql.describe()))
-        (on_note or (lambda _m: None))(summary.notes[-1])
+        log.info(summary.notes[-1], extra={"stage": TailCheckpoint.STAGE, "position": str(start.position)})
+        if on_note is not None:
+            on_note(summary.notes[-1])
     began = time.monotonic()
     try:
-        _loop(capture, settings, options, target, summary, should_stop, on_note or (lambda _m: None))
+        _loop(capture, settings, options, target, summary, should_stop, note)
     finally:
         capture.close()
     summary.end, summary.seconds = str(capture.position), time.monotonic() - began

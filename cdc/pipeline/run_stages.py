@@ -135,11 +135,8 @@ def spark_merge(ctx: Context) -> Outcome:
     checkpoint = MergeCheckpoint.read(ctx.state) or MergeCheckpoint()
     if not list_segments(ctx.state.changelog, after=checkpoint.last_segment):
         return Outcome(NOTHING, checkpoint.last_batch, unit="changes")
-    changes = [0]
-
-    def progress(result: Any) -> None:
-        changes[0] += result.changes
-        ctx.report(StageProgress(MergeCheckpoint.STAGE, result.table, changes[0]))
+    def progress(p: Any) -> None:  # a cdc.spark.MergeProgress
+        ctx.report(StageProgress(MergeCheckpoint.STAGE, p.table or p.phase, p.changes_done))
 
     summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
                     on_progress=progress)

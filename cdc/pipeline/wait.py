@@ -10,7 +10,6 @@ segment holds a change inside it (snapshot lines count as inside: they precede t
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,16 +29,6 @@ WAIT_STAGES = tuple(k.STAGE for k in (TailCheckpoint, ShipS3Checkpoint, ShipKine
 # Default stage: the furthest along the pipeline that has a checkpoint (S3 before Kinesis: spark-merge reads S3).
 _FURTHEST_FIRST = tuple(k.STAGE for k in (ApplyCheckpoint, MergeCheckpoint, ShipS3Checkpoint, ShipKinesisCheckpoint,
                                            TailCheckpoint))
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(text: str, option: str = "duration") -> float:
-    """`500ms`, `5s`, `10m`, `2h` or plain seconds -> seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise UsageError(f"{option} {text!r} is not a duration", hint="write e.g. 500ms, 5s, 10m or 2h")
-    return float(match[1]) * _UNITS[match[2]]
 
 
 def parse_position(text: str) -> SourcePosition:
@@ -72,11 +61,18 @@ class Gate:
         return f"position {self.position}" if self.position is not None else f"GTID set {self.gtid}"
 
 
+# Observation.state: what keeps the gate closed, in a word. A waiter tells people when it changes (or the
+# stage does), not every time the detail's figures move.
+NO_CHECKPOINT, TAIL_BEHIND, PENDING, LAG_ABOVE, LAG_UNKNOWN, UNREACHABLE, REACHED = (
+    "no checkpoint", "tail behind", "segments pending", "lag above bound", "lag unknown", "unreachable", "reached")
+
+
 @dataclass(frozen=True)
 class Observation:
     stage: str
     reached: bool
     detail: str
+    state: str = ""  # one of the words above
 
 
 @dataclass(frozen=True)
@@ -134,23 +130,24 @@ def observe(settings: Settings, gate: Gate, local: LocalState, stage: str | None
             return _observe_position(gate.position, local, chosen)
         return _observe_gtid(str(gate.gtid), local, chosen)
     except TransientError as exc:
-        return Observation(chosen, False, exc.message)
+        return Observation(chosen, False, exc.message, UNREACHABLE)
 
 
 def _observe_position(target: SourcePosition, local: LocalState, stage: str) -> Observation:
     tail = local.tail
     if tail is None:
-        return Observation(stage, False, "tail has no checkpoint yet")
+        return Observation(stage, False, "tail has no checkpoint yet", NO_CHECKPOINT)
     at = SourcePosition(tail.file, tail.pos)
     if at.key() < target.key():
-        return Observation(stage, False, f"tail is at {at}")
+        return Observation(stage, False, f"tail is at {at}", TAIL_BEHIND)
     if stage == TailCheckpoint.STAGE:
-        return Observation(stage, True, f"tail is at {at}")
+        return Observation(stage, True, f"tail is at {at}", REACHED)
     offset = tail.seq_offset  # change-log positions after a --rebase (docs/formats.md)
     before = [p for p in local.pending_segments(stage) if _starts_before(p.name, target, offset)]
     if before:
-        return Observation(stage, False, f"{len(before)} segment(s) before {target} not consumed yet (next {before[0].name})")
-    return Observation(stage, True, f"every segment before {target} consumed; at {local.last_segment(stage)}")
+        return Observation(stage, False, f"{len(before)} segment(s) before {target} not consumed yet (next {before[0].name})",
+                           PENDING)
+    return Observation(stage, True, f"every segment before {target} consumed; at {local.last_segment(stage)}", REACHED)
 
 
 def _starts_before(segment: str, target: SourcePosition, seq_offset: int) -> bool:
@@ -166,21 +163,21 @@ def _observe_gtid(want: str, local: LocalState, stage: str) -> Observation:
     have = None if tail is None else tail.gtid_state or tail.gtid
     wanted = GtidSet.parse(want)
     if not have or not GtidSet.parse(have).contains(wanted):
-        return Observation(stage, False, f"tail's GTID state is {have or 'unknown'}")
+        return Observation(stage, False, f"tail's GTID state is {have or 'unknown'}", TAIL_BEHIND)
     if stage == TailCheckpoint.STAGE:
-        return Observation(stage, True, f"tail's GTID state {have} contains {want}")
+        return Observation(stage, True, f"tail's GTID state {have} contains {want}", REACHED)
     for segment in local.pending_segments(stage):
         for change in read_segment(segment):
             gtid = (change.get("src") or {}).get("gtid")
             if change.get("op") == "r" or (gtid and wanted.contains_gtid(gtid)):
-                return Observation(stage, False, f"{segment.name} holds changes inside {want}, not consumed yet")
-    return Observation(stage, True, f"every change inside {want} consumed; at {local.last_segment(stage)}")
+                return Observation(stage, False, f"{segment.name} holds changes inside {want}, not consumed yet", PENDING)
+    return Observation(stage, True, f"every change inside {want} consumed; at {local.last_segment(stage)}", REACHED)
 
 
 def _observe_lag(settings: Settings, bound: float, local: LocalState, stage: str) -> Observation:
     position = local.source_position()
     if position is None:
-        return Observation(stage, False, "no tail or snapshot checkpoint yet")
+        return Observation(stage, False, "no tail or snapshot checkpoint yet", NO_CHECKPOINT)
     now = time.time()
     lag = server_lag(settings, read_server_view(settings.mysql), position, offline_lag(local, now), now, [])
     seconds = lag.seconds
@@ -189,5 +186,5 @@ def _observe_lag(settings: Settings, bound: float, local: LocalState, stage: str
         oldest = change_time(first_line(pending[0])) if pending else None
         seconds = max(seconds, now - oldest) if oldest is not None else seconds
     if seconds is None:
-        return Observation(stage, False, "lag unknown")
-    return Observation(stage, seconds < bound, f"lag {seconds:.1f}s")
+        return Observation(stage, False, "lag unknown", LAG_UNKNOWN)
+    return Observation(stage, seconds < bound, f"lag {seconds:.1f}s", REACHED if seconds < bound else LAG_ABOVE)

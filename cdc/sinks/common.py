@@ -11,6 +11,7 @@ downstream").
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -24,6 +25,8 @@ from cdc.checkpoints import ShipKinesisCheckpoint, ShipS3Checkpoint
 from cdc.errors import PositionError
 from cdc.sinks.s3_batches import Batch, pending_batch, plan_batch
 from cdc.state import StateDir
+
+log = logging.getLogger(__name__)
 
 ShipCheckpoint = TypeVar("ShipCheckpoint", ShipKinesisCheckpoint, ShipS3Checkpoint)
 
@@ -233,6 +236,10 @@ def _ship_batch(
     progress.segments_done += len(batch.segments)
     progress.batches_done += 1
     progress.objects += delivery.objects
+    log.info(f"{sink.stage}: shipped batch {batch.first}..{batch.last} ({len(batch.segments)} segment(s), "
+             f"{delivery.records:,} records, {delivery.objects} object(s)) to {sink.destination}",
+             extra={"stage": sink.stage, "position": batch.last, "segments": len(batch.segments),
+                    "records": delivery.records, "objects": delivery.objects})
     notify(progress)
     return shipped
 
@@ -258,6 +265,9 @@ def _ship_segment(
     shipped.write(state)  # last: only after every record is acknowledged
     progress.segments_done += 1
     progress.batches_done += 1
+    # Debug: one per segment (a segment every half second while the source is busy).
+    log.debug(f"{sink.stage}: shipped {segment.name} ({delivery.records:,} records) to {sink.destination}",
+              extra={"stage": sink.stage, "position": segment.name, "records": delivery.records})
     notify(progress)
     return shipped
 

@@ -23,6 +23,7 @@ not re-read: sealed segments are never rewritten.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -117,6 +118,7 @@ FOREIGN_SERVER_HINT = (
 
 ProgressFn = Callable[[TableProgress], None]
 WarnFn = Callable[[str], None]
+log = logging.getLogger(__name__)
 
 
 def run_snapshot(
@@ -134,6 +136,7 @@ def run_snapshot(
 
     def warn(message: str) -> None:
         warnings.append(message)
+        log.warning(message, extra={"stage": STAGE})
         if on_warning:
             on_warning(message)
 
@@ -153,10 +156,17 @@ def run_snapshot(
             checkpoint, plans, runway = _start(settings, conn, info, state, request, warn)
         else:
             checkpoint, plans = _resume(settings, conn, info, state, checkpoint)
+        h = checkpoint.handover
+        log.info(f"snapshot {'resumed' if checkpoint.resumes else 'started'}: {len(plans)} table(s), hand-over "
+                 f"{h.file}:{h.pos} (lock {checkpoint.lock}, held {checkpoint.lock_seconds:.3f}s)",
+                 extra={"stage": STAGE, "position": f"{h.file}:{h.pos}", "tables": len(plans)})
         copier = _Copier(state, checkpoint, request, settings.mysql, on_progress)
         try:
             for plan in plans:
                 copier.copy_table(conn, plan, adopt=checkpoint.resumes > 0)
+                entry = copier.checkpoint.tables[plan.name]
+                log.info(f"snapshot copied {plan.name}: {entry.rows:,} rows in {entry.chunks} chunk(s)",
+                         extra={"stage": STAGE, "table": plan.name, "rows": entry.rows, "chunks": entry.chunks})
         finally:
             copier.sealer.close()  # the last chunk is sealed and checkpointed before "done" is written
         final = replace(copier.checkpoint, status=DONE)

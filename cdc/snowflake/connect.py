@@ -74,6 +74,11 @@ def connection_params(settings: SnowflakeSettings, env: Mapping[str, str] | None
     return params
 
 
+def secret_values(params: Mapping[str, Any]) -> list[str]:
+    """The secrets among the connection parameters: for a log handler to keep them out of every line."""
+    return [str(params[key]) for key in _SECRETS if params.get(key)]
+
+
 def describe(params: Mapping[str, Any]) -> str:
     """Where we connect, for messages: never a secret."""
     where = params.get("host") or f"{params.get('account')}.snowflakecomputing.com"

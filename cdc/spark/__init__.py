@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING
 from cdc.lazy import exports
 
 if TYPE_CHECKING:
-    from cdc.spark.job import MergeSummary, TableResult, merge
+    from cdc.spark.job import MergeProgress, MergeSummary, TableResult, merge
     from cdc.spark.lake import LakeTable, read_lake_table, read_pointer, table_dir
     from cdc.spark.session import build_session
 
-_HOMES = {"MergeSummary": "cdc.spark.job", "TableResult": "cdc.spark.job", "merge": "cdc.spark.job",
+_HOMES = {"MergeProgress": "cdc.spark.job", "MergeSummary": "cdc.spark.job", "TableResult": "cdc.spark.job",
+          "merge": "cdc.spark.job",
           "LakeTable": "cdc.spark.lake", "read_lake_table": "cdc.spark.lake", "read_pointer": "cdc.spark.lake",
           "table_dir": "cdc.spark.lake", "build_session": "cdc.spark.session"}
 
-__all__ = ["LakeTable", "MergeSummary", "TableResult", "build_session", "merge", "read_lake_table", "read_pointer",
-           "table_dir"]
+__all__ = ["LakeTable", "MergeProgress", "MergeSummary", "TableResult", "build_session", "merge", "read_lake_table",
+           "read_pointer", "table_dir"]
 
 __getattr__ = exports(__name__, _HOMES)

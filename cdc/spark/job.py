@@ -17,12 +17,13 @@ finishes steps 3-4, so the batch a downstream reader may already have loaded is 
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from cdc.state import StateDir, read_json, write_json_atomic
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
 # wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
 BROADCAST_KEYS = 1_000_000
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,52 @@ class MergeSummary:
         return {**asdict(self), "changes": sum(t.changes for t in self.tables)}
 
 
-Progress = Callable[[TableResult], None]
+# A run's phases, in order (a run skips those it does not need: `starting` with the caller's session, all but
+# `writing` when it finishes a batch a crashed run sealed; nothing new: `listing`, then `done`).
+PHASES = ("listing", "starting", "scanning", "merging", "writing", "done")
+STEPS = ("compacting", "lake", "batch")  # of `merging`, per table: read + per-key state, lake version, batch files
+
+
+@dataclass(frozen=True)
+class MergeProgress:
+    """What a merge is doing, handed to the progress callback at each phase, table and step."""
+
+    phase: str  # one of PHASES
+    batch_id: str | None = None
+    segments: int = 0  # segments in this run
+    tables_total: int = 0  # known once scanned
+    tables_done: int = 0
+    table: str | None = None  # merging: the table ("db.table")
+    step: str | None = None  # merging: one of STEPS; None once the table is done
+    changes_total: int = 0  # change lines of every table in the run (known once scanned)
+    changes_done: int = 0  # of the tables merged so far
+    result: TableResult | None = None  # merging, once the table is done (step None)
+    seconds: float = 0.0  # since the merge started
+
+
+Progress = Callable[[MergeProgress], None]
+
+
+class _Reporter:
+    """Keeps the progress so far; each update goes to the callback (and the debug log)."""
+
+    def __init__(self, callback: Progress | None, started: float) -> None:
+        self.callback, self.started = callback, started
+        self.now = MergeProgress("listing")
+
+    def set(self, **changes: Any) -> None:
+        """Known from now on, told with the next phase."""
+        self.now = replace(self.now, **changes)
+
+    def __call__(self, phase: str, **changes: Any) -> None:
+        self.now = replace(self.now, phase=phase, **changes, seconds=round(time.monotonic() - self.started, 3))
+        p = self.now
+        table = f" {p.table} ({p.tables_done + (1 if p.step else 0)}/{p.tables_total}) {p.step or 'done'}"
+        log.debug(f"spark-merge {p.phase}" + (table if p.phase == "merging" else ""),
+                  extra={"stage": MergeCheckpoint.STAGE, "phase": p.phase, "table": p.table, "step": p.step,
+                         "tables_done": p.tables_done, "tables_total": p.tables_total, "rows": p.changes_done})
+        if self.callback is not None:
+            self.callback(p)
 
 
 def merge(
@@ -87,34 +134,43 @@ def merge(
     max_segments: int | None = None,
     on_progress: Progress | None = None,
 ) -> MergeSummary:
-    """Merge the sealed segments after merge.json into the lake and one batch; None batch if nothing new."""
+    """Merge the sealed segments after merge.json into the lake and one batch; None batch if nothing new.
+
+    on_progress: called with a MergeProgress at each phase (PHASES, in order), and per table at each step.
+    """
     started = time.monotonic()
+    report = _Reporter(on_progress, started)
     state.ensure()
     target_dir = Path(target) if target else state.lake
     with state.lock(MergeCheckpoint.STAGE):
         checkpoint = MergeCheckpoint.read(state) or MergeCheckpoint()
         run = batches.run_number(checkpoint.last_batch) + 1
+        report("listing")
         segments = list_input(state, source, checkpoint.last_segment, aws)[:max_segments]
         summary = MergeSummary(batch_id=None, lake=str(target_dir))
         if not segments:
+            report("done")
             return summary
         batch = batches.batch_id(run)
         batch_dir = state.batch_dir(batch)
         journal_path = target_dir / "_runs" / f"{batch}.json"
         manifest = batches.read_manifest(state.manifest_path(batch))
         summary.resumed = manifest is not None
+        report.set(batch_id=batch, segments=len(segments))
         if manifest is None:
             own, infos = spark is None, None
             if own:
-                spark, infos = _start(settings or SparkSettings(), segments, checkpoint.last_position, summary.phases)
+                spark, infos = _start(settings or SparkSettings(), segments, checkpoint.last_position, summary.phases,
+                                      report)
             try:
-                journal = _run(spark, state, segments, run, target_dir, checkpoint.last_position, on_progress,
+                journal = _run(spark, state, segments, run, target_dir, checkpoint.last_position, report,
                                summary.phases, infos)
             finally:
                 if own:
                     from cdc.spark.session import stop_session
 
                     stop_session(spark)
+            report("writing", table=None, step=None, result=None)
             write_json_atomic(journal_path, journal)
             tables = {t["result"]["table"]: t["manifest"] for t in journal["tables"] if t["manifest"]}
             manifest = batches.write_manifest(state.manifest_path(batch), batch, (segments[0].name, segments[-1].name),
@@ -124,6 +180,8 @@ def merge(
             raise DataError(f"batch {batch_dir} is sealed but its run journal {journal_path} is missing",
                             hint="the lake --target differs from the run that wrote the batch; pass the same --target")
         journal = stored
+        if summary.resumed:
+            report("writing")
         for entry in journal["tables"]:
             lake.switch(target_dir / entry["dir"], entry["pointer"])
         # last_position (beyond the documented fields): lines re-read at or before it (a tail replay
@@ -135,6 +193,7 @@ def merge(
         summary.segments = list(manifest["segments"])
         summary.tables = [TableResult(**entry["result"]) for entry in journal["tables"]]
         summary.seconds = time.monotonic() - started
+        report("done")
         return summary
 
 
@@ -148,10 +207,11 @@ def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
 
 
 def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | None,
-           phases: dict[str, float]) -> tuple[Any, list[TableStats] | None]:
+           phases: dict[str, float], report: _Reporter) -> tuple[Any, list[TableStats] | None]:
     """This run's own SparkSession and, for local input, the table stats read in Python while its JVM starts."""
     files = [f for s in segments for f in s.files]
     scanning = scan.LocalScan(files, merged_upto) if scan.is_local(files) else None
+    report("starting")
     try:
         with _timed(phases, "session"):
             from cdc.spark.session import build_session, stop_session
@@ -160,6 +220,7 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
         if scanning is None:
             return spark, None
         try:
+            report("scanning")
             with _timed(phases, "scan_wait"):  # what the session's start did not hide
                 infos = scanning.result()
         except BaseException:
@@ -173,7 +234,7 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
 
 
 def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
-         on_progress: Progress | None, phases: dict[str, float], infos: list[TableStats] | None) -> dict[str, Any]:
+         report: _Reporter, phases: dict[str, float], infos: list[TableStats] | None) -> dict[str, Any]:
     """Steps 1 of a run: every table's lake version and batch files; returns the run journal.
 
     infos: the table stats if already known (scan.local_stats), else one Spark aggregate finds them.
@@ -193,8 +254,10 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     shutil.rmtree(staging, ignore_errors=True)
     entries = []
     if infos is None:
+        report("scanning")
         with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
             infos = scan.spark_stats(raw)
+    report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
     raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
     # One table with changes: its read parses only the fields it uses, cheaper than building a cache of
     # every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several:
@@ -202,11 +265,15 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if sum(1 for i in infos if i.rows) > 1:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        for info in infos:
-            entry = _merge_table(spark, raw, history, info, run, target, state.batch_dir(batch), staging, phases)
+        for done, info in enumerate(infos):
+            def step(name: str, table: str = f"{info.db}.{info.table}", done: int = done) -> None:
+                report("merging", table=table, step=name, tables_done=done, result=None)
+
+            entry = _merge_table(spark, raw, history, info, run, target, state.batch_dir(batch), staging, phases, step)
             entries.append(entry)
-            if on_progress:
-                on_progress(TableResult(**entry["result"]))
+            result = TableResult(**entry["result"])
+            report("merging", step=None, tables_done=done + 1, changes_done=report.now.changes_done + result.changes,
+                   result=result)
     finally:
         raw.unpersist()
     return {"version": 1, "batch_id": batch, "tables": entries,
@@ -238,7 +305,8 @@ def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | No
 
 
 def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,
-                 batch_dir: Path, staging: Path, phases: dict[str, float]) -> dict[str, Any]:
+                 batch_dir: Path, staging: Path, phases: dict[str, float],
+                 step: Callable[[str], None]) -> dict[str, Any]:
     from pyspark import StorageLevel
 
     from cdc.spark import compact
@@ -256,6 +324,7 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
     events = compact.table_events(raw, versions, final, table_input)
     changed = compact.last_changes(events, base, versions, final, table_input).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        step("compacting")
         with _timed(phases, "compact"):  # the first action on `changed`: read, compaction, cached
             counts = _counts(changed)
         rest = None if base is None else compact.untouched(base, changed, final, counts["touched"] <= BROADCAST_KEYS)
@@ -268,11 +337,13 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
         else:
             changed_rows, lake_rows, deletes = changed, counts["kept"] + untouched, counts["deletes"]
         version = lake.version_name(run)
+        step("lake")
         with _timed(phases, "lake"):
             batches.lake_frame(changed, rest, final).write.mode("overwrite").parquet(str(directory / version))
         name, folder = f"{info.db}.{info.table}", batches.table_folder(info.db, info.table)
         manifest_entry, inserts = None, counts["inserts"]
         if inserts + deletes:
+            step("batch")
             with _timed(phases, "batch"):
                 batches.batch_frame(changed_rows, final).write.mode("overwrite").parquet(str(staging / folder))
             manifest_entry = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import math
 import os
 import re
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,10 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
+# What the driver JVM (and the Python workers it starts) print, line by line: `cdc.spark.jvm`.
+jvm_log = logging.getLogger("cdc.spark.jvm")
+# Printed at every start, nothing to act on: debug.
+_JVM_CHATTER = ("Setting default log level to", "To adjust logging level use", "WARNING: Using incubator modules")
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -177,19 +183,53 @@ def _jvm_dies_with_an_interrupted_start() -> Any:
 
 @contextlib.contextmanager
 def _children_print_to_stderr() -> Any:
-    """Start processes (the driver JVM) whose stdout is our stderr.
+    """Start processes (the driver JVM) whose stdout and stderr are a pipe, each line of which is logged (cdc.spark.jvm).
 
-    Whatever the JVM prints there for its whole life (a crash header when it cannot map the class
-    archive, a warning of the JDK's) would otherwise land in the middle of `--json` output.
+    Whatever the JVM prints there for its whole life (a crash header when it cannot map the class archive, a
+    warning of the JDK's, log4j's errors) would otherwise land in the middle of `--json` output, through a
+    progress display, or between the JSON lines of `--log-format json`. Our own writes to sys.stderr meanwhile
+    go to the real stderr (a duplicate of it), so a log record is never read back from the pipe.
     """
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    threading.Thread(target=_log_lines, args=(read_end,), name="cdc-jvm-output", daemon=True).start()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    ours = sys.stderr
+    sys.stderr = os.fdopen(os.dup(saved_err), "w", buffering=1, encoding="utf-8", errors="replace")
     try:
-        os.dup2(2, 1)
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
         yield
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+        os.dup2(saved_out, 1)
+        os.dup2(saved_err, 2)
+        for fd in (saved_out, saved_err, write_end):
+            os.close(fd)
+        # Not closed here: a progress display's refresh thread may be writing to it; it closes once unreferenced.
+        sys.stderr.flush()
+        sys.stderr = ours
+
+
+def _log_lines(read_end: int) -> None:
+    """Until every process holding the pipe has exited (the JVM's end of life)."""
+    with os.fdopen(read_end, "rb") as pipe:
+        for raw in pipe:
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line:
+                jvm_log.log(jvm_level(line), line)
+
+
+def jvm_level(line: str) -> int:
+    """A JVM line's level: log4j's (`12:00:00 ERROR Executor: ...`), the JVM's own (`WARNING:`, `#` crash header)."""
+    if line.startswith(_JVM_CHATTER):
+        return logging.DEBUG
+    words = line.split(maxsplit=2)[:2]
+    if line.startswith("#") or any(w.rstrip(":") in ("ERROR", "FATAL", "Exception", "Error") for w in words):
+        return logging.ERROR
+    if any(w.rstrip(":") in ("WARN", "WARNING") for w in words):
+        return logging.WARNING
+    return logging.INFO
 
 
 def stop_session(spark: SparkSession) -> None:

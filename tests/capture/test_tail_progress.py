@@ -91,3 +91,45 @@ def test_json_follow_prints_status_lines_then_the_summary(mariadb: MariaDB, fres
                                  "segments", "lag_bytes"}
     assert (statuses[-1]["rows"], statuses[-1]["lag_seconds"], statuses[-1]["lag_bytes"]) == (1, 0.0, 0)
     assert (summary["stopped"], summary["rows"], summary["transactions"]) == ("stopped by signal", 1, 2)
+
+
+def test_follow_without_a_terminal_logs_a_status_line_every_interval(mariadb: MariaDB, fresh_db: str,
+                                                                     tmp_path: Path) -> None:
+    """A daemon's tail (stderr a pipe): one status line per --status-interval, idle or not, until SIGTERM."""
+    import re
+    from datetime import datetime
+
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
+    proc = spawn_tail(mariadb, tmp_path, "--follow", "--status-interval", "1", "--databases", fresh_db,
+                      "--start-position", start)
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        lines.extend(raw.decode().rstrip("\n") for raw in proc.stderr)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    status = re.compile(r"^(\S+Z) INFO +cdc\.commands\.tail: tail at (\S+), lag (\S+) / (\S+) bytes, ([\d.,]+) rows/s; "
+                        r"(\d+) rows, (\d+) transactions, (\d+) segments so far$")
+    found = lambda: [m for m in map(status.match, list(lines)) if m]  # noqa: E731
+    try:
+        _wait_for(lambda: len(found()) >= 1, "the first status line")
+        mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
+        _wait_for(lambda: found()[-1][6] == "1", "a status line with the new row", timeout=10)
+        seen = len(found())
+        _wait_for(lambda: len(found()) >= seen + 2, "status lines while the server is idle", timeout=10)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+    assert proc.returncode == 0, "\n".join(lines)
+    assert proc.stdout is not None and proc.stdout.read() == b""  # stdout is for data (--stdout, --json) only
+    proc.stdout.close()
+    matches = found()
+    times = [datetime.fromisoformat(m[1].replace("Z", "+00:00")) for m in matches]
+    gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:])]
+    assert all(0.9 <= gap < 5 for gap in gaps), gaps  # about every second (a heartbeat brings each one)
+    assert (matches[-1][3], matches[-1][4], matches[-1][6]) == ("0s", "0", "1")  # caught up, the row counted
+    assert "tail stopped by signal" in lines[-1]

@@ -9,9 +9,10 @@ import time
 import pytest
 
 from cdc.config import load_settings
+from cdc.durations import parse_duration
 from cdc.errors import TimeoutExpired, UsageError
 from cdc.gtid import GtidSet
-from cdc.pipeline.wait import Gate, parse_duration, parse_position, wait_for
+from cdc.pipeline.wait import Gate, parse_position, wait_for
 from cdc.state import StateDir
 from tests.pipeline.cli import run
 from tests.pipeline.conftest import BINLOG, change, checkpoint, write_segments
@@ -121,3 +122,54 @@ def test_lag_gate_against_the_server(mariadb: MariaDB, fresh_db: str, state: Sta
     settings = load_settings({"state_dir": str(state.root), "mysql.host": mariadb.host, "mysql.port": mariadb.port})
     with pytest.raises(TimeoutExpired, match=r"tail did not reach lag below 0.5s within 0.2s: lag \d"):
         wait_for(settings, Gate(lag_below=0.5), stage="tail", timeout=0.2, interval=0.05)
+
+
+def test_notes_only_when_the_gate_state_changes_or_as_a_heartbeat(state: StateDir) -> None:
+    """A moving tail changes the detail at every poll ("tail is at ...:1234"); the notes follow the state instead."""
+    checkpoint(state, "tail", file=BINLOG, pos=4, gtid=None, last_segment=None, server_uuid="u")
+    moves, stop = [0], threading.Event()
+
+    def tail_moves() -> None:
+        while not stop.is_set():
+            moves[0] += 1
+            checkpoint(state, "tail", file=BINLOG, pos=4 + moves[0], gtid=None, last_segment=None, server_uuid="u")
+            time.sleep(0.01)
+
+    worker = threading.Thread(target=tail_moves)
+    worker.start()
+    try:
+        base = ("wait", "--state-dir", str(state.root), "--position", f"{BINLOG}:999999", "--stage", "tail",
+                "--interval", "20ms", "--timeout", "1500ms")
+        quiet = run(*base)  # default heartbeat 30s: one note, then the timeout's error
+        beating = run(*base, "--status-interval", "500ms")
+    finally:
+        stop.set()
+        worker.join()
+    assert moves[0] > 50
+    assert quiet.exit_code == beating.exit_code == 9
+    notes = [line for line in quiet.stderr.splitlines() if "waiting for tail: tail is at" in line]
+    assert len(notes) == 1, quiet.stderr
+    beats = [line for line in beating.stderr.splitlines() if "waiting for tail: tail is at" in line]
+    assert 2 <= len(beats) <= 5, beating.stderr  # ~75 polls in 1.5 s: a note at once, then one each 500 ms
+    assert len(set(beats)) == len(beats)  # each heartbeat says where tail is by then
+
+
+def test_notes_when_the_state_changes(state: StateDir) -> None:
+    segs = write_segments(state, [[change(100)]])
+    checkpoint(state, "ship-s3", last_segment=None)
+
+    def tail_arrives() -> None:
+        time.sleep(0.3)
+        checkpoint(state, "tail", file=BINLOG, pos=150, gtid=None, last_segment=None, server_uuid="u")
+        time.sleep(0.3)
+        checkpoint(state, "tail", file=BINLOG, pos=300, gtid=None, last_segment=segs[0].name, server_uuid="u")
+
+    worker = threading.Thread(target=tail_arrives)
+    worker.start()
+    result = run("wait", "--state-dir", str(state.root), "--position", f"{BINLOG}:200", "--stage", "ship-s3",
+                 "--interval", "20ms", "--timeout", "1500ms")
+    worker.join()
+    assert result.exit_code == 9
+    notes = [line.split("waiting for ship-s3: ", 1)[1] for line in result.stderr.splitlines() if "waiting for" in line]
+    assert notes == ["tail has no checkpoint yet", f"tail is at {BINLOG}:150",
+                     f"1 segment(s) before {BINLOG}:200 not consumed yet (next {segs[0].name})"], result.stderr

@@ -47,6 +47,15 @@ def test_kill_9_mid_merge_then_rerun_equals_uninterrupted(tmp_path: Path) -> Non
     assert rerun.returncode == 0, err.decode()
     summary = json.loads(out)
     assert summary["batch_id"] == "b000000000001"
+    # Without a terminal, a log line per phase on stderr (stdout: the summary alone), in order.
+    said = [line.split("cdc.commands.spark_merge: ", 1)[1].removeprefix("spark-merge: ")
+            for line in err.decode().splitlines() if "cdc.commands.spark_merge: " in line]
+    kinds = {"finding new segments": "listing", "starting Spark (local[2])": "starting", "scanning ": "scanning",
+             "merging ": "merging", "writing batch b000000000001 ": "writing"}
+    seen = [next((kind for start, kind in kinds.items() if line.startswith(start)),
+                 "table" if " changes -> " in line else line) for line in said]
+    assert seen == ["listing", "starting", "scanning", "merging", "table", "merging", "table", "writing"], said
+    assert said[3].endswith("(1/2): compacting") and said[5].endswith("(2/2): compacting")
     expected = model(w.lines, w.history)
     batch_dir = state / "batches" / "b000000000001"
     manifest = json.loads((batch_dir / "manifest.json").read_text())

@@ -207,3 +207,32 @@ def test_key_names_differing_only_in_case_across_tables(tmp_path: Path, spark: A
     assert merge(state, spark=spark).batch_id == "b000000000001"
     values = {t: {k: r["v"] for k, r in lake_state(state.root / "lake", ("db", t)).items()} for t in ("upper", "lower")}
     assert values == {"upper": {(2,): "c"}, "lower": {(1,): "d", (7,): "e"}}
+
+
+def test_progress_reports_the_phases_in_order(tmp_path: Path, spark: Any) -> None:
+    """The callback a progress display or a log is built on: phases in order, then each table's steps and result."""
+    from cdc.spark import MergeProgress
+
+    state = StateDir(tmp_path / "state")
+    w = build(state.root, seed=3)
+    w.write_segments(w.lines[:100], per_segment=50)
+    seen: list[MergeProgress] = []
+    summary = merge(state, spark=spark, on_progress=seen.append)
+    phases = [p.phase for p in seen]
+    # The caller's session: no "starting"; its own session starts Spark first (tests/spark/test_cli.py).
+    assert [phase for i, phase in enumerate(phases) if phase not in phases[:i]] == \
+        ["listing", "scanning", "merging", "writing", "done"]
+    assert phases == sorted(phases, key=["listing", "scanning", "merging", "writing", "done"].index)
+    merging = [p for p in seen if p.phase == "merging"]
+    tables = [t.table for t in summary.tables]
+    assert len(tables) == 2 and all(p.tables_total == 2 and p.batch_id == summary.batch_id for p in merging)
+    for done, table in enumerate(tables):
+        steps = [p.step for p in merging if p.table == table]
+        assert steps[0] == "compacting" and steps[-1] is None and set(steps) <= {"compacting", "lake", "batch", None}
+        finished = [p for p in merging if p.table == table and p.result is not None]
+        assert len(finished) == 1 and finished[0].tables_done == done + 1 and finished[0].result == summary.tables[done]
+    assert seen[-1].changes_done == seen[-1].changes_total == sum(t.changes for t in summary.tables) > 0
+    assert [p.seconds for p in seen] == sorted(p.seconds for p in seen)
+    again: list[MergeProgress] = []
+    assert merge(state, spark=spark, on_progress=again.append).batch_id is None
+    assert [p.phase for p in again] == ["listing", "done"]  # nothing new: Spark not even asked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -60,3 +61,18 @@ def test_long_lived_session_keeps_hotspot_defaults(spark: Any) -> None:
                               "Tier4CompileThreshold": "15000", "Tier4BackEdgeThreshold": "40000",
                               "UseSerialGC": "false", "MaxInlineLevel": "15", "InlineSmallCode": "2500",
                               "FreqInlineSize": "325"}
+
+
+@pytest.mark.parametrize(("line", "level"), [
+    ("12:00:01 ERROR Executor: Exception in task 0.0", logging.ERROR),
+    ("12:00:01 WARN NativeCodeLoader: Unable to load native-hadoop library", logging.WARNING),
+    ("# A fatal error has been detected by the Java Runtime Environment:", logging.ERROR),
+    ("Error: Could not find or load main class", logging.ERROR),
+    ("WARNING: Using incubator modules: jdk.incubator.vector", logging.DEBUG),
+    ('Setting default log level to "WARN".', logging.DEBUG),
+    ("something else the JVM said", logging.INFO),
+])
+def test_jvm_lines_are_logged_at_their_level(line: str, level: int) -> None:
+    from cdc.spark.session import jvm_level
+
+    assert jvm_level(line) == level
