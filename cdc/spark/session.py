@@ -56,6 +56,9 @@ DEFAULT_CONF = {
     "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
     "spark.sql.shuffle.partitions": "4",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    # Hadoop sets the mode of every file and directory it writes itself (0644/0755 under its default umask
+    # 022, whatever the process umask): lake and batch files hold rows, so owner only (#26).
+    "spark.hadoop.fs.permissions.umask-mode": "077",
     # A hash of every shuffled row (~5% of a merge's CPU in a profile), kept only to notice a retried map
     # task writing different rows; the merge's shuffles are deterministic functions of their input.
     "spark.sql.shuffle.orderIndependentChecksum.enabled": "false",
