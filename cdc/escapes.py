@@ -27,11 +27,12 @@ def _spelled(char: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-def visible(text: str) -> str:
-    """`text` with every control, format and line-separator character spelled out (`\\n`, ESC -> `\\x0a`, `\\x1b`)."""
+def visible(text: str, *, newlines: bool = False) -> str:
+    """`text` with every control, format and line-separator character spelled out (newline -> `\\x0a`, ESC ->
+    `\\x1b`); with `newlines`, a newline stays one (a message's own line breaks, shown on a terminal)."""
     if text.isprintable():  # the common case: nothing to do (isprintable is False for every character above)
         return text
-    return "".join(_spelled(c) if _is_active(c) else c for c in text)
+    return "".join(_spelled(c) if _is_active(c) and not (newlines and c == "\n") else c for c in text)
 
 
 def sql_comment(text: str) -> str:
