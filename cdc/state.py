@@ -31,8 +31,17 @@ from typing import Any
 from cdc.errors import CdcError, LockedError, PositionError
 
 DEFAULT_STATE_DIR = ".cdc"
+# Files cdc writes hold replicated rows (often personal data) and positions: owner only, whatever the
+# caller's umask (#26). Applied to the process, so it covers every writer — Python's, pyarrow's, the C
+# snapshot reader's, the Spark JVM started from here — not only the ones that pass a mode.
+PRIVATE_UMASK = 0o077
 BATCH_PREFIX = "b"  # batch ids are b<run, zero-padded>; spark-merge's staging folders start with "."
 SERVER_RECORD_VERSION = 1
+
+
+def keep_files_private() -> None:
+    """Make every file and directory this process creates from now on owner-only (0600 files, 0700 directories)."""
+    os.umask(PRIVATE_UMASK)
 
 
 def fsync_dir(path: Path) -> None:
@@ -174,6 +183,10 @@ class StateDir:
 
     def ensure(self) -> StateDir:
         self.root.mkdir(parents=True, exist_ok=True)
+        # A directory made by an older cdc (or by hand) under umask 022 is 0755: narrowing the root closes
+        # everything below it to other users at once.
+        if self.root.stat().st_mode & 0o077 and self.root.stat().st_uid == os.getuid():
+            self.root.chmod(0o700)
         return self
 
     @property
@@ -234,7 +247,7 @@ class StateDir:
         lock_dir = self.root / "locks"
         lock_dir.mkdir(parents=True, exist_ok=True)
         path = lock_dir / f"{stage}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -14,7 +14,7 @@ from cdc.commands import logs, options, ui
 from cdc.commands.options import password_on_argv
 from cdc.errors import CdcError, ExitCode
 from cdc.signals import Terminated, terminate_by_exception
-from cdc.state import discard_if_unused, is_disk_full
+from cdc.state import discard_if_unused, is_disk_full, keep_files_private
 
 # (command name, module in commands/, function) in the order `cdc --help` lists them:
 # the pipeline's stages first, then the tools around them.
@@ -44,6 +44,7 @@ class CdcGroup(TyperGroup):
         return [name for name, _, _ in COMMANDS if name in self.commands]
 
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        keep_files_private()
         # Before click parses: its "unexpected extra argument (...)" would print the password given after -p.
         argv = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
         if (mistake := password_on_argv(argv)) is not None:

@@ -21,6 +21,7 @@ from cdc.commands.options import (
     settings_from,
 )
 from cdc.errors import ExitCode
+from cdc.escapes import visible
 from cdc.masking import masked_history
 from cdc.snowflake import bootstrap as sf_bootstrap
 from cdc.snowflake.connect import connect
@@ -106,7 +107,8 @@ def print_sql(text: str) -> None:
     if ui.out.is_terminal:
         from rich.syntax import Syntax
 
-        ui.out.print(Syntax(text, "sql", word_wrap=True))
+        # At a terminal only: a name's ESC would act on it. Piped, the script stays exact (it runs as is).
+        ui.out.print(Syntax(visible(text, newlines=True), "sql", word_wrap=True))
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -11,6 +11,8 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from cdc.escapes import visible
+
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -76,9 +78,11 @@ def note(message: str, **fields: Any) -> None:
 
 
 def escape(text: str) -> str:
+    """Text shown as it is: rich markup escaped, and control characters spelled out (`\\x1b`), so a table name
+    or a value holding ESC cannot clear the screen, retitle the window or rewrite a line (#26)."""
     from rich.markup import escape as _escape
 
-    return _escape(text)
+    return _escape(visible(text, newlines=True))
 
 
 def status_text(status: str) -> str:
@@ -87,7 +91,7 @@ def status_text(status: str) -> str:
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, status_column: int | None = None) -> None:
     """Print a table for people (stdout, so it can be paged); strings are never parsed as markup."""
-    grid = Table(title=title, show_lines=False, expand=False)
+    grid = Table(title=escape(title), show_lines=False, expand=False)
     for column in columns:
         grid.add_column(column, overflow="fold")
     for row in rows:

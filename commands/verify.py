@@ -77,7 +77,7 @@ def _render(report: VerifyReport) -> None:
     for t in report.tables:
         if t.detail:
             style = _STYLE.get(t.status, "white")
-            ui.err.print(f"[{style}]{t.status}[/] {ui.escape(t.table)} -> {t.target}: {ui.escape(t.detail)}")
+            ui.err.print(f"[{style}]{t.status}[/] {ui.escape(t.table)} -> {ui.escape(t.target)}: {ui.escape(t.detail)}")
     verdict = "[green]all equal[/]" if report.ok else "[bold red]differences found[/]"
     ui.err.print(f"{verdict} ({len(report.tables)} comparison(s), {report.seconds:.1f}s, attempt {report.attempts})")
 

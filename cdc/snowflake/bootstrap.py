@@ -15,6 +15,7 @@ from typing import Any
 from cdc import sql
 from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
+from cdc.escapes import sql_comment, visible
 from cdc.masking import ColumnRules
 from cdc.s3keys import split_s3_url, table_component
 from cdc.schema import SchemaHistory, TableSchema
@@ -268,12 +269,45 @@ def run(conn: Any, targets: list[ddl.Target], options: Options, *, dry_run: bool
 
 
 def render_script(result: Plan) -> str:
-    """The plan as one SQL script; statements an administrator must run are marked."""
+    """The plan as one SQL script; statements an administrator must run are marked.
+
+    A comment line names the table, and MySQL allows a newline in a table name: a name is spelled out in
+    comments (escapes.sql_comment), never pasted, or the rest of it would run as a statement (#26).
+    """
     parts = []
     for statement in result.statements:
-        head = f"-- {statement.what}" + ("" if statement.run else " (run by an ACCOUNTADMIN; cdc does not)")
+        _refuse_backslash_identifier(statement)
+        head = f"-- {sql_comment(statement.what)}" + ("" if statement.run else " (run by an ACCOUNTADMIN; cdc does not)")
         parts.append(f"{head}\n{statement.sql};")
     return "\n\n".join(parts) + "\n"
+
+
+def _refuse_backslash_identifier(statement: Statement) -> None:
+    """Refuse a quoted identifier holding a backslash in a script meant to be run as is.
+
+    Snowflake reads `\\` inside "..." literally, but the statement splitters that run scripts (the Python
+    connector's execute_stream / split_statements, SnowSQL) read it as an escape: for them `"a\\"` never
+    closes, and the next name's text becomes bare SQL (#26). Statement by statement execution is not affected.
+    """
+    text, index = statement.sql, 0
+    while index < len(text):
+        if text[index] == "'":  # a string literal: skip it, backslash escapes included
+            index += 1
+            while index < len(text) and text[index] != "'":
+                index += 2 if text[index] == "\\" else 1
+        elif text[index] == '"':
+            end = index + 1
+            while (end := text.index('"', end)) + 1 < len(text) and text[end + 1] == '"':
+                end += 2  # a doubled quote inside the name
+            name = text[index + 1:end].replace('""', '"')
+            if "\\" in name:
+                raise PreconditionError(
+                    f"{visible(statement.what)}: the Snowflake name {visible(name)!r} holds a backslash, which "
+                    "SnowSQL and the connector's statement splitter misread in a script",
+                    hint="run snowflake-bootstrap without --dry-run (it runs one statement at a time), use --json, "
+                    "or rename the MySQL table or column")
+            index = end
+        index += 1
 
 
 def bootstrap_history(conn: Any, history: SchemaHistory, options: Options) -> Plan:

@@ -13,7 +13,7 @@ import pymysql.connections
 import pymysql.cursors
 
 from cdc.config import MySQLSettings
-from cdc.errors import ConnectError, PreconditionError, TransientError
+from cdc.errors import ConfigError, ConnectError, PreconditionError, TransientError
 
 # https://dev.mysql.com/doc/mysql-errors/8.0/en/client-error-reference.html
 _TRANSIENT_CODES = {2003, 2006, 2013, 2055}
@@ -36,12 +36,27 @@ def ssl_context(settings: MySQLSettings) -> ssl.SSLContext | None:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     else:
-        context = ssl.create_default_context(cafile=settings.ssl_ca)
+        with _tls_file("--ssl-ca", settings.ssl_ca or ""):
+            context = ssl.create_default_context(cafile=settings.ssl_ca)
         context.check_hostname = mode == "VERIFY_IDENTITY"
         context.verify_mode = ssl.CERT_REQUIRED
     if settings.ssl_cert:
-        context.load_cert_chain(settings.ssl_cert, settings.ssl_key)
+        with _tls_file("--ssl-cert / --ssl-key", f"{settings.ssl_cert}" + (f", {settings.ssl_key}"
+                                                                            if settings.ssl_key else "")):
+            context.load_cert_chain(settings.ssl_cert, settings.ssl_key)
     return context
+
+
+@contextmanager
+def _tls_file(option: str, path: str) -> Iterator[None]:
+    """A TLS file that cannot be read or is not PEM: a ConfigError naming it, not a traceback (#26)."""
+    try:
+        yield
+    except OSError as exc:  # ssl.SSLError is an OSError too: a file that is there but holds no PEM certificate
+        reason = exc.strerror or str(exc) if not isinstance(exc, ssl.SSLError) else f"not a PEM file ({exc.reason})"
+        raise ConfigError(f"{option} {path}: {reason}",
+                          hint="check the path (option files and cdc.toml too) and that the file is the PEM bundle"
+                          ) from None
 
 
 def connection_kwargs(settings: MySQLSettings) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from cdc.schema import SchemaHistory
 from cdc.spark import batches, lake, scan
 from cdc.spark.scan import TableStats
 from cdc.spark.sources import Segment, list_input
-from cdc.state import StateDir, read_json, write_json_atomic
+from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 
 # Up to this many touched keys, the anti join that copies the untouched lake rows broadcasts the keys
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
@@ -386,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conf", action="append", default=[])
     parser.add_argument("--max-segments", type=int, default=None)
     args = parser.parse_args(argv)
+    keep_files_private()
     settings = SparkSettings(master=args.master, driver_memory=args.driver_memory, conf=tuple(args.conf))
     try:
         summary = merge(StateDir(args.state_dir), source=args.source, target=args.target, settings=settings,

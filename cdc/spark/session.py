@@ -14,6 +14,7 @@ JVM fail at start, so build_session drops it and starts again without.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import logging
@@ -49,6 +50,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 jvm_log = logging.getLogger("cdc.spark.jvm")
 # Printed at every start, nothing to act on: debug.
 _JVM_CHATTER = ("Setting default log level to", "To adjust logging level use", "WARNING: Using incubator modules")
+LOG4J_NAME = "log4j2.properties"
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -60,6 +62,9 @@ DEFAULT_CONF = {
     "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
     "spark.sql.shuffle.partitions": "4",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    # Hadoop sets the mode of every file and directory it writes itself (0644/0755 under its default umask
+    # 022, whatever the process umask): lake and batch files hold rows, so owner only (#26).
+    "spark.hadoop.fs.permissions.umask-mode": "077",
     # A hash of every shuffled row (~5% of a merge's CPU in a profile), kept only to notice a retried map
     # task writing different rows; the merge's shuffles are deterministic functions of their input.
     "spark.sql.shuffle.orderIndependentChecksum.enabled": "false",
@@ -264,8 +269,9 @@ def _class_archive_options(record: bool) -> tuple[str, Path | None, tuple[Path, 
     # An archive only fits the JVM and the jars that wrote it: both are in its name.
     key = hashlib.sha256(f"{os.path.realpath(_java())}|{pyspark.__version__}|{pyspark.__file__}".encode()).hexdigest()[:16]
     archive = cache / f"spark-classes-{key}.jsa"
-    # CDS notes go to stdout by default (--json must stay clean); a crash report goes to the temp dir.
-    quiet = f"-Xlog:disable -Xlog:all=error:stderr -XX:ErrorFile={tempfile.gettempdir()}/cdc-jvm-error-%p.log"
+    # CDS notes go to stdout by default (--json must stay clean); a crash report (it lists the environment)
+    # goes to the private directory.
+    quiet = f"-Xlog:disable -Xlog:all=error:stderr -XX:ErrorFile={private_dir()}/cdc-jvm-error-%p.log"
     _drop_stale_recordings(cache)
     if archive.exists():
         return f"{quiet} -XX:SharedArchiveFile={archive}", archive, None
@@ -340,8 +346,33 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     return partitions
 
 
+_private: Path | None = None
+
+
+def private_dir() -> Path:
+    """This process's own directory for files the JVM reads or writes (mode 0700, a name nobody can predict).
+
+    Not a fixed name in the shared temp directory: another local user could plant a symlink there (which cdc
+    would write through) or a file of their own (which the JVM would load as its logging config) (#26).
+    Removed at exit, unless the JVM left a crash report in it.
+    """
+    global _private
+    if _private is None:
+        _private = Path(tempfile.mkdtemp(prefix="cdc-spark-"))  # created 0700, O_EXCL: never someone else's
+        atexit.register(_remove_private, _private)
+    return _private
+
+
+def _remove_private(directory: Path) -> None:
+    (directory / LOG4J_NAME).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        directory.rmdir()  # fails while a JVM crash report (cdc-jvm-error-<pid>.log) is in it: kept for the user
+
+
 def _quiet_log4j() -> Path:
-    path = Path(tempfile.gettempdir()) / f"cdc-spark-log4j2-{os.getuid()}.properties"
-    if not path.exists() or path.read_text() != _QUIET_LOG4J:
-        path.write_text(_QUIET_LOG4J)
+    path = private_dir() / LOG4J_NAME
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(_QUIET_LOG4J)
     return path
