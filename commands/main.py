@@ -10,7 +10,9 @@ from typer.core import TyperGroup
 
 from cdc import __version__
 from cdc.commands import ui
+from cdc.commands.options import stage_run
 from cdc.errors import CdcError, ExitCode
+from cdc.pipeline import failures
 from cdc.state import is_disk_full
 
 # (command name, module in commands/, function) in the order `cdc --help` lists them:
@@ -41,9 +43,15 @@ class CdcGroup(TyperGroup):
         return [name for name, _, _ in COMMANDS if name in self.commands]
 
     def invoke(self, ctx: Any) -> Any:
+        token = stage_run.set(None)
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+        except typer.Exit as exit_:
+            if exit_.exit_code == ExitCode.OK:
+                _succeeded()
+            raise
         except CdcError as exc:
+            _failed(exc)
             ui.error(str(exc))
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
@@ -51,12 +59,45 @@ class CdcGroup(TyperGroup):
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except OSError as exc:
             if not is_disk_full(exc):
+                _failed(exc)
                 raise
             # Last resort for writers that do not name their file (Spark, pyarrow): stages write data before
             # they advance a checkpoint, so nothing was lost.
-            ui.error(f"no space left on device{f' writing {exc.filename}' if exc.filename else ''}; the checkpoint "
-                     "was not advanced\n  fix: free space (df -h), then rerun the same command")
+            message = (f"no space left on device{f' writing {exc.filename}' if exc.filename else ''}; the checkpoint "
+                       "was not advanced")
+            _failed(CdcError(message, hint="free space (df -h), then rerun the same command"))
+            ui.error(f"{message}\n  fix: free space (df -h), then rerun the same command")
             raise typer.Exit(int(ExitCode.FAILURE)) from None
+        except Exception as exc:  # a bug: the traceback follows, and the stage's record says so too
+            _failed(exc)
+            raise
+        else:
+            _succeeded()
+            return result
+        finally:
+            stage_run.reset(token)
+
+
+def _failed(error: Exception) -> None:
+    """Record the failure of a stage command as the stage's last error (best effort: never masks `error`)."""
+    run = stage_run.get()
+    if run is None:
+        return
+    try:
+        failures.record_failure(run.state, run.stage, error, command=run.command,
+                                secrets=failures.known_secrets(run.settings))
+    except (OSError, CdcError) as exc:
+        ui.note(f"note: the error could not be recorded for `cdc status` in {run.state.errors}: {exc}")
+
+
+def _succeeded() -> None:
+    run = stage_run.get()
+    if run is None:
+        return
+    try:
+        failures.clear_failure(run.state, run.stage)
+    except OSError as exc:
+        ui.note(f"note: the last error of {run.stage} could not be cleared from {run.state.errors}: {exc}")
 
 
 app = typer.Typer(

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cdc.commands import ui
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, runs_stage, settings_from
 from cdc.errors import ExitCode
 from cdc.snapshot import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
 
@@ -44,6 +44,7 @@ def snapshot(
     settings = settings_from(config, state_dir, mysql_flags, **{
         "mysql.tables": tuple(tables or ()), "mysql.databases": tuple(databases or ()),
         "mysql.exclude_tables": tuple(exclude_tables or ())})
+    runs_stage(settings, "snapshot", "cdc snapshot")
     request = SnapshotRequest(chunk_size=chunk_size, lock=lock, allow_no_pk=allow_no_pk, strict=strict,
                               workers=workers)
     with _progress(enabled=not as_json) as on_progress:

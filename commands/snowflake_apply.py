@@ -15,6 +15,7 @@ from cdc.commands.options import (
     SfRoleOpt,
     SfSchemaOpt,
     StateDirOpt,
+    runs_stage,
     settings_from,
 )
 from cdc.errors import ExitCode
@@ -43,6 +44,7 @@ def snowflake_apply(
     settings = settings_from(config, state_dir, **{
         "snowflake.connection": connection_name, "snowflake.database": database, "snowflake.schema": schema,
         "snowflake.warehouse": warehouse, "snowflake.role": role})
+    runs_stage(settings, "snowflake-apply", "cdc snowflake-apply")
     conn = connect(settings.snowflake)
     try:
         with stop_on_signals() as stop:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from cdc.commands import ui
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, runs_stage, settings_from
 from cdc.spark import TableResult, merge
 from cdc.state import StateDir
 
@@ -41,6 +41,7 @@ def spark_merge(
     """
     settings = settings_from(config, state_dir, **{"spark.master": master, "spark.driver_memory": driver_memory,
                                                    "spark.conf": tuple(conf or ())})
+    runs_stage(settings, "spark-merge", "cdc spark-merge")
     progress = None if as_json else _note_table
     summary = merge(StateDir(settings.state_dir), source=source, target=target, settings=settings.spark,
                     aws=settings.aws, max_segments=max_segments, on_progress=progress)

@@ -5,13 +5,20 @@ checkpoint is at the server's current end, else now - the commit time of the fir
 after the checkpoint (read from the binlog, see cdc.pipeline.probe). Offline (or when the binlog
 cannot be read) it falls back to now - `ts` of the last sealed change line, an upper bound that
 also grows while the server is idle. Lag in bytes/files comes from SHOW BINARY LOGS.
+
+Each stage downstream of tail has a lag of its own: the age of the oldest change it has not consumed (the `ts`
+of the first line of its first pending segment), never less than tail's; with nothing pending, tail's.
+Rows per second: cdc.pipeline.rates. The last error of a stage: cdc.pipeline.failures. `--watch` is
+watch_status, a loop over publish_status; the Prometheus text is cdc.pipeline.metrics.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +34,15 @@ from cdc.checkpoints import (
 )
 from cdc.config import Settings
 from cdc.errors import CdcError, ExitCode
-from cdc.pipeline.local import LocalState, SourcePosition, change_time, last_line, read_local
+from cdc.pipeline.failures import StageFailure, current_failures
+from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, last_line, read_local
+from cdc.pipeline.metrics import check_metrics_path, failure_metrics_text, metrics_text, write_metrics
 from cdc.pipeline.probe import RunwayView, ServerView, bytes_behind, event_time, measure_runway, read_server_view
+from cdc.pipeline.rates import WINDOW, RowRates
 from cdc.state import StateDir
 
 DEFAULT_MIN_RUNWAY_HOURS = 6.0
+DEFAULT_WATCH_INTERVAL = 2.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,18 @@ class StageView:
     pending_bytes: int | None = None
     pending_batches: int | None = None
     detail: str = ""
+    lag_seconds: float | None = None  # age of the oldest change it has not consumed (tail: read)
+    rows_per_second: float | None = None  # over the last minute (cdc.pipeline.rates)
+    checkpoint_at: float | None = None  # its checkpoint's mtime: when it last committed a unit of work
+    last_error: StageFailure | None = None  # recorded, and no work committed since (cdc.pipeline.failures)
+
+    def to_dict(self) -> dict[str, Any]:
+        document = {name: getattr(self, name) for name in (
+            "stage", "ran", "at", "pending_segments", "pending_bytes", "pending_batches", "detail", "lag_seconds",
+            "rows_per_second")}
+        document["checkpoint_at"] = _iso(self.checkpoint_at)
+        document["last_error"] = None if self.last_error is None else self.last_error.to_dict()
+        return document
 
 
 @dataclass(frozen=True)
@@ -65,6 +88,11 @@ class StatusReport:
     runway: RunwayView | None = None
     min_runway_seconds: float = DEFAULT_MIN_RUNWAY_HOURS * 3600
     notes: list[str] = field(default_factory=list)
+    offline: bool = False
+    server_error: CdcError | None = None  # the server could not be asked: the local figures stand alone
+
+    def stage(self, name: str) -> StageView | None:
+        return next((s for s in self.stages if s.stage == name), None)
 
     @property
     def runway_low(self) -> bool:
@@ -78,11 +106,13 @@ class StatusReport:
         return {
             "state_dir": self.state_dir, "generated_at": _iso(self.generated_at),
             "position": None if self.position is None else asdict(self.position),
-            "stages": [asdict(s) for s in self.stages], "lag": asdict(self.lag),
+            "stages": [s.to_dict() for s in self.stages], "lag": asdict(self.lag),
             "server": None if self.server is None else _server_dict(self.server),
             "runway": None if self.runway is None else {
                 **asdict(self.runway), "file_closed_at": _iso(self.runway.file_closed_at), "low": self.runway_low},
             "min_runway_seconds": self.min_runway_seconds, "notes": list(self.notes),
+            "server_error": None if self.server_error is None else str(self.server_error),
+            "rows_per_second_window": WINDOW,
         }
 
 
@@ -99,26 +129,80 @@ def _iso(seconds: float | None) -> str | None:
 
 
 def collect_status(settings: Settings, *, offline: bool = False, min_runway_hours: float = DEFAULT_MIN_RUNWAY_HOURS,
-                   now: float | None = None) -> StatusReport:
-    """Read the state directory (and, unless offline, the server) into one report."""
+                   now: float | None = None, rates: RowRates | None = None) -> StatusReport:
+    """Read the state directory (and, unless offline, the server) into one report.
+
+    A state directory that cannot be read raises (a corrupt checkpoint: PositionError); a server that cannot be
+    asked does not: its error is `report.server_error`, and the figures that need it stay unknown.
+    `rates`: keep one RowRates across the calls of a watch (the consumers' rows/s come from its samples).
+    """
     now = time.time() if now is None else now
-    local = read_local(StateDir(settings.state_dir))
+    state = StateDir(settings.state_dir)
+    local = read_local(state)
     position = local.source_position()
     report = StatusReport(settings.state_dir, now, stage_views(local), offline_lag(local, now), position,
-                          min_runway_seconds=min_runway_hours * 3600)
+                          min_runway_seconds=min_runway_hours * 3600, offline=offline)
     if not Path(settings.state_dir).is_dir():
         report.notes.append(f"state directory {settings.state_dir} does not exist: no stage has run here")
-    if offline:
-        return report
+    if not offline:
+        try:
+            _ask_server(settings, report, position, now)
+        except CdcError as exc:
+            report.server_error = exc
+    report.stages = _with_figures(report, local, (rates or RowRates()).measure(local, now),
+                                  current_failures(state, report.notes), now)
+    return report
+
+
+def _ask_server(settings: Settings, report: StatusReport, position: SourcePosition | None, now: float) -> None:
     report.server = read_server_view(settings.mysql)
     if position is None:
         report.notes.append("no tail or snapshot checkpoint: nothing needs the server's binlogs yet")
-        return report
+        return
     report.lag = server_lag(settings, report.server, position, report.lag, now, report.notes)
     report.runway = measure_runway(settings.mysql, report.server, position.file, now)
     if report.runway.unknown:
         report.notes.append(f"runway unknown: {report.runway.unknown}")
-    return report
+
+
+def _with_figures(report: StatusReport, local: LocalState, rates: dict[str, float | None],
+                  failures: dict[str, StageFailure], now: float) -> list[StageView]:
+    """Each stage's view with its lag, rows/s, last commit and last error (and a row for a failed stage that keeps
+    no checkpoint, such as snowflake-bootstrap)."""
+    tail_lag = report.lag.seconds
+    views = []
+    for view in report.stages:
+        if view.stage == TailCheckpoint.STAGE:
+            lag = tail_lag
+        elif view.ran and view.pending_segments is not None:
+            lag = consumer_lag(local, view.stage, tail_lag, now)
+        else:
+            lag = None
+        views.append(replace(view, lag_seconds=lag, rows_per_second=rates.get(view.stage),
+                             checkpoint_at=_checkpoint_at(local, view.stage), last_error=failures.get(view.stage)))
+    known = {view.stage for view in views}
+    views += [StageView(stage, False, None, detail="keeps no checkpoint", last_error=failure)
+              for stage, failure in sorted(failures.items()) if stage not in known]
+    return views
+
+
+def consumer_lag(local: LocalState, stage: str, tail_lag: float | None, now: float) -> float | None:
+    """Age of the oldest change `stage` has not consumed, never less than tail's lag; tail's with nothing pending."""
+    pending = local.pending_segments(stage)
+    first = change_time(first_line(pending[0])) if pending else None
+    if first is None:
+        return tail_lag
+    return max(now - first, tail_lag or 0.0, 0.0)
+
+
+def _checkpoint_at(local: LocalState, stage: str) -> float | None:
+    for kind in PIPELINE:
+        if kind.STAGE == stage and local.has(stage):
+            try:
+                return kind.path(StateDir(local.root)).stat().st_mtime
+            except OSError:
+                return None
+    return None
 
 
 def stage_views(local: LocalState) -> list[StageView]:
@@ -181,3 +265,53 @@ def server_lag(settings: Settings, view: ServerView, position: SourcePosition, f
         return Lag(0.0, "caught up with the server", size, files, fallback.last_change_at)
     return Lag(max(now - first_unread, 0.0), "age of the oldest unread transaction on the server", size, files,
                fallback.last_change_at)
+
+
+@dataclass(frozen=True)
+class StatusOptions:
+    offline: bool = False
+    min_runway_hours: float = DEFAULT_MIN_RUNWAY_HOURS
+    metrics_file: Path | None = None  # Prometheus text for node-exporter's textfile collector (cdc.pipeline.metrics)
+    interval: float = DEFAULT_WATCH_INTERVAL  # --watch
+
+
+def publish_status(settings: Settings, options: StatusOptions, rates: RowRates | None = None) -> StatusReport:
+    """collect_status, then the metrics file (if asked) rewritten atomically with the same figures.
+
+    When the state directory cannot be read, the metrics file still says so (cdc_status_up 0) before the error
+    is raised: an alert must not keep reading the last good figures.
+    """
+    if options.metrics_file is not None:
+        check_metrics_path(options.metrics_file)
+    try:
+        report = collect_status(settings, offline=options.offline, min_runway_hours=options.min_runway_hours,
+                                rates=rates)
+    except CdcError as exc:
+        if options.metrics_file is not None:
+            write_metrics(options.metrics_file, failure_metrics_text(settings.state_dir, exc, time.time()))
+        raise
+    if options.metrics_file is not None:
+        write_metrics(options.metrics_file, metrics_text(report))
+    return report
+
+
+def watch_status(settings: Settings, options: StatusOptions, *, stop: threading.Event,
+                 on_report: Callable[[StatusReport], None], on_error: Callable[[CdcError], None]) -> None:
+    """publish_status every `options.interval` seconds until `stop` is set.
+
+    An error in one round (a corrupt checkpoint being rewritten by hand, an unwritable metrics file) goes to
+    on_error and the watch goes on: it is the operator's view of a pipeline that may be failing.
+    """
+    rates = RowRates()
+    due = time.monotonic()
+    while not stop.is_set():
+        try:
+            report = publish_status(settings, options, rates)
+        except CdcError as exc:
+            on_error(exc)
+        else:
+            on_report(report)
+        due += options.interval
+        if time.monotonic() > due:  # a round slower than the interval (a server timing out): no burst to catch up
+            due = time.monotonic()
+        stop.wait(max(due - time.monotonic(), 0.0))

@@ -32,9 +32,11 @@ PASSWORD = "s3cret-'\"-Pa55"
 
 
 def _state_is_untouched(root: Path) -> bool:
-    """No checkpoint, segment or server record was written (a lock file may be created and released)."""
+    """No checkpoint, segment or server record was written (a lock file may be created and released, and the
+    failure recorded in errors/ for `cdc status`)."""
     state = root / ".cdc"
-    written = [p for p in state.rglob("*") if p.is_file() and "locks" not in p.parts] if state.exists() else []
+    written = [p for p in state.rglob("*") if p.is_file() and not {"locks", "errors"} & set(p.parts)] \
+        if state.exists() else []
     return not written and not (root / "out.toml").exists()
 
 
