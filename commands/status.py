@@ -2,7 +2,10 @@
 
 # No `from __future__ import annotations`: @mysql_options re-wraps the signature and typer must see real types.
 
+import json
+import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,15 +18,8 @@ from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options,
 from cdc.durations import human_duration
 from cdc.errors import CdcError, ExitCode
 from cdc.pipeline.failures import iso_time
-from cdc.pipeline.status import (
-    DEFAULT_MIN_RUNWAY_HOURS,
-    DEFAULT_WATCH_INTERVAL,
-    StageView,
-    StatusOptions,
-    StatusReport,
-    publish_status,
-    watch_status,
-)
+from cdc.pipeline.status import DEFAULT_MIN_RUNWAY_HOURS, StageView, StatusReport
+from cdc.pipeline.watch import DEFAULT_WATCH_INTERVAL, StatusOptions, publish_status, watch_status
 from cdc.sinks import stop_on_signals
 
 _WATCH = "Watch and metrics"
@@ -48,7 +44,7 @@ def status(
     settings = settings_from(config, state_dir, mysql_flags)
     options = StatusOptions(offline, min_runway_hours, metrics_file, interval)
     if watch:
-        with stop_on_signals() as stop, _watch_view(as_json) as view:
+        with stop_on_signals() as stop, _watch_view(as_json, stop) as view:
             watch_status(settings, options, stop=stop, on_report=view.report, on_error=view.error)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     report = publish_status(settings, options)
@@ -141,14 +137,14 @@ def _runway_line(report: StatusReport) -> str:
 class _WatchView:
     """--watch: a rich Live view at a terminal; else one line per refresh (--json: one JSON object) on stdout."""
 
-    def __init__(self, as_json: bool, live: Any = None) -> None:
-        self.as_json, self.live = as_json, live
+    def __init__(self, as_json: bool, stop: threading.Event, live: Any = None) -> None:
+        self.as_json, self.stop, self.live = as_json, stop, live
 
     def report(self, report: StatusReport) -> None:
         if self.as_json:
-            ui.print_json_line(report.to_dict())
+            self._print(json.dumps(report.to_dict(), sort_keys=True, default=str, ensure_ascii=False))
         elif self.live is None:
-            _print_line(status_line(report))
+            self._print(status_line(report))
         else:
             from rich.console import Group
 
@@ -157,29 +153,33 @@ class _WatchView:
 
     def error(self, error: CdcError) -> None:
         if self.as_json:
-            ui.print_json_line({"error": error.message, "hint": error.hint, "exit_code": int(error.exit_code)})
+            self._print(json.dumps({"error": error.message, "hint": error.hint, "exit_code": int(error.exit_code)}))
         elif self.live is None:
-            _print_line(f"error (exit {int(error.exit_code)}): {_one_line(str(error))}")
+            self._print(f"error (exit {int(error.exit_code)}): {_one_line(str(error))}")
         else:
             self.live.update(f"[bold red]error:[/] {ui.escape(str(error))}\n[dim]retrying - Ctrl-C to stop[/]",
                              refresh=True)
 
 
+    def _print(self, line: str) -> None:
+        """One whole line on stdout (not through rich, whose console folds at 80 columns without a terminal)."""
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader went away (`| head -5`): the watch stops as if told to
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+            self.stop.set()
+
+
 @contextmanager
-def _watch_view(as_json: bool) -> Iterator[_WatchView]:
+def _watch_view(as_json: bool, stop: threading.Event) -> Iterator[_WatchView]:
     if as_json or not ui.out.is_terminal:
-        yield _WatchView(as_json)
+        yield _WatchView(as_json, stop)
         return
     from rich.live import Live
 
     with Live(console=ui.out, auto_refresh=False, transient=False) as live:
-        yield _WatchView(as_json, live)
-
-
-def _print_line(line: str) -> None:
-    # Written as it is (not through rich, whose console would fold it at 80 columns without a terminal).
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+        yield _WatchView(as_json, stop, live)
 
 
 def status_line(report: StatusReport) -> str:

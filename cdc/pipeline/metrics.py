@@ -19,13 +19,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cdc.errors import CdcError, UsageError
+from cdc.pipeline.status import StatusReport
 from cdc.state import is_disk_full, write_bytes_atomic
-
-if TYPE_CHECKING:
-    from cdc.pipeline.status import StatusReport
 
 METRICS_MODE = 0o644
 Labels = dict[str, str]

@@ -8,16 +8,14 @@ also grows while the server is idle. Lag in bytes/files comes from SHOW BINARY L
 
 Each stage downstream of tail has a lag of its own: the age of the oldest change it has not consumed (the `ts`
 of the first line of its first pending segment), never less than tail's; with nothing pending, tail's.
-Rows per second: cdc.pipeline.rates. The last error of a stage: cdc.pipeline.failures. `--watch` is
-watch_status, a loop over publish_status; the Prometheus text is cdc.pipeline.metrics.
+Rows per second: cdc.pipeline.rates. The last error of a stage: cdc.pipeline.failures. The Prometheus text of
+a report: cdc.pipeline.metrics; a report and its metrics file, once or every few seconds: cdc.pipeline.watch.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,13 +34,11 @@ from cdc.config import Settings
 from cdc.errors import CdcError, ExitCode
 from cdc.pipeline.failures import StageFailure, current_failures
 from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, last_line, read_local
-from cdc.pipeline.metrics import check_metrics_path, failure_metrics_text, metrics_text, write_metrics
 from cdc.pipeline.probe import RunwayView, ServerView, bytes_behind, event_time, measure_runway, read_server_view
 from cdc.pipeline.rates import WINDOW, RowRates
 from cdc.state import StateDir
 
 DEFAULT_MIN_RUNWAY_HOURS = 6.0
-DEFAULT_WATCH_INTERVAL = 2.0
 
 
 @dataclass(frozen=True)
@@ -90,9 +86,6 @@ class StatusReport:
     notes: list[str] = field(default_factory=list)
     offline: bool = False
     server_error: CdcError | None = None  # the server could not be asked: the local figures stand alone
-
-    def stage(self, name: str) -> StageView | None:
-        return next((s for s in self.stages if s.stage == name), None)
 
     @property
     def runway_low(self) -> bool:
@@ -265,53 +258,3 @@ def server_lag(settings: Settings, view: ServerView, position: SourcePosition, f
         return Lag(0.0, "caught up with the server", size, files, fallback.last_change_at)
     return Lag(max(now - first_unread, 0.0), "age of the oldest unread transaction on the server", size, files,
                fallback.last_change_at)
-
-
-@dataclass(frozen=True)
-class StatusOptions:
-    offline: bool = False
-    min_runway_hours: float = DEFAULT_MIN_RUNWAY_HOURS
-    metrics_file: Path | None = None  # Prometheus text for node-exporter's textfile collector (cdc.pipeline.metrics)
-    interval: float = DEFAULT_WATCH_INTERVAL  # --watch
-
-
-def publish_status(settings: Settings, options: StatusOptions, rates: RowRates | None = None) -> StatusReport:
-    """collect_status, then the metrics file (if asked) rewritten atomically with the same figures.
-
-    When the state directory cannot be read, the metrics file still says so (cdc_status_up 0) before the error
-    is raised: an alert must not keep reading the last good figures.
-    """
-    if options.metrics_file is not None:
-        check_metrics_path(options.metrics_file)
-    try:
-        report = collect_status(settings, offline=options.offline, min_runway_hours=options.min_runway_hours,
-                                rates=rates)
-    except CdcError as exc:
-        if options.metrics_file is not None:
-            write_metrics(options.metrics_file, failure_metrics_text(settings.state_dir, exc, time.time()))
-        raise
-    if options.metrics_file is not None:
-        write_metrics(options.metrics_file, metrics_text(report))
-    return report
-
-
-def watch_status(settings: Settings, options: StatusOptions, *, stop: threading.Event,
-                 on_report: Callable[[StatusReport], None], on_error: Callable[[CdcError], None]) -> None:
-    """publish_status every `options.interval` seconds until `stop` is set.
-
-    An error in one round (a corrupt checkpoint being rewritten by hand, an unwritable metrics file) goes to
-    on_error and the watch goes on: it is the operator's view of a pipeline that may be failing.
-    """
-    rates = RowRates()
-    due = time.monotonic()
-    while not stop.is_set():
-        try:
-            report = publish_status(settings, options, rates)
-        except CdcError as exc:
-            on_error(exc)
-        else:
-            on_report(report)
-        due += options.interval
-        if time.monotonic() > due:  # a round slower than the interval (a server timing out): no burst to catch up
-            due = time.monotonic()
-        stop.wait(max(due - time.monotonic(), 0.0))

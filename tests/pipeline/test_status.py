@@ -323,3 +323,13 @@ def test_watch_at_a_terminal_is_a_live_view_until_ctrl_c(state: StateDir) -> Non
     text = screen.decode(errors="replace")
     assert "\x1b[" in text  # drawn with terminal control sequences, not printed as lines
     assert "snowflake-apply" in text and segs[0].name in text and "mariadb-bin.000003:400" in text
+
+
+def test_watch_stops_when_its_reader_goes_away(state: StateDir) -> None:
+    checkpoint(state, "tail", file=BINLOG, pos=4, gtid=None, last_segment=None, server_uuid="u")
+    watch = spawn_cdc("status", "--watch", "--json", "--offline", "--interval", "0.2", "--state-dir", str(state.root))
+    assert json.loads(read_lines(watch, 1)[0])["position"]["pos"] == 4
+    assert watch.stdout is not None and watch.stderr is not None
+    watch.stdout.close()  # as `| head -1` does
+    assert watch.wait(30) == 130
+    assert watch.stderr.read() == ""  # no traceback, no "Exception ignored"
