@@ -40,7 +40,7 @@ def status(
     *,
     mysql_flags: dict[str, object],
 ) -> None:
-    """Show every stage's checkpoint, the backlog between stages, the lag and the retention runway."""
+    """Show every stage's position, lag, rows/s and last error, the backlog between stages and the binlog runway."""
     settings = settings_from(config, state_dir, mysql_flags)
     options = StatusOptions(offline, min_runway_hours, metrics_file, interval)
     if watch:
