@@ -4,6 +4,7 @@ Layout (all paths relative to the state directory, default ./.cdc):
     server.json          which MySQL server this state belongs to (uuid, id, flavour, version)
     <stage>.json         a stage's checkpoint (tail.json, ship-s3.json, merge.json, ...)
     locks/<stage>.lock   flock held while a stage runs
+    errors/<stage>.json  the stage's last error, until it succeeds again (cdc.pipeline.failures; private, 0600)
     changelog/           sealed change-log segments (written by tail and snapshot)
     schema/              per-table schema history
     lake/                spark-merge's current-state tables (its default --target)
@@ -78,11 +79,17 @@ def start_writeback(fd: int, offset: int) -> None:
         _SYNC_FILE_RANGE(fd, offset, 0, _SYNC_FILE_RANGE_WRITE)  # 0: to the end of the file
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a crash leaves either the old file or the new one, never half."""
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Write `data` to `path` so that a crash leaves either the old file or the new one, never half.
+
+    The file is private (0600, from mkstemp) unless `mode` says otherwise, set before the rename, so that
+    no reader ever sees the new file with other permissions.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -152,8 +159,8 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 # What a run leaves in a state directory before it has written anything of value: its lock files, the column
-# rules it bound the directory to and the server it bound it to.
-_BOOKKEEPING = ("locks", "server.json", "column-rules.json")
+# rules and the server it bound the directory to, and the record of the error it failed with (for `cdc status`).
+_BOOKKEEPING = ("locks", "server.json", "column-rules.json", "errors")
 
 
 def discard_if_unused(root: Path) -> bool:
@@ -221,6 +228,14 @@ class StateDir:
 
     def checkpoint_path(self, stage: str) -> Path:
         return self.root / f"{stage}.json"
+
+    @property
+    def errors(self) -> Path:
+        return self.root / "errors"
+
+    def error_path(self, stage: str) -> Path:
+        """Where the last error of `stage` is recorded (cdc.pipeline.failures) until the stage succeeds again."""
+        return self.errors / f"{stage}.json"
 
     def read_checkpoint(self, stage: str, expected_version: int) -> dict[str, Any] | None:
         """Read a stage's checkpoint, refusing versions this build does not understand."""

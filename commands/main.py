@@ -11,8 +11,9 @@ from typer.core import TyperGroup
 
 from cdc import __version__
 from cdc.commands import logs, options, ui
-from cdc.commands.options import password_on_argv
+from cdc.commands.options import password_on_argv, stage_run
 from cdc.errors import CdcError, ExitCode
+from cdc.pipeline import failures
 from cdc.signals import Terminated, terminate_by_exception
 from cdc.state import discard_if_unused, is_disk_full, keep_files_private
 
@@ -56,18 +57,26 @@ class CdcGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         options.NEW_STATE_DIRS.clear()
+        token = stage_run.set(None)
         try:
-            return self._invoke_mapped(ctx)
+            return self._invoke_recorded(ctx)
         except typer.Exit as exc:
             if exc.exit_code != 0:
                 for root in options.NEW_STATE_DIRS:
                     discard_if_unused(root)
             raise
+        finally:
+            stage_run.reset(token)
 
-    def _invoke_mapped(self, ctx: Any) -> Any:
+    def _invoke_recorded(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+        except typer.Exit as exit_:
+            if exit_.exit_code == ExitCode.OK:
+                _succeeded()
+            raise
         except CdcError as exc:
+            _failed(exc)
             ui.error(str(exc), exit_code=int(exc.exit_code))
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
@@ -79,17 +88,23 @@ class CdcGroup(TyperGroup):
             raise typer.Exit(int(ExitCode.TERMINATED)) from None
         except OSError as exc:
             if not is_disk_full(exc):
+                _failed(exc)
                 _log_if_json(exc)
                 raise
             # Last resort for writers that do not name their file (Spark, pyarrow): stages write data before
             # they advance a checkpoint, so nothing was lost.
-            ui.error(f"no space left on device{f' writing {exc.filename}' if exc.filename else ''}; the checkpoint "
-                     "was not advanced\n  fix: free space (df -h), then rerun the same command",
-                     exit_code=int(ExitCode.FAILURE))
+            message = (f"no space left on device{f' writing {exc.filename}' if exc.filename else ''}; the checkpoint "
+                       "was not advanced")
+            _failed(CdcError(message, hint="free space (df -h), then rerun the same command"))
+            ui.error(f"{message}\n  fix: free space (df -h), then rerun the same command", exit_code=int(ExitCode.FAILURE))
             raise typer.Exit(int(ExitCode.FAILURE)) from None
-        except Exception as exc:
+        except Exception as exc:  # a bug: the traceback follows, and the stage's record says so too
+            _failed(exc)
             _log_if_json(exc)
             raise
+        else:
+            _succeeded()
+            return result
         finally:
             logs.reset()  # the next command run in this process (tests) starts without them
 
@@ -100,6 +115,28 @@ def _log_if_json(exc: Exception) -> None:
     if logs.is_json() and type(exc).__module__.split(".")[0] not in ("click", "typer"):
         logs.command_log().critical(f"unexpected error: {exc!r}", exc_info=exc, extra={"exit_code": 1})
         raise typer.Exit(int(ExitCode.FAILURE)) from None
+
+
+def _failed(error: Exception) -> None:
+    """Record the failure of a stage command as the stage's last error (best effort: never masks `error`)."""
+    run = stage_run.get()
+    if run is None:
+        return
+    try:
+        failures.record_failure(run.state, run.stage, error, command=run.command,
+                                secrets=failures.known_secrets(run.settings))
+    except (OSError, CdcError) as exc:
+        ui.note(f"note: the error could not be recorded for `cdc status` in {run.state.errors}: {exc}")
+
+
+def _succeeded() -> None:
+    run = stage_run.get()
+    if run is None:
+        return
+    try:
+        failures.clear_failure(run.state, run.stage)
+    except OSError as exc:
+        ui.note(f"note: the last error of {run.stage} could not be cleared from {run.state.errors}: {exc}")
 
 
 app = typer.Typer(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -14,6 +16,7 @@ from cdc import completion
 from cdc.commands import logs, ui
 from cdc.config import Settings, load_settings, with_password
 from cdc.errors import ConfigError
+from cdc.state import StateDir
 
 
 # Shell completion of option values (`cdc --install-completion`): thin adapters over cdc.completion, which
@@ -165,3 +168,23 @@ def _prompt_password(settings: Settings) -> str:
     if answer is None:
         raise typer.Abort()
     return str(answer)
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What CdcGroup needs to record a stage command's failure, or clear it after a success."""
+
+    state: StateDir
+    stage: str
+    command: str
+    settings: Settings
+
+
+# Set by a stage's command once its settings are known; read by CdcGroup when the command ends.
+stage_run: ContextVar[StageRun | None] = ContextVar("stage_run", default=None)
+
+
+def runs_stage(settings: Settings, stage: str, command: str) -> None:
+    """Declare this command a run of `stage`: its failure becomes the stage's last error in the state directory,
+    its success clears that (cdc.pipeline.failures; `cdc status` shows it)."""
+    stage_run.set(StageRun(StateDir(settings.state_dir), stage, command, settings))

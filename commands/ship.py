@@ -11,7 +11,7 @@ import typer
 from cdc import completion, sinks
 from cdc.commands import logs, ui
 from cdc.commands.logs import log_options
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, runs_stage, settings_from
 from cdc.errors import ExitCode
 from cdc.signals import stop_on_signals
 from cdc.state import StateDir
@@ -71,6 +71,8 @@ def ship(
     settings = settings_from(config, state_dir, **aws_flags(
         stream=stream, bucket=bucket, prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url,
         roll_size=roll_size, roll_interval=roll_interval))
+    if to in ("kinesis", "s3") or to.startswith("s3://"):  # anything else is a usage error, of no stage
+        runs_stage(settings, "ship-kinesis" if to == "kinesis" else "ship-s3", f"cdc ship --to {to}")
     target = sinks.ShipTarget(to=to, partition_by=partition_by, explicit_hash_keys=tuple(explicit_hash_key or ()),
                               oversize_url=oversize, compression=compression,
                               multipart_threshold=multipart_mib * 1024 * 1024)

@@ -10,7 +10,16 @@ import typer
 
 from cdc.commands import logs, ui
 from cdc.commands.logs import log_options
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, complete_tables, mysql_options, settings_from
+from cdc.commands.options import (
+    ConfigOpt,
+    JsonOpt,
+    StateDirOpt,
+    choices,
+    complete_tables,
+    mysql_options,
+    runs_stage,
+    settings_from,
+)
 from cdc.errors import ExitCode
 from cdc.snapshot import DEFAULT_CHUNK_SIZE, LOCK_MODES, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
 
@@ -48,6 +57,7 @@ def snapshot(
     settings = settings_from(config, state_dir, mysql_flags, **{
         "mysql.tables": tuple(tables or ()), "mysql.databases": tuple(databases or ()),
         "mysql.exclude_tables": tuple(exclude_tables or ())})
+    runs_stage(settings, "snapshot", "cdc snapshot")
     request = SnapshotRequest(chunk_size=chunk_size, lock=lock, allow_no_pk=allow_no_pk, strict=strict,
                               workers=workers)
     # Warnings, and a line per table copied, are logged by the library (cdc.snapshot.run).

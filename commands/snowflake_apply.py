@@ -16,6 +16,7 @@ from cdc.commands.options import (
     SfRoleOpt,
     SfSchemaOpt,
     StateDirOpt,
+    runs_stage,
     settings_from,
 )
 from cdc.errors import ExitCode
@@ -46,6 +47,7 @@ def snowflake_apply(
         "snowflake.connection": connection_name, "snowflake.database": database, "snowflake.schema": schema,
         "snowflake.warehouse": warehouse, "snowflake.role": role})
     logs.add_secrets(secret_values(connection_params(settings.snowflake)))  # connections.toml's too
+    runs_stage(settings, "snowflake-apply", "cdc snowflake-apply")
     conn = connect(settings.snowflake)
     try:
         with stop_on_signals() as stop:

@@ -18,6 +18,7 @@ from cdc.commands.options import (
     SfSchemaOpt,
     StateDirOpt,
     mysql_options,
+    runs_stage,
     settings_from,
 )
 from cdc.errors import ExitCode
@@ -68,6 +69,8 @@ def snowflake_bootstrap(
     settings = settings_from(config, state_dir, mysql_flags, **{
         "snowflake.connection": connection_name, "snowflake.database": database, "snowflake.schema": schema,
         "snowflake.warehouse": warehouse, "snowflake.role": role})
+    if not dry_run:  # a dry run changes nothing: its success says nothing of the stage
+        runs_stage(settings, "snowflake-bootstrap", "cdc snowflake-bootstrap")
     options = sf_bootstrap.Options(
         schema=settings.snowflake.schema if schema else None, soft_delete=soft_delete, history=history, s3_url=s3,
         role_arn=role_arn or sf_bootstrap.Options.role_arn, integration=integration, apply_mode=apply_mode,

@@ -11,7 +11,7 @@ import typer
 
 from cdc.commands import logs, ui
 from cdc.commands.logs import log_options
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, runs_stage, settings_from
 from cdc.spark import MergeProgress, TableResult, merge
 from cdc.state import StateDir
 
@@ -45,6 +45,7 @@ def spark_merge(
     """
     settings = settings_from(config, state_dir, **{"spark.master": master, "spark.driver_memory": driver_memory,
                                                    "spark.conf": tuple(conf or ())})
+    runs_stage(settings, "spark-merge", "cdc spark-merge")
     # `--conf spark.hadoop.fs.s3a.secret.key=...`: py4j's debug log would show it.
     logs.add_secrets(value for key, _, value in (item.partition("=") for item in settings.spark.conf)
                      if any(word in key.lower() for word in ("secret", "password", "token", "credential")))

@@ -13,7 +13,7 @@ import typer
 from cdc.capture import Filters, Progress, StartRequest, TailOptions, TailSummary, run_tail
 from cdc.commands import logs, ui
 from cdc.commands.logs import StatusIntervalOpt, log_options
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, complete_tables, mysql_options, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, complete_tables, mysql_options, runs_stage, settings_from
 from cdc.errors import ExitCode
 from cdc.signals import stop_on_signals
 
@@ -56,6 +56,7 @@ def tail(
         "mysql.databases": _names(databases), "mysql.tables": _names(tables),
         "mysql.exclude_tables": _names(exclude_tables), "mysql.exclude_columns": _names(exclude_columns),
         "mysql.hash_columns": _names(hash_columns), "log.status_interval": status_interval})
+    runs_stage(settings, "tail", "cdc tail")
     filters = Filters.from_settings(settings.mysql)
     options = TailOptions(StartRequest(start_position, start_gtid, from_now), follow, rebase, filters, flush_interval,
                           segment_mib * 2**20, heartbeat=min(1.0, read_timeout / 4), read_timeout=read_timeout,

@@ -32,7 +32,7 @@ from typing import Any
 from cdc.capture import StartRequest
 from cdc.config import Settings
 from cdc.errors import CdcError, UsageError
-from cdc.pipeline import run_stages
+from cdc.pipeline import failures, run_stages
 from cdc.pipeline.run_stages import Context, Outcome, StageProgress
 from cdc.state import StateDir
 
@@ -207,11 +207,24 @@ def _run_stage(ctx: Context, stage: str, cycle: int, on_stage: Callable[[StageRe
     try:
         outcome = _RUNNERS[stage](ctx)
     except CdcError as exc:
+        _record(ctx, stage, exc)
         on_stage(StageResult(stage, cycle, FAILED, None, 0, "", time.monotonic() - began, error=str(exc)))
         raise StageError(stage, exc) from exc
     except Exception as exc:  # a bug or an unmapped driver error: keep the traceback, name the stage
+        _record(ctx, stage, exc)
         on_stage(StageResult(stage, cycle, FAILED, None, 0, "", time.monotonic() - began, error=repr(exc)))
         exc.add_note(f"cdc run: in stage {stage}")
         raise
+    if outcome.status != run_stages.STOPPED:  # a stage stopped by a signal has not shown it works again
+        failures.clear_failure(ctx.state, stage)
     return StageResult(stage, cycle, outcome.status, outcome.reached, outcome.count, outcome.unit,
                        time.monotonic() - began, outcome.lag_seconds, detail=outcome.detail)
+
+
+def _record(ctx: Context, stage: str, error: Exception) -> None:
+    """The stage's last error, for `cdc status` (best effort: the stage's own error decides the exit)."""
+    try:
+        failures.record_failure(ctx.state, stage, error, command="cdc run",
+                                secrets=failures.known_secrets(ctx.settings))
+    except (OSError, CdcError) as exc:
+        error.add_note(f"(its record for `cdc status` could not be written: {exc})")

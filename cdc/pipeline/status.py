@@ -5,13 +5,18 @@ checkpoint is at the server's current end, else now - the commit time of the fir
 after the checkpoint (read from the binlog, see cdc.pipeline.probe). Offline (or when the binlog
 cannot be read) it falls back to now - `ts` of the last sealed change line, an upper bound that
 also grows while the server is idle. Lag in bytes/files comes from SHOW BINARY LOGS.
+
+Each stage downstream of tail has a lag of its own: the age of the oldest change it has not consumed (the `ts`
+of the first line of its first pending segment), never less than tail's; with nothing pending, tail's.
+Rows per second: cdc.pipeline.rates. The last error of a stage: cdc.pipeline.failures. The Prometheus text of
+a report: cdc.pipeline.metrics; a report and its metrics file, once or every few seconds: cdc.pipeline.watch.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +32,10 @@ from cdc.checkpoints import (
 )
 from cdc.config import Settings
 from cdc.errors import CdcError, ExitCode, PositionError
-from cdc.pipeline.local import LocalState, SourcePosition, change_time, last_line, read_local
+from cdc.pipeline.failures import StageFailure, current_failures
+from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, last_line, read_local
 from cdc.pipeline.probe import RunwayView, ServerView, bytes_behind, event_time, measure_runway, read_server_view
+from cdc.pipeline.rates import WINDOW, RowRates
 from cdc.state import StateDir
 
 DEFAULT_MIN_RUNWAY_HOURS = 6.0
@@ -43,6 +50,18 @@ class StageView:
     pending_bytes: int | None = None
     pending_batches: int | None = None
     detail: str = ""
+    lag_seconds: float | None = None  # age of the oldest change it has not consumed (tail: read)
+    rows_per_second: float | None = None  # over the last minute (cdc.pipeline.rates)
+    checkpoint_at: float | None = None  # its checkpoint's mtime: when it last committed a unit of work
+    last_error: StageFailure | None = None  # recorded, and no work committed since (cdc.pipeline.failures)
+
+    def to_dict(self) -> dict[str, Any]:
+        document = {name: getattr(self, name) for name in (
+            "stage", "ran", "at", "pending_segments", "pending_bytes", "pending_batches", "detail", "lag_seconds",
+            "rows_per_second")}
+        document["checkpoint_at"] = _iso(self.checkpoint_at)
+        document["last_error"] = None if self.last_error is None else self.last_error.to_dict()
+        return document
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,8 @@ class StatusReport:
     runway: RunwayView | None = None
     min_runway_seconds: float = DEFAULT_MIN_RUNWAY_HOURS * 3600
     notes: list[str] = field(default_factory=list)
+    offline: bool = False
+    server_error: CdcError | None = None  # the server could not be asked: the local figures stand alone
 
     @property
     def runway_low(self) -> bool:
@@ -78,11 +99,13 @@ class StatusReport:
         return {
             "state_dir": self.state_dir, "generated_at": _iso(self.generated_at),
             "position": None if self.position is None else asdict(self.position),
-            "stages": [asdict(s) for s in self.stages], "lag": asdict(self.lag),
+            "stages": [s.to_dict() for s in self.stages], "lag": asdict(self.lag),
             "server": None if self.server is None else _server_dict(self.server),
             "runway": None if self.runway is None else {
                 **asdict(self.runway), "file_closed_at": _iso(self.runway.file_closed_at), "low": self.runway_low},
             "min_runway_seconds": self.min_runway_seconds, "notes": list(self.notes),
+            "server_error": None if self.server_error is None else str(self.server_error),
+            "rows_per_second_window": WINDOW,
         }
 
 
@@ -99,27 +122,81 @@ def _iso(seconds: float | None) -> str | None:
 
 
 def collect_status(settings: Settings, *, offline: bool = False, min_runway_hours: float = DEFAULT_MIN_RUNWAY_HOURS,
-                   now: float | None = None) -> StatusReport:
-    """Read the state directory (and, unless offline, the server) into one report."""
+                   now: float | None = None, rates: RowRates | None = None) -> StatusReport:
+    """Read the state directory (and, unless offline, the server) into one report.
+
+    A state directory that cannot be read raises (a corrupt checkpoint: PositionError); a server that cannot be
+    asked does not: its error is `report.server_error`, and the figures that need it stay unknown.
+    `rates`: keep one RowRates across the calls of a watch (the consumers' rows/s come from its samples).
+    """
     now = time.time() if now is None else now
-    local = read_local(StateDir(settings.state_dir))
+    state = StateDir(settings.state_dir)
+    local = read_local(state)
     position = local.source_position()
     report = StatusReport(settings.state_dir, now, stage_views(local), offline_lag(local, now), position,
-                          min_runway_seconds=min_runway_hours * 3600)
+                          min_runway_seconds=min_runway_hours * 3600, offline=offline)
     if not Path(settings.state_dir).is_dir():
         report.notes.append(f"state directory {settings.state_dir} does not exist: no stage has run here")
-    if offline:
-        return report
+    if not offline:
+        try:
+            _ask_server(settings, report, position, now)
+        except CdcError as exc:
+            report.server_error = exc
+    report.stages = _with_figures(report, local, (rates or RowRates()).measure(local, now),
+                                  current_failures(state, report.notes), now)
+    return report
+
+
+def _ask_server(settings: Settings, report: StatusReport, position: SourcePosition | None, now: float) -> None:
     report.server = read_server_view(settings.mysql)
     refuse_foreign_server(StateDir(settings.state_dir), report.server)
     if position is None:
         report.notes.append("no tail or snapshot checkpoint: nothing needs the server's binlogs yet")
-        return report
+        return
     report.lag = server_lag(settings, report.server, position, report.lag, now, report.notes)
     report.runway = measure_runway(settings.mysql, report.server, position.file, now)
     if report.runway.unknown:
         report.notes.append(f"runway unknown: {report.runway.unknown}")
-    return report
+
+
+def _with_figures(report: StatusReport, local: LocalState, rates: dict[str, float | None],
+                  failures: dict[str, StageFailure], now: float) -> list[StageView]:
+    """Each stage's view with its lag, rows/s, last commit and last error (and a row for a failed stage that keeps
+    no checkpoint, such as snowflake-bootstrap)."""
+    tail_lag = report.lag.seconds
+    views = []
+    for view in report.stages:
+        if view.stage == TailCheckpoint.STAGE:
+            lag = tail_lag
+        elif view.ran and view.pending_segments is not None:
+            lag = consumer_lag(local, view.stage, tail_lag, now)
+        else:
+            lag = None
+        views.append(replace(view, lag_seconds=lag, rows_per_second=rates.get(view.stage),
+                             checkpoint_at=_checkpoint_at(local, view.stage), last_error=failures.get(view.stage)))
+    known = {view.stage for view in views}
+    views += [StageView(stage, False, None, detail="keeps no checkpoint", last_error=failure)
+              for stage, failure in sorted(failures.items()) if stage not in known]
+    return views
+
+
+def consumer_lag(local: LocalState, stage: str, tail_lag: float | None, now: float) -> float | None:
+    """Age of the oldest change `stage` has not consumed, never less than tail's lag; tail's with nothing pending."""
+    pending = local.pending_segments(stage)
+    first = change_time(first_line(pending[0])) if pending else None
+    if first is None:
+        return tail_lag
+    return max(now - first, tail_lag or 0.0, 0.0)
+
+
+def _checkpoint_at(local: LocalState, stage: str) -> float | None:
+    for kind in PIPELINE:
+        if kind.STAGE == stage and local.has(stage):
+            try:
+                return kind.path(StateDir(local.root)).stat().st_mtime
+            except OSError:
+                return None
+    return None
 
 
 def refuse_foreign_server(state: StateDir, server: ServerView) -> None:

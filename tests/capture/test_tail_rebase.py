@@ -37,9 +37,10 @@ def topology(mariadb_factory: Callable[..., MariaDB]) -> tuple[MariaDB, MariaDB]
 
 
 def state_files(state: Path) -> dict[str, str]:
-    """Every file of a state directory (but lock files) with a digest of its bytes."""
+    """Every file of a state directory (but lock files and the last error recorded for `cdc status`) with a digest
+    of its bytes."""
     return {str(p.relative_to(state)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(state.rglob("*")) if p.is_file() and "locks" not in p.parts}
+            for p in sorted(state.rglob("*")) if p.is_file() and not {"locks", "errors"} & set(p.parts)}
 
 
 def checkpoint(state: Path) -> dict[str, Any]:

@@ -9,5 +9,5 @@ from typer.testing import CliRunner
 from cdc.commands.main import app
 
 
-def run(*args: str, input: str | None = None) -> Any:
-    return CliRunner().invoke(app, list(args), input=input, catch_exceptions=False)
+def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(app, list(args), input=input, env=env, catch_exceptions=False)

@@ -20,6 +20,12 @@ from tests.pipeline.run_rig import ROOT, cdc_run, create_source, more_writes, wr
 from tests.rig import MariaDB
 
 
+def written_files(state: Path) -> dict[str, bytes]:
+    """The checkpoints, records and segments of a state directory (not the last error kept for `cdc status`)."""
+    return {p.name: p.read_bytes() for p in state.rglob("*")
+            if p.is_file() and p.suffix in (".json", ".jsonl") and "errors" not in p.relative_to(state).parts}
+
+
 def sha(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -84,7 +90,7 @@ def test_a_capture_with_other_rules_is_refused_and_writes_nothing(
     code, _, err = cdc_run(config, "--until-now", "--stages", "snapshot,tail")
     assert code == 0, err
     state = tmp_path / "state"
-    before = {p.name: p.read_bytes() for p in state.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")}
+    before = written_files(state)
     more_writes(mariadb, fresh_db)
     # A restart by hand that forgot one of the rules (flags replace cdc.toml's list).
     forgot = subprocess.run([sys.executable, "-m", "cdc", "tail", "--until-now", "--config", str(config),
@@ -92,6 +98,7 @@ def test_a_capture_with_other_rules_is_refused_and_writes_nothing(
                             text=True, timeout=120)
     assert forgot.returncode == ExitCode.USAGE, forgot.stderr
     assert "hash_columns" in forgot.stderr and "Traceback" not in forgot.stderr
-    after = {p.name: p.read_bytes() for p in state.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")}
+    after = written_files(state)
     assert {k: v for k, v in after.items() if k in before} == before
     assert not set(after) - set(before)
+    assert json.loads((state / "errors" / "tail.json").read_text())["exit_code"] == ExitCode.USAGE  # for `cdc status`
