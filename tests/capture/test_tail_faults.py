@@ -175,7 +175,12 @@ def test_frozen_server_is_detected_and_survived_or_given_up(mariadb_factory: Cal
     proc = subprocess.Popen([*_cdc_tail(tmp_path), *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        time.sleep(2)
+        # Frozen only once tail streams: its first connection is not retried (a server hung at start is exit 10
+        # after connect_timeout), and on a loaded machine the start alone can take seconds.
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "server.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)
         server.freeze()
         time.sleep(4)  # detected after ~2 s of silence, retried
         server.thaw()
