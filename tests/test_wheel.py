@@ -92,7 +92,10 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     return where / "venv" / "bin", env
 
 
-def test_clean_install_starts_every_command(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+@pytest.mark.mariadb
+def test_clean_install_starts_every_command_and_checks_a_real_server(
+        installed: tuple[Path, dict[str, str]], mariadb: MariaDB, replication_user: DbUser, tmp_path: Path) -> None:
+    """One test, so that one xdist worker builds the clean venv (a module fixture is built once per worker)."""
     bin_dir, env = installed
     helped = _run([str(bin_dir / "cdc"), "--help"], tmp_path, env=env)
     assert "check-binlog" in helped.stdout and "snowflake-apply" in helped.stdout
@@ -106,13 +109,8 @@ def test_clean_install_starts_every_command(installed: tuple[Path, dict[str, str
     assert all(".venv" not in path and str(ROOT) not in path for path in files[:2]), files
     assert int(files[2]) == len(list((ROOT / "templates" / "snowflake").glob("*.j2")))
 
-
-@pytest.mark.mariadb
-def test_clean_install_checks_a_real_server(installed: tuple[Path, dict[str, str]], mariadb: MariaDB,
-                                            replication_user: DbUser, tmp_path: Path) -> None:
-    bin_dir, env = installed
-    env = {**env, "CDC_MYSQL_PASSWORD": replication_user.password}
     checked = _run([str(bin_dir / "cdc"), "check-binlog", "--host", mariadb.host, "--port", str(mariadb.port),
-                    "--user", replication_user.name, "--json"], tmp_path, env=env)
+                    "--user", replication_user.name, "--json"], tmp_path,
+                   env={**env, "CDC_MYSQL_PASSWORD": replication_user.password})
     report = json.loads(checked.stdout)
     assert report["ok"] is True and report["server"]["user"].startswith(replication_user.name), report
