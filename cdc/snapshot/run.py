@@ -40,9 +40,10 @@ from cdc.masking import ColumnRules, bind_rules
 from cdc.schema import SchemaHistory
 from cdc.snapshot.checkpoint import DONE, RUNNING, STAGE, SnapshotCheckpoint, TableState, read_checkpoint
 from cdc.snapshot.chunks import ChunkCutter
-from cdc.snapshot.handover import LOCK_MODES, Handover, begin_snapshot, take_handover
+from cdc.snapshot.handover import LOCK_MODES, take_handover
 from cdc.snapshot.lines import CompiledTable, LineParts, RowEncodeError, compile_table
 from cdc.snapshot.parallel import Helpers, split_table, view_position
+from cdc.snapshot.resume import check_selection, resume
 from cdc.snapshot.runway import Runway, estimate_runway
 from cdc.snapshot.seal import ChunkSealer
 from cdc.snapshot.wire import check_driver, read_rows
@@ -50,7 +51,6 @@ from cdc.source.connect import connection, query
 from cdc.source.server import ServerInfo, describe_server
 from cdc.source.tables import (
     RAW_CONVERSIONS,
-    TableInfo,
     TablePlan,
     bindable_key,
     keyset_params,
@@ -149,13 +149,13 @@ def run_snapshot(
         state.bind_server(info.identity(), hint=FOREIGN_SERVER_HINT)
         checkpoint = read_checkpoint(state)
         if checkpoint is not None and checkpoint.status == DONE:
-            _check_selection(settings, conn, checkpoint)  # "already done" only for the tables asked for
+            check_selection(settings, conn, checkpoint)  # "already done" only for the tables asked for
             return SnapshotSummary("already-done", False, checkpoint, 0.0)
         runway = None
         if checkpoint is None:
             checkpoint, plans, runway = _start(settings, conn, info, state, request, warn)
         else:
-            checkpoint, plans = _resume(settings, conn, info, state, checkpoint)
+            checkpoint, plans = resume(settings, conn, info, state, checkpoint)
         h = checkpoint.handover
         log.info(f"snapshot {'resumed' if checkpoint.resumes else 'started'}: {len(plans)} table(s), hand-over "
                  f"{h.file}:{h.pos} (lock {checkpoint.lock}, held {checkpoint.lock_seconds:.3f}s)",
@@ -210,77 +210,6 @@ def _start(
     )
     checkpoint.write(state)
     return checkpoint, plans, runway
-
-
-def _resume(
-    settings: Settings, conn: pymysql.Connection, info: ServerInfo, state: StateDir, checkpoint: SnapshotCheckpoint
-) -> tuple[SnapshotCheckpoint, list[TablePlan]]:
-    h = checkpoint.handover
-    bind_rules(state, ColumnRules.from_settings(settings.mysql))  # the rules the first chunks were written with
-    _check_selection(settings, conn, checkpoint)
-    _check_binlog_kept(conn, h)
-    begin_snapshot(conn)
-    at = position_string(h.file, h.pos, 0, snapshot=True)
-    history = SchemaHistory(state.schema)
-    sizes = _table_sizes(conn)
-    plans = []
-    for entry in sorted(checkpoint.tables.values(), key=lambda t: (t.db, t.table)):
-        est_rows, data_length = sizes.get((entry.db, entry.table), (0, 0))
-        # allow_no_pk: the table was accepted when the snapshot started; its shape is checked below.
-        plan = plan_table(conn, TableInfo(entry.db, entry.table, est_rows, data_length), at, allow_no_pk=True)
-        recorded = history.at(entry.db, entry.table, at)
-        if recorded is None or not recorded.same_shape(plan.schema):
-            raise PositionError(
-                f"table {entry.name} changed its columns or key since the snapshot started at {h.file}:{h.pos}; "
-                "resuming would mix two shapes in one copy",
-                hint="start the snapshot over in a new, empty state directory",
-            )
-        plans.append(plan)
-    resumed = replace(checkpoint, resumes=checkpoint.resumes + 1)
-    resumed.write(state)
-    return resumed, plans
-
-
-def _check_selection(settings: Settings, conn: pymysql.Connection, checkpoint: SnapshotCheckpoint) -> None:
-    if not settings.mysql.tables and not settings.mysql.databases:
-        return  # a bare rerun resumes whatever snapshot.json holds
-    wanted = {t.name for t in select_tables(conn, settings.mysql)}
-    if wanted == set(checkpoint.tables):
-        return
-    taken = set(checkpoint.tables)
-    change = "; ".join(part for part in (
-        f"not in it: {', '.join(sorted(wanted - taken))}" if wanted - taken else "",
-        f"in it but not selected now: {', '.join(sorted(taken - wanted))}" if taken - wanted else "") if part)
-    if checkpoint.status == DONE:
-        raise UsageError(
-            f"the snapshot in this state directory is done for {len(taken)} table(s), and this run selects others "
-            f"({change}); a finished snapshot is neither redone nor extended",
-            hint="rerun with the same selection (or none) to see it done; to capture other tables, give them a new "
-            "state directory of their own (--state-dir), with its own snapshot and tail")
-    raise UsageError(
-        f"a snapshot of {len(taken)} table(s) is in progress, and this run selects others ({change})",
-        hint="rerun with the same selection (or none) to finish it; a different selection needs a new state directory")
-
-
-def _check_binlog_kept(conn: pymysql.Connection, handover: Handover) -> None:
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute("SHOW BINARY LOGS")
-            files = {str(row[0]) for row in cursor.fetchall()}
-    except pymysql.err.MySQLError:
-        return  # no BINLOG MONITOR / REPLICATION CLIENT: tail will check when it starts
-    if handover.file not in files:
-        raise PositionError(
-            f"the hand-over binlog {handover.file}:{handover.pos} has been purged; "
-            "this snapshot can no longer be handed over to tail",
-            hint="raise binlog retention (`cdc set-retention`), then start over in a new, empty state directory",
-        )
-
-
-def _table_sizes(conn: pymysql.Connection) -> dict[tuple[str, str], tuple[int, int]]:
-    rows = query(conn, "SELECT TABLE_SCHEMA AS s, TABLE_NAME AS t, TABLE_ROWS AS r, DATA_LENGTH AS l "
-                       "FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE'")
-    return {(str(r["s"]), str(r["t"])): (int(r["r"] or 0), int(r["l"] or 0)) for r in rows}
 
 
 class _Copier:

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 from cdc.lazy import exports
 
 if TYPE_CHECKING:
-    from cdc.spark.job import MergeProgress, MergeSummary, TableResult, merge
+    from cdc.spark.job import merge
     from cdc.spark.lake import LakeTable, read_lake_table, read_pointer, table_dir
+    from cdc.spark.report import MergeProgress, MergeSummary, TableResult
     from cdc.spark.session import build_session
 
-_HOMES = {"MergeProgress": "cdc.spark.job", "MergeSummary": "cdc.spark.job", "TableResult": "cdc.spark.job",
+_HOMES = {"MergeProgress": "cdc.spark.report", "MergeSummary": "cdc.spark.report", "TableResult": "cdc.spark.report",
           "merge": "cdc.spark.job",
           "LakeTable": "cdc.spark.lake", "read_lake_table": "cdc.spark.lake", "read_pointer": "cdc.spark.lake",
           "table_dir": "cdc.spark.lake", "build_session": "cdc.spark.session"}
