@@ -24,6 +24,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import sys
 import time
 import traceback
@@ -121,10 +122,20 @@ def add_secrets(values: Iterable[object]) -> None:
         _state.secrets.update({value, repr(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]})
 
 
+# A secret this short is replaced only where it stands alone, not inside a longer word: the stand-in's Snowflake
+# password "snow" turned every `snowflake.connector` logger name into `***flake.connector`. Longer ones are
+# replaced wherever they occur.
+_SHORT_SECRET = 8
+
+
 def redact(text: str) -> str:
     for secret in sorted(_state.secrets, key=len, reverse=True):
-        if secret in text:
+        if secret not in text:
+            continue
+        if len(secret) >= _SHORT_SECRET:
             text = text.replace(secret, REDACTED)
+        else:
+            text = re.sub(rf"(?<![0-9A-Za-z]){re.escape(secret)}(?![0-9A-Za-z])", REDACTED, text)
     return text
 
 

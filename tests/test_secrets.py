@@ -174,3 +174,17 @@ def test_a_secret_logged_by_any_library_is_redacted(capsys: pytest.CaptureFixtur
         # (text lines hold the message alone, not the record's fields)
         assert len(err.splitlines()) == 3 and err.count("***") == (3 if fmt == "json" else 2), err
         assert not _leaks(err) and "sf-Pa55word" not in err
+
+
+def test_a_short_secret_is_redacted_where_it_stands_alone_not_inside_other_words() -> None:
+    """The demo's stand-in password "snow" made every `snowflake.connector` record read `***flake.connector`."""
+    from cdc.commands import logs
+
+    before = set(logs._state.secrets)
+    logs.add_secrets(["snow", "long-enough-secret"])
+    try:
+        assert logs.redact("snowflake.connector: connect(password='snow', user=snow)") == \
+            "snowflake.connector: connect(password='***', user=***)"
+        assert logs.redact("token=xlong-enough-secretx") == "token=x***x"  # long ones: wherever they occur
+    finally:
+        logs._state.secrets = before  # the secrets of one test must not redact another's output
