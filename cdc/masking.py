@@ -80,7 +80,10 @@ class ColumnRules:
         if not excluded and not hashed:
             return schema
         columns = tuple(_hashed(c) if c.name in hashed else c for c in schema.columns if c.name not in excluded)
-        return replace(schema, columns=columns)
+        # Fills (values older rows hold in an added column) are values too: masked like the change lines.
+        fills = {k: hash_value(v) if k in hashed and v is not None else v for k, v in schema.fills.items()
+                 if k not in excluded}
+        return replace(schema, columns=columns, fills=fills)
 
     def row_masker(self, schema: TableSchema) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """Rows in change-log form (column -> value) of `schema` -> as capture writes them under the rules."""

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from cdc.errors import PositionError
 from cdc.state import read_json, write_json_atomic
 
-HISTORY_VERSION = 1
+# Version 2 adds, per version, `fills` (the value rows older than the version get in each column it adds) and
+# `resnapshot` (why those values cannot be known). A version 1 file reads as versions without either.
+HISTORY_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,14 @@ class TableSchema:
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...]
     position: str = ""
+    # Column added by this version -> the value every row last written before it holds (change-log encoding,
+    # docs/formats.md); an added column missing here holds NULL in those rows. Not part of the shape.
+    fills: dict[str, Any] = field(default_factory=dict, compare=False)
+    # Why the older rows' values of an added column cannot be known here (an ALTER-time default such as
+    # CURRENT_TIMESTAMP or (uuid())): the table needs `cdc resnapshot`. None when they are known.
+    resnapshot: str | None = field(default=None, compare=False)
+    # New name -> old name of the columns this version renamed (RENAME COLUMN, CHANGE old new).
+    renamed: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def column_names(self) -> list[str]:
@@ -70,6 +80,9 @@ class TableSchema:
             "position": self.position,
             "columns": [asdict(c) for c in self.columns],
             "primary_key": list(self.primary_key),
+            "fills": dict(self.fills),
+            "renamed": dict(self.renamed),
+            "resnapshot": self.resnapshot,
         }
 
 
@@ -82,6 +95,7 @@ class SchemaHistory:
     # A masked history is read-only: recording through it would write the masked shape.
     mask: Callable[[TableSchema], TableSchema] | None = None
     _cache: dict[tuple[str, str], list[TableSchema]] = field(default_factory=dict)
+    _pending: dict[tuple[str, str], TableSchema] = field(default_factory=dict)  # note_pending, per table
 
     def path(self, db: str, table: str) -> Path:
         return self.directory / f"{_safe(db)}.{_safe(table)}.json"
@@ -107,9 +121,15 @@ class SchemaHistory:
                     columns=tuple(Column.from_dict(c) for c in v["columns"]),
                     primary_key=tuple(v["primary_key"]),
                     position=v["position"],
+                    fills=dict(v.get("fills") or {}),  # version 1: none recorded
+                    resnapshot=v.get("resnapshot"),
+                    renamed=dict(v.get("renamed") or {}),
                 )
                 for v in document["history"]
             ]
+            if note := document.get("pending"):
+                self._pending[(db, table)] = TableSchema(db, table, (), (), note["position"], dict(note["fills"]),
+                                                         note.get("resnapshot"), dict(note.get("renamed") or {}))
         except (KeyError, TypeError) as exc:
             raise PositionError(f"schema history {path} is corrupt ({exc})") from exc
         return versions if self.mask is None else [self.mask(v) for v in versions]
@@ -139,9 +159,29 @@ class SchemaHistory:
             if len(versions) == len(self.versions(schema.db, schema.table)):
                 return False
         else:
-            versions.append(schema)
+            added = set(schema.column_names) - set(versions[-1].column_names if versions else ())
+            pending = self._pending.get((schema.db, schema.table))
+            noted = pending if pending is not None and pending.position < schema.position else None
+            fills = {**(noted.fills if noted else {}), **schema.fills}
+            renamed = {**(noted.renamed if noted else {}), **schema.renamed}
+            versions.append(replace(schema, fills={k: v for k, v in fills.items() if k in added},
+                                    renamed={k: v for k, v in renamed.items() if k in added},
+                                    resnapshot=schema.resnapshot or (noted.resnapshot if noted and added else None)))
+            if noted is not None:
+                self._pending.pop((schema.db, schema.table))
         self._write(schema.db, schema.table, versions)
         return True
+
+    def note_pending(self, db: str, table: str, position: str, fills: dict[str, Any], renamed: dict[str, str],
+                     resnapshot: str | None) -> None:
+        """Keep what an ALTER at `position` says about added columns until the table's next version is recorded.
+
+        For an ALTER whose resulting shape could not be read at its position (information_schema already shows
+        a later change): the next table map gives the shape, this note the fills.
+        """
+        self.versions(db, table)
+        self._pending[(db, table)] = TableSchema(db, table, (), (), position, fills, resnapshot, renamed)
+        self._write(db, table, list(self.versions(db, table)))
 
     def _write(self, db: str, table: str, versions: list[TableSchema]) -> None:
         document = {
@@ -150,8 +190,16 @@ class SchemaHistory:
             "table": table,
             "history": [v.version_dict() for v in versions],
         }
+        if (note := self._pending.get((db, table))) is not None:
+            document["pending"] = {"position": note.position, "fills": note.fills, "renamed": note.renamed,
+                                   "resnapshot": note.resnapshot}
         write_json_atomic(self.path(db, table), document)
         self._cache[(db, table)] = versions
+
+    def resnapshot_reason(self, db: str, table: str) -> str | None:
+        """Why the table's older rows cannot be reproduced from the binlog (an ALTER-time default), if they cannot."""
+        reasons = [f"{v.resnapshot} (ALTER at {v.position})" for v in self.versions(db, table) if v.resnapshot]
+        return "; ".join(reasons) or None
 
     def tables(self) -> list[tuple[str, str]]:
         found = []
@@ -198,3 +246,33 @@ def parse_labels(column_type: str) -> tuple[str, ...]:
             current.append(ch)
         i += 1
     return tuple(labels)
+
+
+
+@dataclass(frozen=True)
+class Carried:
+    """Where a column's value at one version comes from, for a row written under an earlier version."""
+
+    source: str | None  # the column's name in the row's own version (renames followed); None: not carried over
+    fill: Any = None  # else: the value the column's last (re-)add gave older rows (change-log encoding)
+    added_at: str = ""  # the position of that add: rows written before it hold the fill
+
+
+def carried(versions: list[TableSchema], name: str, since: str, upto: str) -> Carried:
+    """What column `name` of the version at `upto` holds in a row written under the version in force at `since`.
+
+    Walks back over every version in between, so a column dropped and added again takes the later add's fill,
+    never the row's stale value, and a renamed column keeps the row's value under its old name.
+    """
+    chain = [v for v in versions if v.position <= upto]
+    current = name
+    for index in range(len(chain) - 1, -1, -1):
+        version = chain[index]
+        if version.position <= since:
+            return Carried(current if current in version.column_names else None)
+        previous = chain[index - 1] if index else None
+        older = version.renamed.get(current, current)
+        if previous is None or older not in previous.column_names:
+            return Carried(None, version.fills.get(current), version.position)
+        current = older
+    return Carried(None)

@@ -98,6 +98,9 @@ def _summary(report: StatusReport) -> list[str]:
             hint = f"\n  fix: {ui.escape(e.hint)}" if e.hint else ""
             lines.append(f"[bold red]{ui.escape(s.stage)} failed[/] at {iso_time(e.failed_at)} (`{ui.escape(e.command)}`, "
                          f"exit {e.exit_code}{again}): {ui.escape(e.message)}{hint}")
+    for flag in report.needs_resnapshot:
+        lines.append(f"[yellow]{ui.escape(flag['table'])} needs a re-snapshot[/]: {ui.escape(flag['reason'])}"
+                     f"\n  fix: {ui.escape(flag['repair'])}")
     return lines
 
 

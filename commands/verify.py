@@ -78,6 +78,9 @@ def _render(report: VerifyReport) -> None:
         if t.detail:
             style = _STYLE.get(t.status, "white")
             ui.err.print(f"[{style}]{t.status}[/] {ui.escape(t.table)} -> {ui.escape(t.target)}: {ui.escape(t.detail)}")
+    repairs = sorted({t.repair for t in report.tables if t.repair})
+    if repairs:
+        ui.err.print("repair (re-reads the table while capture goes on): " + ui.escape(" ; ".join(repairs)))
     verdict = "[green]all equal[/]" if report.ok else "[bold red]differences found[/]"
     ui.err.print(f"{verdict} ({len(report.tables)} comparison(s), {report.seconds:.1f}s, attempt {report.attempts})")
 

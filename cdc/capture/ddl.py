@@ -7,7 +7,7 @@ a full parse: the new column list arrives with the next table map (binlog_row_me
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)"
 _NAME = rf"({_IDENT}(?:\s*\.\s*{_IDENT})?)"
@@ -33,6 +33,8 @@ class TableDdl:
     table: str
     new_db: str | None = None
     new_table: str | None = None
+    # An ALTER's text after the table name (cdc.capture.alter reads its column changes); not part of its identity.
+    clauses: str = field(default="", compare=False)
 
 
 def _unquote(ident: str) -> str:
@@ -62,7 +64,7 @@ def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
         if rename := _RENAME_IN_ALTER.search(match[2]):
             new_db, new_table = _split_name(rename[1], db)
             return [TableDdl("rename", db, table, new_db, new_table)]
-        return [TableDdl("alter", db, table)]
+        return [TableDdl("alter", db, table, clauses=match[2])]
     if match := _RENAME.match(text):
         found = []
         for pair in _split_top_level(match[1]):

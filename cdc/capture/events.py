@@ -5,14 +5,15 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 import pymysql
 
 from cdc.capture.commit import Committer
-from cdc.capture.ddl import parse_ddl
+from cdc.capture.ddl import TableDdl, parse_ddl
 from cdc.capture.decode_pool import DecodePool
+from cdc.capture.fills import alter_effects
 from cdc.capture.filters import Filters
 from cdc.capture.lag import LagMeter
 from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
@@ -200,6 +201,25 @@ class Capture:
         self.history.record(schema)
         return schema
 
+    def _record_alter(self, change: TableDdl, position: str) -> None:
+        """Record the table's shape at the ALTER's own position, with what older rows hold in added columns.
+
+        At the DDL, not at the table's next rows event: an ALTER followed by no row change of the table must
+        still reach the lake and Snowflake (spark-merge evolves a table from its DDL line alone), and a row
+        written before the ALTER in the same merge run must get the fill, not NULL (issue #30).
+        """
+        before = self.history.latest(change.db, change.table)
+        if before is None:
+            return  # a table tail has not seen yet: its first table map records it
+        now = self._read_current(change.db, change.table)
+        effects = alter_effects(before, now, change.clauses)
+        if effects.schema is not None:
+            self.history.record(replace(effects.schema, position=position))
+        elif effects.fills or effects.renamed or effects.resnapshot:
+            # information_schema already shows a later change: the next table map gives this ALTER's shape.
+            self.history.note_pending(change.db, change.table, position, effects.fills, effects.renamed,
+                                      effects.resnapshot)
+
     def _control(self) -> pymysql.Connection:
         """A second connection for queries (schemas, lag), opened on first use."""
         if self._ctl is None or not self._ctl.open:
@@ -268,6 +288,8 @@ class Capture:
                 body["new_db"], body["new_table"] = change.new_db or change.db, change.new_table
             src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index,
                    "server_id": event.server_id}
+            if change.kind == "alter":
+                self._record_alter(change, position)
             self._later(self.out.txn.add, position, line_template(*split_line(body, src, change.table)), 1)
         self._clear_decoders()  # table ids may be reused for the changed tables
         self._on_commit(event)

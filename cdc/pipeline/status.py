@@ -15,6 +15,7 @@ a report: cdc.pipeline.metrics; a report and its metrics file, once or every few
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from cdc.pipeline.failures import StageFailure, current_failures
 from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, last_line, read_local
 from cdc.pipeline.probe import RunwayView, ServerView, bytes_behind, event_time, measure_runway, read_server_view
 from cdc.pipeline.rates import WINDOW, RowRates
+from cdc.schema import SchemaHistory
 from cdc.state import StateDir
 
 DEFAULT_MIN_RUNWAY_HOURS = 6.0
@@ -86,6 +88,8 @@ class StatusReport:
     notes: list[str] = field(default_factory=list)
     offline: bool = False
     server_error: CdcError | None = None  # the server could not be asked: the local figures stand alone
+    # Tables whose older rows the binlog cannot reproduce (an ALTER-time default): table, reason, repair.
+    needs_resnapshot: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def runway_low(self) -> bool:
@@ -105,7 +109,7 @@ class StatusReport:
                 **asdict(self.runway), "file_closed_at": _iso(self.runway.file_closed_at), "low": self.runway_low},
             "min_runway_seconds": self.min_runway_seconds, "notes": list(self.notes),
             "server_error": None if self.server_error is None else str(self.server_error),
-            "rows_per_second_window": WINDOW,
+            "rows_per_second_window": WINDOW, "needs_resnapshot": list(self.needs_resnapshot),
         }
 
 
@@ -137,6 +141,7 @@ def collect_status(settings: Settings, *, offline: bool = False, min_runway_hour
                           min_runway_seconds=min_runway_hours * 3600, offline=offline)
     if not Path(settings.state_dir).is_dir():
         report.notes.append(f"state directory {settings.state_dir} does not exist: no stage has run here")
+    report.needs_resnapshot = flagged_tables(state)
     if not offline:
         try:
             _ask_server(settings, report, position, now)
@@ -145,6 +150,18 @@ def collect_status(settings: Settings, *, offline: bool = False, min_runway_hour
     report.stages = _with_figures(report, local, (rates or RowRates()).measure(local, now),
                                   current_failures(state, report.notes), now)
     return report
+
+
+def flagged_tables(state: StateDir) -> list[dict[str, str]]:
+    """The tables the schema history flags for a re-snapshot, each with the command that repairs it."""
+    history = SchemaHistory(state.schema)
+    found = []
+    for db, table in history.tables():
+        reason = history.resnapshot_reason(db, table)
+        if reason:
+            found.append({"table": f"{db}.{table}", "reason": reason,
+                          "repair": f"cdc resnapshot {shlex.quote(f'{db}.{table}')}"})
+    return found
 
 
 def _ask_server(settings: Settings, report: StatusReport, position: SourcePosition | None, now: float) -> None:

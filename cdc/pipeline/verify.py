@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -103,6 +104,8 @@ class TableResult:
     differing: list[dict[str, Any]] = field(default_factory=list)  # [{"key": {...}, "kind": ...}], capped
     more: int = 0  # differing keys beyond the sample
     detail: str = ""
+    repair: str = ""  # the command that repairs a DIFF or MISSING table (an online re-snapshot of it)
+    resnapshot: str | None = None  # why the schema history says the table needs a re-snapshot, if it does
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -195,7 +198,8 @@ def _attempts(settings: Settings, state: StateDir, conn: pymysql.Connection, rea
             conn.rollback()  # end this snapshot; the next attempt pins afresh
             sleep(max(min(request.interval, deadline - time.monotonic()), 0.0))
             continue
-        results = _compare_all(conn, info, tables, readers, marks, request, on_progress, read_rules(state))
+        flags = {(t.db, t.table): SchemaHistory(state.schema).resnapshot_reason(t.db, t.table) for t in tables}
+        results = _compare_all(conn, info, tables, readers, marks, request, on_progress, read_rules(state), flags)
         conn.rollback()
         moved = [r.name for r in readers if marks[r.name].reached and _moved(state, r, marks[r.name])]
         if not moved:
@@ -262,16 +266,32 @@ def _moved(state: StateDir, reader: Reader, mark: Watermark) -> bool:
 
 def _compare_all(conn: pymysql.Connection, info: Any, tables: list[TableInfo], readers: list[Reader],
                  marks: dict[str, Watermark], request: VerifyRequest, on_progress: Progress | None,
-                 rules: ColumnRules) -> list[TableResult]:
+                 rules: ColumnRules, flags: dict[tuple[str, str], str | None]) -> list[TableResult]:
     results = []
     for table in tables:
         plan = plan_table(conn, table, "", allow_no_pk=False)  # inside the pinned snapshot
         for reader in readers:
-            result = _compare_one(conn, plan, reader, marks[reader.name], request, rules)
+            result = _with_repair(_compare_one(conn, plan, reader, marks[reader.name], request, rules),
+                                  f"{table.db}.{table.table}", flags.get((table.db, table.table)))
             results.append(result)
             if on_progress is not None:
                 on_progress(result)
     return results
+
+
+def repair_command(name: str) -> str:
+    """The command that re-reads one table while capture goes on (issue #30), quoted for a shell."""
+    return f"cdc resnapshot {shlex.quote(name)}"
+
+
+def _with_repair(result: TableResult, name: str, reason: str | None) -> TableResult:
+    """A differing (or missing) table names its repair; a flagged table says why it differs."""
+    result.resnapshot = reason
+    if result.status in (DIFF, MISSING):
+        result.repair = repair_command(name)
+        why = f"; the schema history says: {reason}" if reason else ""
+        result.detail = f"{result.detail}{why}; repair: {result.repair}".lstrip("; ")
+    return result
 
 
 def _compare_one(conn: pymysql.Connection, plan: TablePlan, reader: Reader, mark: Watermark,

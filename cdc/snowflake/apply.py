@@ -15,6 +15,7 @@ between them and rerun replays the batch harmlessly.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -32,7 +33,8 @@ from cdc import sql
 from cdc.checkpoints import ApplyCheckpoint
 from cdc.errors import CdcError, DataError, PreconditionError
 from cdc.masking import masked_history
-from cdc.snowflake import ddl, names
+from cdc.schema import TableSchema
+from cdc.snowflake import ddl, evolve, names
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import refused
 from cdc.state import StateDir, read_json
@@ -69,10 +71,11 @@ class Summary:
     last_batch: str | None = None
     cleanup_skipped: bool = False  # staged files could not be removed (harmless, see _cleanup)
     stopped: bool = False  # a stop came while sealed batches were still waiting (--until-now is then incomplete)
+    evolved: list[str] = field(default_factory=list)  # column changes made to follow MySQL's DDL
 
     def to_dict(self) -> dict[str, Any]:
         return {"batches": len(self.applied), "applied": self.applied, "skipped": self.skipped,
-                "last_batch": self.last_batch, "transactional": self.transactional,
+                "last_batch": self.last_batch, "transactional": self.transactional, "evolved": self.evolved,
                 "tables": {k: vars(v) for k, v in sorted(self.tables.items())}}
 
 
@@ -100,6 +103,7 @@ class Applier:
         self.on_batch = on_batch
         self.summary = Summary()
         self._staged = 0
+        self._manifests: list[Batch] | None = None
 
     def execute(self, statement: str, params: Any = None, *, fetch: bool = True) -> list[tuple[Any, ...]]:
         from snowflake.connector.errors import Error
@@ -145,7 +149,10 @@ class Applier:
             self.execute("BEGIN")
         try:
             for key, target, staging in staged:
-                counts[key] = self._merge(target, staging)
+                try:
+                    counts[key] = self._merge(target, staging)
+                except CdcError as exc:
+                    raise stuck(batch.batch_id, key, target.name, exc) from None
             rows = sum(int(spec.get("rows", 0)) for spec in batch.manifest.get("tables", {}).values())
             bk = _Q(names.BOOKKEEPING_TABLE)
             self.execute(f'INSERT INTO {bk} ("BATCH_ID", "APPLIED_AT", "RUN_ID", "ROWS") '
@@ -198,6 +205,8 @@ class Applier:
             raise PreconditionError(f"batch {batch.batch_id}: no schema history for {key} in {self.history.directory}",
                                     hint="apply on the state directory spark-merge wrote the batch from")
         target = ddl.build_target(schema, names.snowflake_name(table))
+        if target.name in self.existing:
+            self._evolve(batch, key, schema, target)
         have = self.existing.get(target.name)
         in_file = {f.name for f in arrow} - set(METADATA)
         missing = [c.name for c in target.columns if c.mysql in in_file and (have is None or c.name not in have)]
@@ -209,6 +218,40 @@ class Applier:
         columns = tuple(c for c in target.columns if c.mysql in in_file)
         return ddl.Target(target.db, target.table, target.name, columns, target.key)
 
+    def _evolve(self, batch: Batch, key: str, schema: TableSchema, target: ddl.Target) -> None:
+        """Walk the table's schema versions up to the batch's (cdc.snowflake.evolve), before its transaction."""
+        db, _, table = key.partition(".")
+        have = self.existing[target.name]
+        steps = evolve.evolution(schema, self.history.versions(db, table), self._applied_position(batch, key), target,
+                                 have)
+        history = self.existing.get(target.history)
+        for step in steps:
+            self.execute(step.sql, step.params or None)
+            if step.change == "add":
+                have[step.column] = next(c.type for c in target.columns if c.name == step.column)
+                if history is not None and step.column not in history:  # SCD2: older versions hold NULL there
+                    self.execute(ddl.add_column(target.history, step.column, have[step.column]))
+                    history[step.column] = have[step.column]
+            elif step.change == "rename":
+                have[step.column] = have.pop(step.renamed_from)
+                if history is not None and step.renamed_from in history and step.column not in history:
+                    self.execute(ddl.render("rename_column.sql.j2", table=_Q(target.history),
+                                            old=_Q(step.renamed_from), new=_Q(step.column)))
+                    history[step.column] = history.pop(step.renamed_from)
+            elif step.change == "drop":
+                have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
+            self.summary.evolved.append(step.what)
+
+    def _applied_position(self, batch: Batch, key: str) -> str | None:
+        """The schema position of the table in the last batch before `batch` that had it (all applied by now)."""
+        if self._manifests is None:
+            self._manifests = list_batches(self.state)
+        for earlier in reversed(self._manifests):
+            spec = earlier.manifest.get("tables", {}).get(key) if earlier.batch_id < batch.batch_id else None
+            if spec is not None and spec.get("schema_position"):
+                return str(spec["schema_position"])
+        return None
+
     def _merge(self, target: ddl.Target, staging: str) -> Counts:
         have = self.existing.get(target.name, {})
         source = ddl.render("batch_source.sql.j2", staging=staging, columns=[
@@ -219,6 +262,22 @@ class Applier:
                 self.execute(statement)
         self.execute(ddl.merge(target, source, soft_delete=names.CDC_DELETED in have), fetch=False)
         return _merge_counts(self.cursor)
+
+
+def stuck(batch_id: str, key: str, table: str, exc: CdcError) -> CdcError:
+    """A MERGE Snowflake refused, naming the batch, the table, the column when the engine says which, and the fix.
+
+    Every later batch waits behind it (batches apply in order), so `cdc status` shows this as apply's last error.
+    """
+    column = re.search(r"NOT NULL constraint failed: (?:[^.\s]+\.)?(\S+)|non-nullable column '?\"?([^'\"\s]+)",
+                       exc.message)
+    name = next((g for g in column.groups() if g), None) if column else None
+    fix = (f'ALTER TABLE {_Q(table)} ALTER COLUMN {_Q(name.strip(chr(34)))} DROP NOT NULL, then rerun '
+           "snowflake-apply (cdc puts NOT NULL only on key columns; a column MySQL renamed, dropped or fills "
+           "later must accept NULL)") if name else exc.hint
+    where = f" column {name}" if name else ""
+    return DataError(f"batch {batch_id}: MySQL table {key} (Snowflake {table}){where} cannot be applied; it and every "
+                     f"later batch wait: {exc.message}", hint=fix)
 
 
 @contextmanager

@@ -111,7 +111,11 @@ def table_context(target: Target, *, stage_path: str = "") -> dict[str, Any]:
         "task": _q(names.derived_name(target.name, "_APPLY")),
         "stage_path": stage_path,
         "comment": sql.quote_literal(f"cdc: replica of MySQL {target.source}"),
-        "columns": [{"name": _q(c.name), "type": c.type, "not_null": not c.nullable, "from_json": from_json(c)}
+        # NOT NULL only on the key. MySQL's NOT NULL holds for one schema version; the Snowflake table follows
+        # the history batch by batch (a bootstrap after `ADD COLUMN x INT NOT NULL DEFAULT 1` meets batches from
+        # before it, a renamed column leaves the old name behind until the batch that renames it), and the MERGE
+        # is its only writer: a constraint there can only turn a correct apply into a stuck one (issue #30).
+        "columns": [{"name": _q(c.name), "type": c.type, "not_null": c.name in target.key, "from_json": from_json(c)}
                     for c in target.columns],
         "cdc_columns": _columns(CDC_COLUMNS),
         "soft_delete_columns": _columns(SOFT_DELETE_COLUMNS),

@@ -17,9 +17,11 @@ few, so the lake is only scanned).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -28,7 +30,7 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from cdc.errors import DataError
-from cdc.schema import Column, TableSchema
+from cdc.schema import Carried, Column, TableSchema, carried
 from cdc.spark.types import col, parse_value, raw_struct, spark_type
 
 ROW_OPS = ("c", "u", "d", "r")
@@ -151,13 +153,31 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
     return parsed.select(F.explode(both).alias("e")).select("e.*")
 
 
-def read_base(spark: SparkSession, path: str, final: TableSchema) -> DataFrame:
-    """The previous lake version as c0..cn + _cdc_*, evolved to the final schema (added columns null, dropped gone)."""
+def read_base(spark: SparkSession, path: str, final: TableSchema, versions: list[TableSchema], since: str) -> DataFrame:
+    """The previous lake version (at schema position `since`) as c0..cn + _cdc_*, evolved to the final schema.
+
+    Every schema version in between is walked (cdc.schema.carried): a column added since holds the value
+    MySQL gave existing rows (its DEFAULT, the type's implicit value, or NULL), a renamed one keeps its values,
+    a dropped one is gone, and one dropped and added again holds the later add's fill, not its old values.
+    """
     old = spark.read.parquet(path)
     present = set(old.columns)
-    values = [(col(c.name).cast(spark_type(c)) if c.name in present else F.lit(None).cast(spark_type(c))).alias(f"c{i}")
-              for i, c in enumerate(final.columns)]
+    values = []
+    for i, c in enumerate(final.columns):
+        source = carried(versions, c.name, since, final.position) if since else Carried(c.name)
+        if source.source is not None and source.source in present:
+            values.append(col(source.source).cast(spark_type(c)).alias(f"c{i}"))
+        else:
+            values.append(fill_literal(c, source.fill).alias(f"c{i}"))
     return old.select(*values, *[F.col(m) for m in META])
+
+
+def fill_literal(column: Column, fill: Any) -> SparkColumn:
+    """The value an added column gives older rows (change-log encoding) as a typed Spark literal."""
+    if fill is None:
+        return F.lit(None).cast(spark_type(column))
+    raw = fill if isinstance(fill, str) else json.dumps(fill)  # the raw JSON text a line's value is read as
+    return parse_value(column, F.lit(raw))
 
 
 def last_changes(events: DataFrame, base: DataFrame | None, versions: list[TableSchema], final: TableSchema,
@@ -194,7 +214,7 @@ def last_changes(events: DataFrame, base: DataFrame | None, versions: list[Table
     in_lake = F.col("_in_lake")
     cut = F.col("_cdc_position") < F.lit(info.truncate_position) if info.truncate_position is not None else F.lit(False)
     deleted = F.col("_del") | cut
-    values = _decoded(scoped, final)
+    values = _decoded(scoped, final, versions)
     meta = [F.when(cut, _cut_meta(info)[m]).otherwise(F.col(m)).alias(m) for m in META]
     action = F.when(~deleted, F.lit("INSERT")).when(in_lake, F.lit("DELETE"))
     ordered = [F.col(c) if c in keys else values[c] for c in (f"c{i}" for i in range(len(final.columns)))]
@@ -223,8 +243,13 @@ def _cut_meta(info: TableInput) -> dict[str, SparkColumn]:
             "_cdc_commit_ts": F.lit(info.truncate_ts).cast(T.TimestampType())}
 
 
-def _decoded(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema) -> dict[str, SparkColumn]:
-    """Non-key columns of the winner: its parsed `after` image (_a<n>) typed to the final schema."""
+def _decoded(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema,
+             versions: list[TableSchema]) -> dict[str, SparkColumn]:
+    """Non-key columns of the winner: its parsed `after` image (_a<n>) typed to the final schema.
+
+    A winner written under an older version than the final one holds, in a column added since, what MySQL
+    gave the existing rows (cdc.schema.carried), not NULL: the ALTER came after its change (issue #30).
+    """
     images = {v.position: F.col(f"_a{n}") for n, (v, _) in enumerate(scoped)}
     out = {}
     for i, c in enumerate(final.columns):
@@ -232,9 +257,10 @@ def _decoded(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableS
             continue
 
         def value(version: TableSchema, c: Column = c) -> SparkColumn:
-            if c.name not in version.column_names:
-                return F.lit(None).cast(spark_type(c))
-            return _typed(images[version.position].getField(c.name), version.column(c.name), c)
+            source = carried(versions, c.name, version.position, final.position)
+            if source.source is None:
+                return fill_literal(c, source.fill)
+            return _typed(images[version.position].getField(source.source), version.column(source.source), c)
 
         out[f"c{i}"] = _by_version(scoped, value).alias(f"c{i}")
     return out

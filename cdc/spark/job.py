@@ -205,7 +205,9 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     """The lines again, `key`/`before` read as structs of the run's primary-key columns (types.keyed_line_schema)."""
     from cdc.spark.types import keyed_line_schema
 
-    finals = [(i, s) for i in infos if i.rows for s in [history.at(i.db, i.table, i.last_position)] if s]
+    # Every table of the run, row changes or not: one with only DDL (an ALTER alone) is merged too, and its
+    # (empty) events are still read through these structs.
+    finals = [(i, s) for i in infos for s in [history.at(i.db, i.table, i.last_position)] if s]
     names = [k for _, s in finals for k in s.primary_key]
     # Every non-key column any version of a merged table had: what the compaction reads from `after`.
     values = [c.name for i, s in finals for v in history.versions(i.db, i.table) for c in v.columns
@@ -238,8 +240,9 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
                         hint="snapshot/tail record the schema before the changes; rerun them for this table")
     directory = lake.table_dir(target, info.db, info.table)
     base_name = lake.base_version(directory, run)
-    base = compact.read_base(spark, str(directory / base_name), final) if base_name else None
     versions = history.versions(info.db, info.table)
+    base_position = lake.base_schema_position(directory, run)
+    base = compact.read_base(spark, str(directory / base_name), final, versions, base_position) if base_name else None
     table_input = info.as_input()
     events = compact.table_events(raw, versions, final, table_input)
     changed = compact.last_changes(events, base, versions, final, table_input).persist(StorageLevel.MEMORY_AND_DISK)
@@ -262,7 +265,9 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
             batches.lake_frame(changed, rest, final).write.mode("overwrite").parquet(str(directory / version))
         name, folder = f"{info.db}.{info.table}", batches.table_folder(info.db, info.table)
         manifest_entry, inserts = None, counts["inserts"]
-        if inserts + deletes:
+        # A schema change alone (an ALTER and no row change of the table) still makes a batch entry, empty:
+        # snowflake-apply evolves the table at it (new columns with their fills, dropped ones gone).
+        if inserts + deletes or (base_name is not None and base_position != final.position):
             step("batch")
             with _timed(phases, "batch"):
                 batches.batch_frame(changed_rows, final).write.mode("overwrite").parquet(str(staging / folder))
@@ -274,8 +279,8 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
     finally:
         changed.unpersist()
     pointer = {"current": version, "previous": base_name, "batch_id": batches.batch_id(run),
-               "schema_position": final.position, "primary_key": list(final.primary_key),
-               "columns": [asdict(c) for c in final.columns], "rows": lake_rows}
+               "schema_position": final.position, "previous_schema_position": base_position,
+               "primary_key": list(final.primary_key), "columns": [asdict(c) for c in final.columns], "rows": lake_rows}
     result_doc = asdict(TableResult(name, info.rows, lake_rows, inserts + deletes, inserts, deletes, final.position))
     return {"dir": directory.name, "pointer": pointer, "manifest": manifest_entry, "result": result_doc}
 

@@ -53,6 +53,16 @@ def base_version(directory: Path, run: int) -> str | None:
     return str(pointer["current"])
 
 
+def base_schema_position(directory: Path, run: int) -> str:
+    """The schema position of the version run `run` merges onto ("" if none, or written before it was kept)."""
+    pointer = read_pointer(directory)
+    if pointer is None:
+        return ""
+    if pointer["current"] == version_name(run):
+        return str(pointer.get("previous_schema_position") or "")
+    return str(pointer.get("schema_position") or "")
+
+
 def version_rows(version: Path) -> int:
     """Rows of a written lake version, from its Parquet footers (no data read)."""
     import pyarrow.parquet as pq

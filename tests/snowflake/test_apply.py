@@ -122,12 +122,15 @@ def test_history_versions_are_complete_and_non_overlapping(sf: Any, tmp_path: Pa
         assert last[5] is (key != 3) and last[4] is (key != 3)  # key 3 moved to 30: closed, not current
 
 
-def test_apply_refuses_missing_column(sf: Any, tmp_path: Path) -> None:
+def test_apply_adds_a_missing_column(sf: Any, tmp_path: Path) -> None:
+    """The table follows the schema history at the batch (issue #30): a column it lacks is added, not refused."""
     _bootstrap(sf, tmp_path)
     sf.cursor().execute('ALTER TABLE "ITEMS" DROP COLUMN "DOC"')
     _scenario(tmp_path)
-    with pytest.raises(PreconditionError, match="lacks column\\(s\\) DOC"):
-        apply.run(sf, StateDir(tmp_path))
+    summary = apply.run(sf, StateDir(tmp_path))
+    assert summary.evolved == ["add column ITEMS.DOC"] and summary.applied
+    assert "DOC" in [r[0] for r in rows(sf, "SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS "
+                                           "WHERE TABLE_NAME = 'ITEMS'")]
 
 
 def test_apply_needs_bootstrap(sf: Any, tmp_path: Path) -> None:

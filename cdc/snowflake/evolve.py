@@ -1,0 +1,92 @@
+"""A Snowflake table's columns made to follow the schema history, at each batch's position (issue #30).
+
+snowflake-apply calls `evolution` before it loads a batch: every schema version between the one the table's
+last applied batch had and the batch's own is walked (cdc.schema.carried), not only the final difference, so
+a column renamed in MySQL is renamed (its values kept), a dropped one is dropped, an added one is added and
+its existing rows get what MySQL gave them (its DEFAULT, the type's implicit value or NULL), and one dropped
+and added again is reset to the later add's fill. Rows merged after an add keep their own values: the fill
+only touches rows whose _CDC_POSITION is older than the add.
+
+Snowflake commits DDL implicitly, so these steps run before the batch's transaction; each is idempotent
+(a rerun finds the column already renamed, added or gone, and the fill's position guard rewrites only rows
+older than the add), so a run killed between them and the MERGE replays them harmlessly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from cdc import sql
+from cdc.schema import TableSchema, carried
+from cdc.snowflake import ddl, names
+
+_Q = sql.quote_ident
+# cdc's own columns: never dropped as "a column MySQL no longer has".
+_OURS = frozenset(name for name, _, _ in ddl.CDC_COLUMNS + ddl.SOFT_DELETE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Step:
+    sql: str
+    params: tuple[Any, ...]
+    what: str  # "add column T.C", ...
+    table: str  # the Snowflake table it changes
+    column: str
+    change: str  # add | drop | rename | fill
+    renamed_from: str = ""
+
+
+def evolution(schema: TableSchema, versions: list[TableSchema], since: str | None, target: ddl.Target,
+              have: dict[str, str]) -> list[Step]:
+    """The steps that take the Snowflake table `target.name` (columns `have`) to `schema` (versions: the history).
+
+    since: the schema position of the table's last applied batch (None if none is known, e.g. the first batch
+    after bootstrap: the table's columns are then taken as they are, and only the difference is made).
+    """
+    where = f"{schema.db}.{schema.table}"
+    table = _Q(target.name)
+    latest = versions[-1] if versions else None
+    steps: list[Step] = []
+    kept: set[str] = set()
+    for column in target.columns:
+        mysql_name, name = column.mysql, column.name
+        came = carried(versions, mysql_name, since, schema.position) if since is not None else None
+        if came is not None and came.source is not None and came.source != mysql_name:
+            old = names.column_names(where, [came.source])[came.source]
+            if old in have and name not in have:
+                steps.append(Step(ddl.render("rename_column.sql.j2", table=table, old=_Q(old), new=_Q(name)), (),
+                                  f"rename column {target.name}.{old} to {name}", target.name, name, "rename", old))
+                kept.add(old)
+                continue
+            if old in have:  # bootstrap already added the new name (empty): the values move over, the old goes
+                steps.append(Step(ddl.render("fill_column.sql.j2", table=table, column=_Q(name), value=_Q(old)),
+                                  (schema.position,), f"copy column {target.name}.{old} to {name}", target.name,
+                                  name, "fill"))
+                kept.add(name)
+                continue
+        if name in have and (came is None or came.source is not None):
+            kept.add(name)
+            continue
+        reset = came if came is not None else carried(versions, mysql_name, "", schema.position)
+        if name not in have:
+            steps.append(Step(ddl.add_column(target.name, name, column.type), (), f"add column {target.name}.{name}",
+                              target.name, name, "add"))
+        else:
+            kept.add(name)  # dropped and added again in MySQL: same Snowflake column, older rows reset
+        if reset.fill is not None or name in have:
+            image = json.dumps({mysql_name: reset.fill})
+            value = ddl.from_json(column, "PARSE_JSON(?)") if reset.fill is not None else "NULL"
+            steps.append(Step(ddl.render("fill_column.sql.j2", table=table, column=_Q(name), value=value),
+                              ((image,) if reset.fill is not None else ()) + (reset.added_at,),
+                              f"fill column {target.name}.{name} for rows older than {reset.added_at}",
+                              target.name, name, "fill"))
+    # A column the batch's version lacks but the newest version has stays (a bootstrap from the newest schema
+    # made it, or the batch predates its ADD): the batch that adds it resets the older rows to its fill.
+    keep_for_later = set(names.column_names(where, latest.column_names).values()) if latest is not None else set()
+    for name in have:
+        if name not in kept | keep_for_later | _OURS and name not in {c.name for c in target.columns}:
+            steps.append(Step(ddl.render("drop_column.sql.j2", table=table, column=_Q(name)), (),
+                              f"drop column {target.name}.{name}", target.name, name, "drop"))
+    return steps
