@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import shlex
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ def test_equal_lake_is_ok_and_tampering_lists_the_exact_keys(mariadb: MariaDB, f
     code, doc = verify_json(state, mariadb, "--page", "7")
     assert code == 7
     found = {t["table"]: t for t in doc["tables"]}[f"{fresh_db}.{TABLE}"]
-    assert found["status"] == "DIFF" and found["more"] == 0
+    assert found["status"] == "DIFF" and found["more"] == 0 and found["repair"] == f"cdc resnapshot {fresh_db}.{TABLE}"
     assert found["differing"] == sorted([{"key": {"id": ids[0]}, "kind": "changed"},
                                         {"key": {"id": ids[1]}, "kind": "missing"},
                                         {"key": {"id": 999_999}, "kind": "extra"}], key=lambda d: str(d["key"]["id"]))
@@ -90,8 +91,11 @@ def test_hostile_table_diff_is_listed_with_its_composite_key(mariadb: MariaDB, f
     assert code == 7
     [found] = doc["tables"]
     assert found["differing"] == [{"key": {"Key Col": "c'd", "select": 3}, "kind": "changed"}] and found["more"] == 0
+    repair = f"cdc resnapshot {shlex.quote(f'{fresh_db}.{HOSTILE_TABLE}')}"  # the repair, runnable as printed
+    assert found["repair"] == repair and found["detail"].endswith(f"repair: {repair}")
     human = run("verify", "--state-dir", str(state), *server_args(mariadb))
     assert human.exit_code == 7 and "DIFF" in human.stdout and "c'd" in human.stdout
+    assert repair in " ".join(human.stderr.split())
 
 
 def test_target_behind_the_source_is_behind_not_diff(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
