@@ -15,7 +15,6 @@ between them and rerun replays the batch harmlessly.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import threading
 import time
@@ -152,7 +151,7 @@ class Applier:
                 try:
                     counts[key] = self._merge(target, staging)
                 except CdcError as exc:
-                    raise stuck(batch.batch_id, key, target.name, exc) from None
+                    raise stuck(batch.batch_id, key, target.name, exc, self._not_null(target)) from None
             rows = sum(int(spec.get("rows", 0)) for spec in batch.manifest.get("tables", {}).values())
             bk = _Q(names.BOOKKEEPING_TABLE)
             self.execute(f'INSERT INTO {bk} ("BATCH_ID", "APPLIED_AT", "RUN_ID", "ROWS") '
@@ -242,6 +241,19 @@ class Applier:
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)
 
+    def _not_null(self, target: ddl.Target) -> list[str]:
+        """Non-key columns Snowflake holds NOT NULL (a bootstrap of an older cdc copied MySQL's): the likely cause
+        of a refused MERGE, since Snowflake's error does not name the column. [] if it cannot be asked."""
+        if self.summary.transactional:
+            self.execute("ROLLBACK")  # the failed transaction first; nothing of it stays
+        try:
+            found = self.execute("SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = "
+                                 "CURRENT_SCHEMA() AND TABLE_NAME = ? AND IS_NULLABLE = 'NO'", (target.name,))
+        except CdcError:
+            return []
+        ours = {name for name, _, not_null in ddl.CDC_COLUMNS if not_null}
+        return [str(r[0]) for r in found if str(r[0]) not in set(target.key) | ours]
+
     def _applied_position(self, batch: Batch, key: str) -> str | None:
         """The schema position of the table in the last batch before `batch` that had it (all applied by now)."""
         if self._manifests is None:
@@ -264,20 +276,20 @@ class Applier:
         return _merge_counts(self.cursor)
 
 
-def stuck(batch_id: str, key: str, table: str, exc: CdcError) -> CdcError:
-    """A MERGE Snowflake refused, naming the batch, the table, the column when the engine says which, and the fix.
+def stuck(batch_id: str, key: str, table: str, exc: CdcError, not_null: list[str]) -> CdcError:
+    """A MERGE Snowflake refused, naming the batch, the table, the NOT NULL column(s) it may have hit, and the fix.
 
     Every later batch waits behind it (batches apply in order), so `cdc status` shows this as apply's last error.
     """
-    column = re.search(r"NOT NULL constraint failed: (?:[^.\s]+\.)?(\S+)|non-nullable column '?\"?([^'\"\s]+)",
-                       exc.message)
-    name = next((g for g in column.groups() if g), None) if column else None
-    fix = (f'ALTER TABLE {_Q(table)} ALTER COLUMN {_Q(name.strip(chr(34)))} DROP NOT NULL, then rerun '
-           "snowflake-apply (cdc puts NOT NULL only on key columns; a column MySQL renamed, dropped or fills "
-           "later must accept NULL)") if name else exc.hint
-    where = f" column {name}" if name else ""
-    return DataError(f"batch {batch_id}: MySQL table {key} (Snowflake {table}){where} cannot be applied; it and every "
-                     f"later batch wait: {exc.message}", hint=fix)
+    if not not_null:
+        return DataError(f"batch {batch_id}: MySQL table {key} (Snowflake {table}) cannot be applied; it and every "
+                         f"later batch wait: {exc.message}", hint=exc.hint)
+    fix = "; ".join(f"ALTER TABLE {_Q(table)} ALTER COLUMN {_Q(c)} DROP NOT NULL" for c in not_null)
+    return DataError(
+        f"batch {batch_id}: MySQL table {key} (Snowflake {table}) cannot be applied; it and every later batch wait. "
+        f"Column(s) {', '.join(not_null)} are NOT NULL in Snowflake, and MySQL's schema at this batch need not fill "
+        f"them (renamed, dropped, or added later): {exc.message}",
+        hint=f"{fix}; then rerun snowflake-apply (cdc puts NOT NULL only on key columns)")
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cdc.config import SnowflakeSettings
-from cdc.errors import PreconditionError
+from cdc.errors import DataError, PreconditionError
 from cdc.snowflake import apply, bootstrap
 from cdc.snowflake.connect import connect
 from cdc.state import StateDir
@@ -189,3 +189,18 @@ def test_every_statement_bootstrap_and_apply_run_parses_with_sqlglot(sf: Any, tm
     assert {"Create", "Put", "Copy", "Merge", "Insert", "Update", "Drop", "Select"} <= kinds
     assert not any("OR REPLACE" in s.upper() for s in recording.statements)
     assert all("O'Brien" not in s and "injected" not in s for s in recording.statements)  # values never in SQL
+
+
+def test_a_table_that_cannot_be_applied_names_batch_column_and_fix(sf: Any, tmp_path: Path) -> None:
+    """A NOT NULL left on a non-key column (an older bootstrap) stops apply at that batch, saying how to go on."""
+    _bootstrap(sf, tmp_path)
+    sf.cursor().execute('ALTER TABLE "ITEMS" ALTER COLUMN "NAME" SET NOT NULL')
+    write_batch(tmp_path, 1, {"shop.items": [row(1, 1, "c", **value(1))]})
+    write_batch(tmp_path, 2, {"shop.items": [row(2, 2, "c")]})  # NAME is NULL
+    with pytest.raises(DataError) as caught:
+        apply.run(sf, StateDir(tmp_path))
+    assert "batch b000000000002: MySQL table shop.items (Snowflake ITEMS)" in caught.value.message
+    assert "NAME are NOT NULL" in caught.value.message
+    assert caught.value.hint.startswith('ALTER TABLE "ITEMS" ALTER COLUMN "NAME" DROP NOT NULL')
+    sf.cursor().execute('ALTER TABLE "ITEMS" ALTER COLUMN "NAME" DROP NOT NULL')
+    assert apply.run(sf, StateDir(tmp_path)).applied == ["b000000000002"]
