@@ -237,6 +237,10 @@ class Applier:
                     self.execute(ddl.render("rename_column.sql.j2", table=_Q(target.history),
                                             old=_Q(step.renamed_from), new=_Q(step.column)))
                     history[step.column] = history.pop(step.renamed_from)
+            elif step.change == "fill" and history is not None and step.column in history and (
+                    not step.renamed_from or step.renamed_from in history):
+                self.execute(ddl.render("fill_column.sql.j2", table=_Q(target.history), column=_Q(step.column),
+                                        value=step.value, current_only=True), step.params)
             elif step.change == "drop":
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)

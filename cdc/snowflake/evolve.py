@@ -35,7 +35,8 @@ class Step:
     table: str  # the Snowflake table it changes
     column: str
     change: str  # add | drop | rename | fill
-    renamed_from: str = ""
+    renamed_from: str = ""  # rename: the old name; fill: the column the values are copied from, if one
+    value: str = ""  # fill: the value expression (its parameters lead `params`)
 
 
 def evolution(schema: TableSchema, versions: list[TableSchema], since: str | None, target: ddl.Target,
@@ -61,9 +62,10 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
                 kept.add(old)
                 continue
             if old in have:  # bootstrap already added the new name (empty): the values move over, the old goes
-                steps.append(Step(ddl.render("fill_column.sql.j2", table=table, column=_Q(name), value=_Q(old)),
+                steps.append(Step(ddl.render("fill_column.sql.j2", table=table, column=_Q(name), value=_Q(old),
+                                             current_only=False),
                                   (schema.position,), f"copy column {target.name}.{old} to {name}", target.name,
-                                  name, "fill"))
+                                  name, "fill", old, _Q(old)))
                 kept.add(name)
                 continue
         if name in have and (came is None or came.source is not None):
@@ -78,10 +80,11 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
         if reset.fill is not None or name in have:
             image = json.dumps({mysql_name: reset.fill})
             value = ddl.from_json(column, "PARSE_JSON(?)") if reset.fill is not None else "NULL"
-            steps.append(Step(ddl.render("fill_column.sql.j2", table=table, column=_Q(name), value=value),
+            steps.append(Step(ddl.render("fill_column.sql.j2", table=table, column=_Q(name), value=value,
+                                         current_only=False),
                               ((image,) if reset.fill is not None else ()) + (reset.added_at,),
                               f"fill column {target.name}.{name} for rows older than {reset.added_at}",
-                              target.name, name, "fill"))
+                              target.name, name, "fill", "", value))
     # A column the batch's version lacks but the newest version has stays (a bootstrap from the newest schema
     # made it, or the batch predates its ADD): the batch that adds it resets the older rows to its fill.
     keep_for_later = set(names.column_names(where, latest.column_names).values()) if latest is not None else set()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.schema import SchemaHistory
-from cdc.snowflake import apply, bootstrap
+from cdc.snowflake import apply, bootstrap, names
 from cdc.source.schema_reads import read_table_schema
 from cdc.spark import merge, read_lake_table
 from cdc.state import StateDir
@@ -21,9 +21,14 @@ from tests.capture.workload import expected_rows
 from tests.pipeline.cli import run
 from tests.pipeline.verify_rig import statuses, verify_json
 from tests.rig import MariaDB
+from tests.snowflake.stand_in import rows
 from tests.snowflake.test_pipeline import _lake_expected, _snowflake_rows, _snowflake_value, _typed
 
 TABLE = "customer"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _differences(found: dict[Any, Any], want: dict[Any, Any]) -> list[Any]:
@@ -35,8 +40,8 @@ def _replicate_and_compare(mariadb: MariaDB, db: str, state: StateDir, sf: Any, 
                            bootstrap_first: bool = False) -> None:
     tail_once(mariadb, state.root, db)
     merge(state, spark=spark)
-    if bootstrap_first:  # from the schema history's latest version, as `cdc run` does
-        options = bootstrap.Options()
+    if bootstrap_first:  # from the schema history's latest version, as `cdc run` does; with the SCD2 table
+        options = bootstrap.Options(history=True)
         bootstrap.run(sf, bootstrap.targets_for(bootstrap.schemas_from_history(SchemaHistory(state.schema), []),
                                                 options), options)
     assert apply.run(sf, state).applied, label
@@ -44,6 +49,7 @@ def _replicate_and_compare(mariadb: MariaDB, db: str, state: StateDir, sf: Any, 
         encoded = expected_rows(conn, db, TABLE)
         schema = read_table_schema(conn, db, TABLE)
     assert schema is not None
+    sf_names = names.column_names(f"{db}.{TABLE}", schema.column_names)
     lake = read_lake_table(state.root / "lake", db, TABLE)
     assert lake is not None
     assert lake.columns[:-3] == schema.column_names, label
@@ -56,6 +62,12 @@ def _replicate_and_compare(mariadb: MariaDB, db: str, state: StateDir, sf: Any, 
     assert found == expected, f"Snowflake {label}: {_differences(found, expected)}"
     code, doc = verify_json(state.root, mariadb)
     assert code == 0 and set(statuses(doc).values()) == {"OK"}, (label, doc)
+    # SCD2: the current version of every key holds the same values as the table (added and renamed columns too).
+    current = rows(sf, f'SELECT "ID", {", ".join(_quoted(sf_names[c]) for c in schema.column_names)} '
+                       f'FROM "CUSTOMER_HISTORY" WHERE "_CDC_IS_CURRENT" ORDER BY "ID"')
+    table = rows(sf, f'SELECT "ID", {", ".join(_quoted(sf_names[c]) for c in schema.column_names)} FROM "CUSTOMER" '
+                     'ORDER BY "ID"')
+    assert current == table, label
 
 
 def test_add_drop_rename_columns_reach_lake_and_snowflake_exactly(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
