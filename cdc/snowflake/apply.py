@@ -227,12 +227,13 @@ class Applier:
         for step in steps:
             self.execute(step.sql, step.params or None)
             if step.change == "add":
-                have[step.column] = next(c.type for c in target.columns if c.name == step.column)
-                if history is not None and step.column not in history:  # SCD2: older versions hold NULL there
+                have[step.column] = next((c.type for c in target.columns if c.name == step.column), "")
+                # SCD2: older versions hold NULL there (a conversion's scratch column has no type here: not in it)
+                if history is not None and step.column not in history and have[step.column]:
                     self.execute(ddl.add_column(target.history, step.column, have[step.column]))
                     history[step.column] = have[step.column]
             elif step.change == "rename":
-                have[step.column] = have.pop(step.renamed_from)
+                have[step.column] = have.pop(step.renamed_from, "")
                 if history is not None and step.renamed_from in history and step.column not in history:
                     self.execute(ddl.render("rename_column.sql.j2", table=_Q(target.history),
                                             old=_Q(step.renamed_from), new=_Q(step.column)))
@@ -241,6 +242,9 @@ class Applier:
                     not step.renamed_from or step.renamed_from in history):
                 self.execute(ddl.render("fill_column.sql.j2", table=_Q(target.history), column=_Q(step.column),
                                         value=step.value, current_only=True), step.params)
+            elif step.change == "convert" and history is not None and step.renamed_from in history:
+                self.execute(ddl.render("convert_column.sql.j2", table=_Q(target.history), new=_Q(step.renamed_from),
+                                        old=_Q(step.renamed_from), type=step.value, current_only=True))
             elif step.change == "drop":
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)

@@ -21,6 +21,7 @@ from typing import Any
 from cdc import sql
 from cdc.schema import TableSchema, carried
 from cdc.snowflake import ddl, names
+from cdc.snowflake.typemap import snowflake_type
 
 _Q = sql.quote_ident
 # cdc's own columns: never dropped as "a column MySQL no longer has".
@@ -35,8 +36,8 @@ class Step:
     table: str  # the Snowflake table it changes
     column: str
     change: str  # add | drop | rename | fill
-    renamed_from: str = ""  # rename: the old name; fill: the column the values are copied from, if one
-    value: str = ""  # fill: the value expression (its parameters lead `params`)
+    renamed_from: str = ""  # rename: the old name; fill: the column the values are copied from; convert: the column
+    value: str = ""  # fill: the value expression (its parameters lead `params`); convert: the new type
 
 
 def evolution(schema: TableSchema, versions: list[TableSchema], since: str | None, target: ddl.Target,
@@ -68,6 +69,11 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
                                   name, "fill", old, _Q(old)))
                 kept.add(name)
                 continue
+        if came is not None and since is not None and came.source == mysql_name and \
+                _retyped(versions, since, mysql_name, column.type, where):
+            steps.extend(_convert(target.name, name, column.type, have))
+            kept.add(name)
+            continue
         if name in have and (came is None or came.source is not None):
             kept.add(name)
             continue
@@ -92,4 +98,33 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
         if name not in kept | keep_for_later | _OURS and name not in {c.name for c in target.columns}:
             steps.append(Step(ddl.render("drop_column.sql.j2", table=table, column=_Q(name)), (),
                               f"drop column {target.name}.{name}", target.name, name, "drop"))
+    return steps
+
+
+def _retyped(versions: list[TableSchema], since: str, mysql_name: str, wanted: str, where: str) -> bool:
+    """Did the column's Snowflake type change since the table's last batch (a MODIFY / CHANGE in MySQL)?"""
+    before = next((v for v in reversed(versions) if v.position <= since), None)
+    if before is None or mysql_name not in before.column_names:
+        return False
+    return snowflake_type(before.column(mysql_name), table=where) != wanted
+
+
+def _convert(table: str, name: str, kind: str, have: dict[str, str]) -> list[Step]:
+    """A column converted to a new type the way MySQL converted its stored values (Snowflake cannot change most
+    types in place): a new column filled by a cast, the old one dropped, the new one renamed. Each step is skipped
+    on a rerun that finds it done (the new column present, the old one gone)."""
+    scratch = names.derived_name(name, "_CDC_CONVERTED")
+    steps = []
+    if name in have:
+        if scratch not in have:
+            steps.append(Step(ddl.add_column(table, scratch, kind), (), f"add column {table}.{scratch}", table, scratch,
+                              "add"))
+        steps.append(Step(ddl.render("convert_column.sql.j2", table=_Q(table), new=_Q(scratch), old=_Q(name), type=kind,
+                                     current_only=False),
+                          (), f"convert column {table}.{name} to {kind}", table, scratch, "convert", name, kind))
+        steps.append(Step(ddl.render("drop_column.sql.j2", table=_Q(table), column=_Q(name)), (),
+                          f"drop column {table}.{name}", table, name, "drop"))
+    if name in have or scratch in have:
+        steps.append(Step(ddl.render("rename_column.sql.j2", table=_Q(table), old=_Q(scratch), new=_Q(name)), (),
+                          f"rename column {table}.{scratch} to {name}", table, name, "rename", scratch))
     return steps

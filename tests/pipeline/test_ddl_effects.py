@@ -75,8 +75,10 @@ def test_add_drop_rename_columns_reach_lake_and_snowflake_exactly(mariadb: Maria
     state = StateDir(tmp_path / "state")
     table = f"`{fresh_db}`.`{TABLE}`"
     start = binlog_start(mariadb)
-    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, phone VARCHAR(20))")
-    mariadb.execute(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, 'n{i}', '555-{i}')" for i in range(1, 7)))
+    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, phone VARCHAR(20), "
+                    "amount DECIMAL(8,2))")
+    mariadb.execute(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, 'n{i}', '555-{i}', {(-1) ** i * (i + 0.25)})"
+                                                             for i in range(1, 7)))
     tail_once(mariadb, state.root, fresh_db, start)
     merge(state, spark=spark)  # applied after the ALTER below: bootstrap then sees the new NOT NULL columns
 
@@ -107,6 +109,12 @@ def test_add_drop_rename_columns_reach_lake_and_snowflake_exactly(mariadb: Maria
     mariadb.execute(f"INSERT INTO {table} (id, full_name, joined, code) VALUES (9, 'n9', '2026-02-03', 'c9')")
     mariadb.execute(f"UPDATE {table} SET loyalty_points = 1 WHERE id = 5")
     _replicate_and_compare(mariadb, fresh_db, state, sf, spark, "after DROP, re-ADD and RENAME")
+
+    # Types MySQL converts in place: a DECIMAL's scale (stored values rounded), an ENUM's members reordered.
+    mariadb.execute(f"UPDATE {table} SET amount = 3.45 WHERE id = 6")
+    mariadb.execute(f"ALTER TABLE {table} MODIFY amount DECIMAL(8,1), MODIFY tier ENUM('silver','gold','x') NOT NULL")
+    mariadb.execute(f"INSERT INTO {table} (id, full_name, joined, code, amount) VALUES (10, 'n10', '2026-02-03', 'c', 7.7)")
+    _replicate_and_compare(mariadb, fresh_db, state, sf, spark, "after MODIFY")
 
     # A default MySQL evaluates when the ALTER runs: never guessed; status and verify name the repair.
     mariadb.execute(f"ALTER TABLE {table} ADD COLUMN created DATETIME DEFAULT CURRENT_TIMESTAMP")

@@ -101,6 +101,8 @@ def _statements() -> dict[str, str]:
         "target_table.sql.j2": by_what['create table EVERY_TYPE'],
         "history_table.sql.j2": by_what["create table EVERY_TYPE_HISTORY"],
         "add_column.sql.j2": ddl.add_column("EVERY_TYPE", "NEW COL", "NUMBER(10,0)"),
+        "convert_column.sql.j2": ddl.render("convert_column.sql.j2", table='"EVERY_TYPE"', new='"A_CDC_CONVERTED"',
+                                            old='"A"', type="NUMBER(8,1)", current_only=False),
         "drop_column.sql.j2": ddl.render("drop_column.sql.j2", table='"EVERY_TYPE"', column='"OLD COL"'),
         "rename_column.sql.j2": ddl.render("rename_column.sql.j2", table='"EVERY_TYPE"', old='"OLD"', new='"NEW"'),
         "fill_column.sql.j2": ddl.render("fill_column.sql.j2", table='"EVERY_TYPE_HISTORY"', column='"C_DATE"',
