@@ -22,6 +22,7 @@ DB = "Shop Ü-1"
 # one (Snowflake itself takes it; the quoting of our generated SQL is pinned by tests/snowflake/test_sql.py).
 TABLES = ["Order Details", "select", 'wé"ird%name', "dot.ted"]
 COLUMNS = ["Mixed Case", "from", 'say "quoted"', "dot.col", "ünï code"]
+ADDED = 'ädded "col".x'  # by an ALTER between the two runs
 
 
 def q(name: str) -> str:
@@ -59,8 +60,13 @@ def test_hostile_names_replicate_and_verify(hostile: dict[str, Any], sf: Any) ->
     server.execute(f"UPDATE {q(DB)}.{q('select')} SET {q('from')} = 'None', {q('Mixed Case')} = 99 "
                    f"WHERE {q('Mixed Case')} = 2")
     server.execute(f"DELETE FROM {q(DB)}.{q('dot.ted')} WHERE {q('Mixed Case')} = 3")
+    # A hostile column added with a hostile DEFAULT: older rows get it in the lake and Snowflake (verify below).
+    server.execute(f"ALTER TABLE {q(DB)}.{q('Order Details')} ADD COLUMN {q(ADDED)} VARCHAR(30) NOT NULL "
+                   f"DEFAULT 'O''Brien \\\\ \"x\" 🎉' AFTER {q(COLUMNS[0])}")
     code, _, err = cdc_run(config, "--until-now")
     assert code == 0, err
+    assert {r[0] for r in server.execute(f"SELECT {q(ADDED)} FROM {q(DB)}.{q('Order Details')}")} == {
+        'O\'Brien \\ "x" 🎉'}
 
     for table in TABLES:
         source = server.execute(f"SELECT {', '.join(q(c) for c in COLUMNS)} FROM {q(DB)}.{q(table)} "
