@@ -17,7 +17,7 @@ from cdc.config import Settings
 from cdc.errors import CdcError
 from cdc.gtid import GtidSet
 from cdc.source import flavour
-from cdc.source.connect import connection
+from cdc.source.connect import TlsState, connection, tls_state
 from cdc.source.facts import Facts, gather
 from cdc.source.retention import effective_retention, retention_fix, retention_limits
 from cdc.source.server import AURORA_MYSQL, ServerInfo
@@ -51,6 +51,7 @@ class Report:
     server: dict[str, Any]
     checks: tuple[Check, ...]
     strict: bool = False
+    tls: TlsState | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,7 +63,8 @@ class Report:
         return sum(1 for check in self.checks if check.status == status)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "server": self.server, "checks": [check.to_dict() for check in self.checks]}
+        return {"ok": self.ok, "server": self.server, "tls": self.tls.to_dict() if self.tls else None,
+                "checks": [check.to_dict() for check in self.checks]}
 
 
 def run(settings: Settings, *, min_retention_hours: float = 24, strict: bool = False) -> Report:
@@ -71,10 +73,11 @@ def run(settings: Settings, *, min_retention_hours: float = 24, strict: bool = F
     options = Options(min_retention_hours, mysql.reader_server_id(), "configured" if mysql.server_id else "derived")
     databases = tuple(dict.fromkeys((*mysql.databases, *(t.split(".")[0] for t in mysql.tables if "." in t))))
     with connection(mysql) as conn:
+        tls = tls_state(conn, mysql)
         facts = gather(conn, databases)
     checks = evaluate(facts, options) + state_checks(Path(settings.state_dir), facts)
     server = {k: v for k, v in asdict(facts.server).items() if k != "version_tuple"}
-    return Report({**server, "address": mysql.describe(), "user": facts.grants.user}, tuple(checks), strict)
+    return Report({**server, "address": mysql.describe(), "user": facts.grants.user}, tuple(checks), strict, tls)
 
 
 def evaluate(facts: Facts, options: Options) -> list[Check]:
