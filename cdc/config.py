@@ -21,7 +21,7 @@ from cdc.errors import CdcError, ConfigError
 from cdc.option_file import Option, flag_value, read_options
 
 SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
-SECRET_KEYS = frozenset({"password", "private_key_passphrase", "aws_secret_access_key", "token"})
+SECRET_KEYS = frozenset({"password", "private_key_passphrase", "aws_secret_access_key", "token", "hash_key"})
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 # The flags whose name is not --<last part of the key>.
@@ -46,10 +46,13 @@ class MySQLSettings:
     databases: tuple[str, ...] = ()
     tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
-    # DB.TABLE.COLUMN globs never written / written as sha256 hex, by snapshot and tail alike
-    # (fixed per state directory: cdc.capture.filters.bind_column_rules).
+    # DB.TABLE.COLUMN globs never written / written as HMAC-SHA-256 hex, by snapshot and tail alike
+    # (fixed per state directory, with the key's fingerprint: cdc.masking.bind_rules).
     exclude_columns: tuple[str, ...] = ()
     hash_columns: tuple[str, ...] = ()
+    # The HMAC key of hash_columns: CDC_MYSQL_HASH_KEY (a secret: refused in cdc.toml), or a 0600 file.
+    hash_key: str | None = field(default=None, repr=False)
+    hash_key_file: str | None = None
 
     def reader_server_id(self) -> int:
         """Our replica server_id: the configured one, else a stable value derived from host/port/user.

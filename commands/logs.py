@@ -74,7 +74,7 @@ StatusIntervalOpt = Annotated[Optional[str], typer.Option(
 NOISY = ("py4j", "pyspark", "botocore", "boto3", "s3transfer", "urllib3", "snowflake.connector", "pymysqlreplication",
          "pymysql", "filelock", "asyncio")
 # Environment variables whose values are secrets wherever they turn up.
-SECRET_ENV = ("CDC_MYSQL_PASSWORD", "MYSQL_PWD", "SNOWFLAKE_PASSWORD", "SNOWFLAKE_PRIVATE_KEY_FILE_PWD",
+SECRET_ENV = ("CDC_MYSQL_PASSWORD", "CDC_MYSQL_HASH_KEY", "MYSQL_PWD", "SNOWFLAKE_PASSWORD", "SNOWFLAKE_PRIVATE_KEY_FILE_PWD",
               "SNOWFLAKE_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 REDACTED = "***"
 # What a LogRecord holds of its own; anything else on it came as `extra=` and is a structured field.

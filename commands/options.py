@@ -152,7 +152,8 @@ def settings_from(
         NEW_STATE_DIRS.append(Path(settings.state_dir))
     if ask:
         settings = with_password(settings, _prompt_password(settings))
-    logs.add_secrets([settings.mysql.password])  # from an option file or the prompt: never written to a log
+    # the password from an option file or the prompt, the hash key: never written to a log
+    logs.add_secrets([settings.mysql.password, settings.mysql.hash_key])
     return settings
 
 

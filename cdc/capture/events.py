@@ -173,7 +173,7 @@ class Capture:
             schema = self._schema_for(event)
             self.filters.rules.check_key(schema)
             excluded, hashed = self.filters.columns(schema.db, schema.table)
-            decoder = RowDecoder(schema, excluded, hashed, list(raw.columns))
+            decoder = RowDecoder(schema, excluded, hashed, list(raw.columns), self.filters.hash_key)
         if cached is not None:
             self._forget(cached[1])
         self._decoders[raw.table_id] = ((event.db, event.table, signature), decoder)

@@ -195,7 +195,8 @@ def _attempts(settings: Settings, state: StateDir, conn: pymysql.Connection, rea
             conn.rollback()  # end this snapshot; the next attempt pins afresh
             sleep(max(min(request.interval, deadline - time.monotonic()), 0.0))
             continue
-        results = _compare_all(conn, info, tables, readers, marks, request, on_progress, read_rules(state))
+        results = _compare_all(conn, info, tables, readers, marks, request, on_progress,
+                               read_rules(state, settings.mysql))  # keyed: verify hashes the source too
         conn.rollback()
         moved = [r.name for r in readers if marks[r.name].reached and _moved(state, r, marks[r.name])]
         if not moved:
