@@ -23,6 +23,7 @@ from cdc.option_file import Option, flag_value, read_options
 SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
 SECRET_KEYS = frozenset({"password", "private_key_passphrase", "aws_secret_access_key", "token", "hash_key"})
 LOG_LEVELS = ("debug", "info", "warning", "error")
+SSE_MODES = ("AES256", "aws:kms")
 LOG_FORMATS = ("text", "json")
 # The flags whose name is not --<last part of the key>.
 _FLAG_NAMES = {"log.level": "--log-level", "log.format": "--log-format"}
@@ -79,6 +80,10 @@ class AWSSettings:
     prefix: str = "cdc"
     roll_size: int = 128  # MiB: ship --to s3 closes a batch (and cuts a table's object) at this payload
     roll_interval: float = 60.0  # seconds the oldest segment of an open S3 batch may wait (--follow)
+    # Server-side encryption of every object cdc writes to S3: AES256 (SSE-S3) or aws:kms (SSE-KMS, with
+    # sse_kms_key_id, else the account's aws/s3 key). None: the bucket's default encryption.
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -416,11 +421,22 @@ def _validate(settings: Settings) -> None:
             f"mysql.ssl_mode = {mode} (from {settings.source_of('mysql.ssl_mode')}) needs --ssl-ca",
             hint="pass the CA bundle that signed the server certificate (for RDS: the region's global bundle)",
         )
+    _validate_sse(settings)
     if not 0 <= mysql.server_id < 2**32:
         raise ConfigError(
             f"mysql.server_id = {mysql.server_id} (from {settings.source_of('mysql.server_id')}) "
             "is outside 1..4294967295 (0 lets cdc derive one)"
         )
+
+
+def _validate_sse(settings: Settings) -> None:
+    aws = settings.aws
+    if aws.sse is not None and aws.sse not in SSE_MODES:
+        raise ConfigError(f"aws.sse = {aws.sse!r} (from {settings.source_of('aws.sse')}) is not one of "
+                          + ", ".join(SSE_MODES), hint="AES256 for SSE-S3, aws:kms for SSE-KMS")
+    if aws.sse_kms_key_id and aws.sse != "aws:kms":
+        raise ConfigError(f"aws.sse_kms_key_id (from {settings.source_of('aws.sse_kms_key_id')}) needs aws.sse = "
+                          f"'aws:kms', not {aws.sse!r}", hint="pass --sse aws:kms with --sse-kms-key-id")
 
 
 def _validate_log(settings: Settings) -> None:
