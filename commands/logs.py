@@ -39,6 +39,7 @@ import typer
 
 from cdc.config import LOG_FORMATS, LogSettings, env_name, load_log_settings
 from cdc.errors import ConfigError
+from cdc.escapes import json_safe
 
 _LOG = "Logs"
 
@@ -258,7 +259,7 @@ def json_line(record: logging.LogRecord) -> str:
     document.update(ts=timestamp(record), level=record.levelname.lower(), logger=record.name,
                     message=redact(record.getMessage()))
     ordered = {k: document[k] for k in ("ts", "level", "logger", "message")} | document
-    return json.dumps(ordered, default=str, ensure_ascii=False)
+    return json_safe(json.dumps(ordered, default=str, ensure_ascii=False))  # C1 and bidi characters escaped too
 
 
 def _redact_value(value: Any) -> Any:
