@@ -144,3 +144,21 @@ def test_rules_without_a_key_never_hash(tmp_path: Path) -> None:
         ColumnRules(hash_columns=("shop.people.email",)).row_masker(PEOPLE)
     with pytest.raises(ConfigError, match="hash_columns needs a key"):
         ColumnRules.from_settings(_settings(tmp_path).mysql)
+
+
+def test_a_key_from_a_file_is_redacted_from_the_logs(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    # A library that logged the key (here: the table's name is the key, logged at debug by snapshot) must not
+    # put it in a log line: the command registers the file's key as a secret, as it does CDC_MYSQL_HASH_KEY.
+    key = "k" * 8 + fresh_db + "k" * 24
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.people (id INT PRIMARY KEY, email VARCHAR(80))")
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.`{key}` (id INT PRIMARY KEY)")
+    key_file = tmp_path / "hash.key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    environment = env_for(mariadb, CDC_MYSQL_HASH_COLUMNS=f"{fresh_db}.people.email", CDC_MYSQL_DATABASES=fresh_db,
+                          CDC_MYSQL_HASH_KEY_FILE=str(key_file), HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "cdc", "snapshot", "--state-dir", str(tmp_path / "state"),
+                           "--log-level", "debug", "--log-format", "json"],
+                          cwd=ROOT, env=environment, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert key not in done.stderr and "***" in done.stderr  # stdout is data (the summary names the table)
