@@ -197,7 +197,7 @@ def hash_value(value: Any, key: HashKey) -> str | None:
     if value is None:
         return None
     data = value.encode("utf-8") if isinstance(value, str) else orjson.dumps(value)
-    return hmac.new(key.secret, data, hashlib.sha256).hexdigest()
+    return hmac.digest(key.secret, data, "sha256").hex()  # the one-shot C HMAC: a third faster than hmac.new
 
 
 def _hashed(column: Column) -> Column:
