@@ -66,9 +66,10 @@ def _read(path: Path, groups: frozenset[str], found: list[Option], depth: int) -
         if line.startswith("!"):
             _include(line, path, where, groups, found, depth)
         elif line.startswith("["):
-            if not line.endswith("]"):
+            name, closed, rest = line[1:].partition("]")
+            if not closed or (rest.strip() and rest.strip()[0] not in "#;"):  # "[client] # note" is a header
                 raise ConfigError(f"option file {where}: {line!r} is not a group header", hint="write [client]")
-            group = line[1:-1].strip().lower()
+            group = name.strip().lower()
         elif group is None:
             raise ConfigError(f"option file {where}: option {line!r} before any [group]", hint="put it under [client]")
         elif group in groups:

@@ -25,7 +25,7 @@ def test_options_come_in_file_order_with_includes_where_they_stand(tmp_path: Pat
     (conf_d / "c.ini").write_text("[client]\nport=7\n")  # not *.cnf: not read
     (tmp_path / "extra.cnf").write_text("[mysql]\nuser=included\n")
     main = tmp_path / "my.cnf"
-    main.write_text("# comment\n[mysql]\nuser = first\n!include extra.cnf\nhost=h\n; comment\n"
+    main.write_text("# comment\n[mysql] # the client's own group\nuser = first\n!include extra.cnf\nhost=h\n; comment\n"
                     f"[server]\nport=8\n!includedir {conf_d}\n[client-mariadb]\nLOOSE_SSL_MODE=\"REQUIRED\"\nssl\n")
     found = [(o.name, o.value, o.where.split("/")[-1]) for o in read_options(main)]
     assert found == [("user", "first", "my.cnf:3"), ("user", "included", "extra.cnf:2"), ("host", "h", "my.cnf:5"),
@@ -71,3 +71,12 @@ def test_a_ca_without_a_mode_verifies_whoever_names_it(tmp_path: Path) -> None:
         "VERIFY_CA", "implied by mysql.ssl_ca (from flag --ssl-ca)")
     assert _settings(tmp_path, "[client]\n", ssl_cert="/me.pem").mysql.ssl_mode == "REQUIRED"
     assert _settings(tmp_path, "[client]\n").mysql.ssl_mode == "PREFERRED"
+
+
+def test_a_line_that_is_no_option_is_an_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / ".my.cnf").write_text("[client\nuser=u\n")
+    with pytest.raises(ConfigError, match=r"option file .*\.my\.cnf:1: '\[client' is not a group header"):
+        load_settings({}, env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    (tmp_path / ".my.cnf").write_text("user=u\n[client]\n")
+    with pytest.raises(ConfigError, match=r"\.my\.cnf:1: option 'user=u' before any \[group\]"):
+        load_settings({}, env={"HOME": str(tmp_path)}, cwd=tmp_path)
