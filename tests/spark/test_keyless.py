@@ -152,3 +152,31 @@ def test_random_multiset_in_one_run_equals_many(tmp_path: Path, spark: Any, seed
         w.write(w.lines[start:start + 40])
         snowflake = _applied(many, merge(many, spark=spark).batch_id or "", snowflake)
     assert _lake(many) == w.rows == snowflake
+
+
+def test_rerun_after_a_crash_before_the_checkpoint_counts_each_change_once(tmp_path: Path, spark: Any) -> None:
+    """Killed after the lake switch, before the manifest and merge.json: the rerun redoes the run onto the same
+    base, so no copy is added or removed twice."""
+    state = StateDir(tmp_path / "state")
+    state.ensure()
+    w = Lines(state)
+    dup = (7, "x", "0.10")
+    for _ in range(3):
+        w.emit("c", None, dup)
+    w.write(w.lines)
+    merge(state, spark=spark)
+    first = Counter(w.rows)
+    done = len(w.lines)
+    w.emit("d", dup, None)
+    w.emit("u", dup, (7, "y", "0.10"))
+    w.emit("c", None, dup)
+    w.write(w.lines[done:])
+    checkpoint = state.checkpoint_path("merge").read_bytes()
+    merge(state, spark=spark)
+    state.checkpoint_path("merge").write_bytes(checkpoint)  # as if killed before the checkpoint
+    (state.batches / "b000000000002" / "manifest.json").unlink()  # ... and before the manifest
+    summary = merge(state, spark=spark)
+    assert summary.batch_id == "b000000000002"
+    assert _lake(state) == w.rows == Counter({dup: 2, (7, "y", "0.10"): 1})
+    assert _applied(state, "b000000000002", _applied(state, "b000000000001", Counter())) == w.rows
+    assert first == Counter({dup: 3})
