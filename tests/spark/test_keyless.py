@@ -180,3 +180,36 @@ def test_rerun_after_a_crash_before_the_checkpoint_counts_each_change_once(tmp_p
     assert _lake(state) == w.rows == Counter({dup: 2, (7, "y", "0.10"): 1})
     assert _applied(state, "b000000000002", _applied(state, "b000000000001", Counter())) == w.rows
     assert first == Counter({dup: 3})
+
+
+def test_added_column_and_lines_read_as_text(tmp_path: Path, spark: Any) -> None:
+    """A column added mid-run (older copies hold NULL in it, as MySQL's rows do for a column without DEFAULT), and
+    two tables whose columns differ only in case (`a`, `A`): the lines are then read as text, not as structs."""
+    state = StateDir(tmp_path / "state")
+    state.ensure()
+    w = Lines(state)
+    history = SchemaHistory(state.schema)
+    history.record(TableSchema("db", "upper", (Column("A", "int(11)", "int"),), (), position_string("bin.000001", 1, 0)))
+    for _ in range(2):
+        w.emit("c", None, (1, "x", None))
+    w.emit("c", None, (2, None, None))
+    added = w._next()
+    history.record(TableSchema("db", "t", (*COLUMNS, Column("e", "int(11)", "int")), (), added))
+    rows = [{"a": 1, "b": "x", "d": None, "e": None}, {"a": 1, "b": "x", "d": None, "e": 5}]
+    lines = [  # delete one old copy (e NULL), update the other to e = 5, insert a row with e, in the new shape
+        ("d", rows[0], None), ("u", rows[0], rows[1]), ("c", None, {"a": 3, "b": None, "d": "1.00", "e": 6})]
+    for op, before, after in lines:
+        position = w._next()
+        w.lines.append({"after": after, "before": before, "db": "db", "key": after or before, "op": op,
+                        "position": position, "src": {}, "table": "t", "ts": "2026-11-22T07:00:03Z", "v": 1})
+    position = w._next()
+    w.lines.append({"after": {"A": 9}, "before": None, "db": "db", "key": {"A": 9}, "op": "c", "position": position,
+                    "src": {}, "table": "upper", "ts": "2026-11-22T07:00:03Z", "v": 1})
+    w.write(w.lines)
+    merge(state, spark=spark)
+    table = read_lake_table(state.root / "lake", "db", "t")
+    assert table is not None
+    got = Counter((r["a"], r["b"], None if r["d"] is None else f"{r['d']:.2f}", r["e"]) for r in table.rows)
+    assert got == Counter({(1, "x", None, 5): 1, (2, None, None, None): 1, (3, None, "1.00", 6): 1})
+    upper = read_lake_table(state.root / "lake", "db", "upper")
+    assert upper is not None and [r["A"] for r in upper.rows] == [9]
