@@ -302,7 +302,6 @@ def _compare_one(conn: pymysql.Connection, plan: TablePlan, reader: Reader, mark
                        sample, max(diff.count - len(sample), 0), detail)
 
 
-
 def _compare_multiset(conn: pymysql.Connection, plan: TablePlan, reader: Reader, request: VerifyRequest,
                       rules: ColumnRules, hasher: RowHasher) -> TableResult:
     """A keyless table: both sides counted by row digest; a DIFF names each differing row and its copies."""
