@@ -262,15 +262,24 @@ def _account(user: str) -> str:
 
 
 def check_primary_keys(facts: Facts) -> Check:
+    """Tables keyed by a UNIQUE NOT NULL key instead of a primary key are named; keyless ones warn (issue #24)."""
     tables = facts.tables_without_pk
     scope = ", ".join(facts.databases) or "all non-system databases"
+    unique = [f"{name} ({', '.join(key)})" for name, key in sorted(facts.unique_keys.items())]
+    keyed = f"; keyed by their UNIQUE NOT NULL key instead: {_shown(unique)}" if unique else ""
     if not tables:
-        return Check("primary_keys", OK, f"every table in {scope} has a primary key", "a primary key per table")
-    more = f" and {len(tables) - SHOWN_TABLES} more" if len(tables) > SHOWN_TABLES else ""
-    shown = ", ".join(tables[:SHOWN_TABLES]) + more
-    return Check("primary_keys", WARN, f"{len(tables)} table(s) without a primary key: {shown}",
+        every = "has a primary key" if not unique else "has a primary key or a UNIQUE NOT NULL key"
+        return Check("primary_keys", OK, f"every table in {scope} {every}{keyed}", "a primary key per table")
+    return Check("primary_keys", WARN, f"{len(tables)} table(s) without a primary key: {_shown(list(tables))}{keyed}",
                  "a primary key per table",
-                 "add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...)); keyless tables cannot be merged by key")
+                 "keyless tables are copied with snapshot --allow-no-pk and replicated as multisets of whole rows "
+                 "(duplicates kept; verify compares them whole, which costs memory per distinct row); "
+                 "or add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...))")
+
+
+def _shown(names: list[str]) -> str:
+    more = f" and {len(names) - SHOWN_TABLES} more" if len(names) > SHOWN_TABLES else ""
+    return ", ".join(names[:SHOWN_TABLES]) + more
 
 
 def _binlog_access_fix(facts: Facts) -> str:

@@ -34,7 +34,29 @@ def read_table_schema(conn: pymysql.Connection, db: str, table: str, position: s
         "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
         (db, table),
     )
-    return TableSchema(db, table, columns, tuple(str(r["COLUMN_NAME"]) for r in pk_rows), position)
+    key = tuple(_text(r["COLUMN_NAME"]) for r in pk_rows) or _unique_not_null_key(conn, db, table, columns)
+    return TableSchema(db, table, columns, key, position)
+
+
+def _unique_not_null_key(conn: pymysql.Connection, db: str, table: str, columns: tuple[Column, ...]) -> tuple[str, ...]:
+    """The key of a table without a primary key: its first UNIQUE index whose columns are all NOT NULL, or ().
+
+    The server itself promotes that index to the table's primary key (InnoDB clusters by it, and the
+    binlog's table map flags its columns as the primary key), so snapshot and tail agree on it. Its
+    columns in table order, as the table map lists them. A prefix index (`UNIQUE (name(10))`) is not a
+    key of the full values and is skipped, as the server skips it.
+    """
+    quoted = ".".join("`" + name.replace("`", "``") + "`" for name in (db, table))
+    rows = query(conn, f"SHOW INDEX FROM {quoted}")  # in the server's key order
+    indexes: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        indexes.setdefault(_text(r["Key_name"]), []).append(r)
+    for parts in indexes.values():
+        if all(int(p["Non_unique"]) == 0 and _text(p["Null"] or "") != "YES" and p["Sub_part"] is None
+               and p["Column_name"] is not None for p in parts):  # MySQL 8 functional key parts have no column
+            names = {_text(p["Column_name"]) for p in parts}
+            return tuple(c.name for c in columns if c.name in names)
+    return ()
 
 
 def _mariadb_json_columns(conn: pymysql.Connection, db: str, table: str) -> set[str]:
