@@ -14,9 +14,11 @@ from typing import Any
 
 import pymysql
 
+from cdc.schema import ForeignKey
 from cdc.source.connect import query, variables
 from cdc.source.flavour import binlog_status_statement, replicas_statement
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
+from cdc.source.schema_reads import select_foreign_keys
 from cdc.source.server import ServerInfo, describe_server
 
 VARIABLES = [
@@ -99,6 +101,8 @@ class Facts:
     position_statement: str
     replica_ids: tuple[int, ...] | None
     errors: Mapping[str, str] = field(default_factory=dict)  # what could not be read, and why
+    # Foreign keys whose child or parent is in scope, with ON DELETE / ON UPDATE rules (issue #24).
+    foreign_keys: tuple[ForeignKey, ...] = ()
 
 
 def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
@@ -119,6 +123,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
         missing_databases=tuple(db for db in databases if db not in present),
         tables_without_pk=_tables_without_pk(conn, databases), binlogs=binlogs, position=position,
         position_statement=status, replica_ids=replica_ids, errors=errors,
+        foreign_keys=_try(errors, "foreign_keys", lambda: _foreign_keys(conn, databases)) or (),
     )
 
 
@@ -163,3 +168,12 @@ def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> 
         params,
     )
     return tuple(f"{row['db']}.{row['tbl']}" for row in rows)
+
+
+def _foreign_keys(conn: pymysql.Connection, databases: tuple[str, ...]) -> tuple[ForeignKey, ...]:
+    """Every foreign key with its child or its parent in `databases` (all non-system databases if none)."""
+    names = list(databases or SYSTEM_SCHEMAS)
+    marks = ", ".join(["%s"] * len(names))
+    scope = (f"(k.TABLE_SCHEMA IN ({marks}) OR k.REFERENCED_TABLE_SCHEMA IN ({marks}))" if databases
+             else f"k.TABLE_SCHEMA NOT IN ({marks})")
+    return tuple(select_foreign_keys(conn, scope, names * 2 if databases else names))
