@@ -291,6 +291,9 @@ def cascade_notes(facts: Facts) -> list[dict[str, Any]]:
         elif not _captured(facts, key.db):
             handling = (f"child table {key.child} is not captured: spark-merge reports the cascades of "
                         f"{key.parent} into it and changes nothing there")
+        elif not _captured(facts, key.ref_db):
+            handling = (f"parent table {key.parent} is not captured: its changes, and so the cascades they make "
+                        f"into {key.child}, are not seen (capture {key.ref_db} too)")
         elif logged:
             handling = "the binlog carries the changed child rows; spark-merge applies them once, as they are"
         else:

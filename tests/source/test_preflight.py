@@ -207,15 +207,16 @@ def _key(child: str, on_delete: str, on_update: str = "RESTRICT", db: str = "sho
 
 def test_cascading_foreign_keys_are_listed_with_how_cdc_handles_them() -> None:
     keys = (_key("lines", "CASCADE"), _key("notes", "SET NULL"), _key("audit", "RESTRICT"),
-            _key("log", "NO ACTION", "CASCADE", db="other"))
+            _key("log", "NO ACTION", "CASCADE", db="other"),
+            ForeignKey("fk_x", "shop", "x", ("a",), "other", "p", ("id",), "CASCADE", "CASCADE"))
     found = facts(databases=("shop",), foreign_keys=keys)
     check = verdicts(found)["foreign_keys"]
-    assert (check.status, check.value) == ("warn", "3 cascading foreign key(s): spark-merge reproduces them (the "
-                                          "binlog omits their rows); not reproduced: other.log.fk_log")
+    assert (check.status, check.value) == ("warn", "4 cascading foreign key(s): spark-merge reproduces them (the "
+                                          "binlog omits their rows); not reproduced: other.log.fk_log, shop.x.fk_x")
     notes = preflight.cascade_notes(found)
     assert [(n["table"], n["handling"].split(":")[0]) for n in notes] == [
         ("lines", "reproduced by spark-merge"), ("notes", "reproduced by spark-merge"),
-        ("log", "child table other.log is not captured")]
+        ("log", "child table other.log is not captured"), ("x", "parent table other.p is not captured")]
     report = preflight.Report({}, (check,), cascades=tuple(notes))
     assert report.to_dict()["cascading_foreign_keys"][0] == {
         "name": "fk_lines", "db": "shop", "table": "lines", "columns": ["parent_id"], "ref_db": "shop",
