@@ -10,12 +10,19 @@ ON DELETE CASCADE two levels deep (dept -> emp -> task), ON UPDATE CASCADE, SET 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
 
+from cdc.schema import SchemaHistory
+from cdc.snowflake import bootstrap
 from cdc.snowflake.names import snowflake_name
 from cdc.spark import merge, read_lake_table
 from cdc.state import StateDir
@@ -23,6 +30,7 @@ from tests.capture.conftest import binlog_start, tail_once
 from tests.pipeline.verify_rig import apply_to_snowflake, statuses, verify_json
 from tests.rig import MariaDB
 from tests.snowflake.stand_in import rows
+from tests.spark.test_cli import ROOT, run_cli
 
 TABLES = {  # name -> (columns, primary key)
     "dept": (["id", "code", "region", "name"], ["id"]),
@@ -198,3 +206,48 @@ def test_a_server_that_logs_its_cascades_gets_none_derived(mariadb: MariaDB, fre
     assert {t.table: t.cascaded for t in summary.tables} == {f"{fresh_db}.c": 0, f"{fresh_db}.p": 0}
     _lake = {t: read_lake_table(state / "lake", fresh_db, t) for t in ("p", "c")}
     assert {t: sorted(r["id"] for r in lake.rows) for t, lake in _lake.items() if lake} == {"p": [2], "c": [10, 11, 12]}
+
+
+@pytest.mark.spark  # cdc spark-merge in a subprocess starts its own JVM
+def test_kill_9_during_merge_and_apply_with_cascades_then_rerun_is_exact(
+        mariadb: MariaDB, fresh_db: str, tmp_path: Path, sf: Any) -> None:  # noqa: F811
+    state = tmp_path / "state"
+    start = binlog_start(mariadb)
+    with mariadb.connect() as conn:
+        _execute(conn, fresh_db, SCHEMA + FIRST + SECOND)
+    tail_once(mariadb, state, fresh_db, start)
+    proc = run_cli(state, "--json")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not (state / "lake").exists():
+        time.sleep(0.05)  # the lake appears once the cascades are derived and the first table is written
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and not (state / "merge.json").exists()  # killed mid-merge
+    rerun = run_cli(state, "--json")
+    out, err = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err.decode()
+    assert {t["table"].split(".", 1)[1]: t["cascaded"] for t in json.loads(out)["tables"]}["task"] == 6
+    _assert_lake_equals_source(mariadb, state, fresh_db)
+
+    options = bootstrap.Options()
+    bootstrap.run(sf, bootstrap.targets_for(bootstrap.schemas_from_history(SchemaHistory(state / "schema"), []),
+                                            options), options)
+    kills = 0
+    for delay in (1.5, 2.5, 3.5, 4.5):
+        process = subprocess.Popen([sys.executable, "-m", "cdc", "snowflake-apply", "--state-dir", str(state)],
+                                   cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            kills += 1
+        process.wait()
+    assert kills >= 1
+    final = subprocess.run([sys.executable, "-m", "cdc", "snowflake-apply", "--state-dir", str(state)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr
+    with mariadb.connect() as conn:
+        for table in TABLES:
+            assert snowflake_rows(sf, table) == source_rows(conn, fresh_db, table), table
+    code, doc = verify_json(state, mariadb)
+    assert code == 0 and set(statuses(doc).values()) == {"OK"}, doc
