@@ -14,10 +14,11 @@ from typing import Any
 
 import pymysql
 
+from cdc.schema import ForeignKey
 from cdc.source.connect import query, variables
 from cdc.source.flavour import binlog_status_statement, replicas_statement
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
-from cdc.source.schema_reads import read_table_schema
+from cdc.source.schema_reads import read_table_schema, select_foreign_keys
 from cdc.source.server import ServerInfo, describe_server
 
 VARIABLES = [
@@ -103,6 +104,8 @@ class Facts:
     # Tables without a primary key but with a UNIQUE NOT NULL key -> that key's columns (the key cdc uses);
     # tables_without_pk are the others: keyless, replicated as multisets of rows.
     unique_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Foreign keys whose child or parent is in scope, with ON DELETE / ON UPDATE rules (issue #24).
+    foreign_keys: tuple[ForeignKey, ...] = ()
 
 
 def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
@@ -128,6 +131,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
                                 if name not in unique_keys),
         binlogs=binlogs, position=position, position_statement=status, replica_ids=replica_ids, errors=errors,
         unique_keys=unique_keys,
+        foreign_keys=_try(errors, "foreign_keys", lambda: _foreign_keys(conn, databases)) or (),
     )
 
 
@@ -178,3 +182,12 @@ def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> 
         params,
     )
     return [(str(row["db"]), str(row["tbl"])) for row in rows]
+
+
+def _foreign_keys(conn: pymysql.Connection, databases: tuple[str, ...]) -> tuple[ForeignKey, ...]:
+    """Every foreign key with its child or its parent in `databases` (all non-system databases if none)."""
+    names = list(databases or SYSTEM_SCHEMAS)
+    marks = ", ".join(["%s"] * len(names))
+    scope = (f"(k.TABLE_SCHEMA IN ({marks}) OR k.REFERENCED_TABLE_SCHEMA IN ({marks}))" if databases
+             else f"k.TABLE_SCHEMA NOT IN ({marks})")
+    return tuple(select_foreign_keys(conn, scope, names * 2 if databases else names))

@@ -112,6 +112,7 @@ def merge(
         summary.batch_id, summary.batch_dir = batch, str(batch_dir)
         summary.segments = list(manifest["segments"])
         summary.tables = [TableResult(**entry["result"]) for entry in journal["tables"]]
+        summary.warnings = list(journal.get("warnings", []))
         summary.seconds = time.monotonic() - started
         report("done")
         return summary
@@ -177,8 +178,16 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         report("scanning")
         with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
             infos = scan.spark_stats(raw)
+    max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
+    with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
+        cascades = _cascades(spark, raw, state, history, infos, target, run)
+    infos = cascades.stats(infos)
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
     raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
+    if cascades.lines:
+        from cdc.spark.cascade_reads import read_lines
+
+        raw = raw.unionByName(read_lines(spark, raw.schema, cascades.lines))
     # One table with changes: its read parses only the fields it uses, cheaper than building a cache of
     # every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several:
     # the lines are cached by the first table's read rather than read once per table.
@@ -190,14 +199,29 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
                 report("merging", table=table, step=name, tables_done=done, result=None)
 
             entry = _merge_table(spark, raw, history, info, run, target, state.batch_dir(batch), staging, phases, step)
+            entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
             entries.append(entry)
             result = TableResult(**entry["result"])
             report("merging", step=None, tables_done=done + 1, changes_done=report.now.changes_done + result.changes,
                    result=result)
     finally:
         raw.unpersist()
-    return {"version": 1, "batch_id": batch, "tables": entries,
-            "max_position": max((i.last_position for i in infos), default=merged_upto)}
+    return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
+            "warnings": cascades.warnings}
+
+
+def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
+              run: int) -> Any:
+    """The child-row changes InnoDB's foreign-key cascades made in this run (cdc.spark.cascades)."""
+    from cdc.spark import compact
+    from cdc.spark.cascade_reads import derive
+
+    def lake_base(final: Any) -> Any:
+        directory = lake.table_dir(target, final.db, final.table)
+        base_name = lake.base_version(directory, run)
+        return compact.read_base(spark, str(directory / base_name), final) if base_name else None
+
+    return derive(spark, raw, history, infos, lake_base, state.read_server())
 
 
 def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None, history: SchemaHistory,
