@@ -1,4 +1,4 @@
-"""Per-table schema history (docs/formats.md): the columns of each table as of each position.
+"""Per-table schema history (docs/formats.md): the columns and foreign keys of each table as of each position.
 
 Events are decoded with the schema in force at their position, never with today's
 information_schema: after an ALTER, older events still have the old column list.
@@ -17,9 +17,15 @@ from typing import Any
 from cdc.errors import PositionError
 from cdc.state import read_json, write_json_atomic
 
-# Version 2 adds, per version, `fills` (the value rows older than the version get in each column it adds) and
-# `resnapshot` (why those values cannot be known). A version 1 file reads as versions without either.
-HISTORY_VERSION = 2
+# 2: each version also records the table's foreign keys (`foreign_keys`) and the ones pointing at it from other
+# tables (`referenced_by`). A version 1 file reads with both empty (unknown: cdc then derives no cascades for it).
+# 3: each version also records `fills` (the value rows older than the version hold in each column it adds),
+# `renamed` (new name -> old) and `resnapshot` (why those values cannot be known; issue #30). Versions 1 and 2
+# read with none of them (columns added before were NULL in older rows, as cdc then merged them).
+HISTORY_VERSION = 3
+# ON DELETE / ON UPDATE rules under which InnoDB changes child rows itself (issue #24). RESTRICT and NO ACTION
+# refuse the parent's change instead; SET DEFAULT is accepted by the parser but refused by InnoDB.
+CASCADING_RULES = frozenset({"CASCADE", "SET NULL", "SET DEFAULT"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,64 @@ class Column:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in values.items() if k in known})
 
+# From MySQL 8.4 on (and in 9.x), foreign keys are enforced in the SQL layer and the rows a cascade changes are
+# written to the binlog like any other row change (the brief of issue #24); InnoDB's own cascades (MariaDB, MySQL
+# before 8.4) write none. Aurora MySQL 3 is 8.0-based. Anything that is not MySQL-family 8.4+ counts as silent.
+CASCADES_LOGGED_FROM = (8, 4)
+
+
+def cascades_in_binlog(flavour: str, version: str) -> bool:
+    """Whether this server writes the child rows its foreign-key cascades change as row events."""
+    if "mariadb" in flavour.lower() or "mariadb" in version.lower():
+        return False
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return match is not None and (int(match[1]), int(match[2])) >= CASCADES_LOGGED_FROM
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """One foreign key: child `db.table(columns)` references `ref_db.ref_table(ref_columns)`.
+
+    Rules as information_schema.REFERENTIAL_CONSTRAINTS spells them: CASCADE, SET NULL, SET DEFAULT,
+    RESTRICT, NO ACTION.
+    """
+
+    name: str
+    db: str
+    table: str
+    columns: tuple[str, ...]
+    ref_db: str
+    ref_table: str
+    ref_columns: tuple[str, ...]
+    on_delete: str = "RESTRICT"
+    on_update: str = "RESTRICT"
+
+    @property
+    def cascades(self) -> bool:
+        """InnoDB changes child rows itself for this key (rows the binlog may not show)."""
+        return self.on_delete in CASCADING_RULES or self.on_update in CASCADING_RULES
+
+    @property
+    def child(self) -> str:
+        return f"{self.db}.{self.table}"
+
+    @property
+    def parent(self) -> str:
+        return f"{self.ref_db}.{self.ref_table}"
+
+    def describe(self) -> str:
+        return (f"{self.child}({', '.join(self.columns)}) -> {self.parent}({', '.join(self.ref_columns)}) "
+                f"ON DELETE {self.on_delete} ON UPDATE {self.on_update}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"columns": list(self.columns), "ref_columns": list(self.ref_columns)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ForeignKey:
+        return cls(name=d["name"], db=d["db"], table=d["table"], columns=tuple(d["columns"]), ref_db=d["ref_db"],
+                   ref_table=d["ref_table"], ref_columns=tuple(d["ref_columns"]),
+                   on_delete=d.get("on_delete", "RESTRICT"), on_update=d.get("on_update", "RESTRICT"))
+
 
 @dataclass(frozen=True)
 class TableSchema:
@@ -53,6 +117,8 @@ class TableSchema:
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...]
     position: str = ""
+    foreign_keys: tuple[ForeignKey, ...] = ()  # this table's own (it is the child), in constraint-name order
+    referenced_by: tuple[ForeignKey, ...] = ()  # other tables' keys that reference this one (captured or not)
     # Column added by this version -> the value every row last written before it holds (change-log encoding,
     # docs/formats.md); an added column missing here holds NULL in those rows. Not part of the shape.
     fills: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -73,7 +139,13 @@ class TableSchema:
         raise KeyError(name)
 
     def same_shape(self, other: TableSchema) -> bool:
+        """Same columns and key (what decoding a row depends on)."""
         return self.columns == other.columns and self.primary_key == other.primary_key
+
+    def same_version(self, other: TableSchema) -> bool:
+        """Same shape and the same foreign keys both ways (what the history records a version for)."""
+        return (self.same_shape(other) and self.foreign_keys == other.foreign_keys
+                and self.referenced_by == other.referenced_by)
 
     def version_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +155,8 @@ class TableSchema:
             "fills": dict(self.fills),
             "renamed": dict(self.renamed),
             "resnapshot": self.resnapshot,
+            "foreign_keys": [k.to_dict() for k in self.foreign_keys],
+            "referenced_by": [k.to_dict() for k in self.referenced_by],
         }
 
 
@@ -96,6 +170,7 @@ class SchemaHistory:
     mask: Callable[[TableSchema], TableSchema] | None = None
     _cache: dict[tuple[str, str], list[TableSchema]] = field(default_factory=dict)
     _pending: dict[tuple[str, str], TableSchema] = field(default_factory=dict)  # note_pending, per table
+    _legacy: set[tuple[str, str]] = field(default_factory=set)  # read from a version 1 file: foreign keys unknown
 
     def path(self, db: str, table: str) -> Path:
         return self.directory / f"{_safe(db)}.{_safe(table)}.json"
@@ -113,6 +188,8 @@ class SchemaHistory:
             return []
         if document.get("version", 0) > HISTORY_VERSION:
             raise PositionError(f"schema history {path} has a newer version than this cdc understands")
+        if document.get("version", 0) < 2:
+            self._legacy.add((db, table))
         try:
             versions = [
                 TableSchema(
@@ -121,15 +198,18 @@ class SchemaHistory:
                     columns=tuple(Column.from_dict(c) for c in v["columns"]),
                     primary_key=tuple(v["primary_key"]),
                     position=v["position"],
-                    fills=dict(v.get("fills") or {}),  # version 1: none recorded
+                    foreign_keys=tuple(ForeignKey.from_dict(k) for k in v.get("foreign_keys", ())),
+                    referenced_by=tuple(ForeignKey.from_dict(k) for k in v.get("referenced_by", ())),
+                    fills=dict(v.get("fills") or {}),  # versions 1 and 2: none recorded
                     resnapshot=v.get("resnapshot"),
                     renamed=dict(v.get("renamed") or {}),
                 )
                 for v in document["history"]
             ]
             if note := document.get("pending"):
-                self._pending[(db, table)] = TableSchema(db, table, (), (), note["position"], dict(note["fills"]),
-                                                         note.get("resnapshot"), dict(note.get("renamed") or {}))
+                self._pending[(db, table)] = TableSchema(db, table, (), (), note["position"], fills=dict(note["fills"]),
+                                                         resnapshot=note.get("resnapshot"),
+                                                         renamed=dict(note.get("renamed") or {}))
         except (KeyError, TypeError) as exc:
             raise PositionError(f"schema history {path} is corrupt ({exc})") from exc
         return versions if self.mask is None else [self.mask(v) for v in versions]
@@ -144,6 +224,11 @@ class SchemaHistory:
                 break
         return found
 
+    def knows_foreign_keys(self, db: str, table: str) -> bool:
+        """False while the table's history is a version 1 file (written before foreign keys were recorded)."""
+        self.versions(db, table)
+        return (db, table) not in self._legacy
+
     def latest(self, db: str, table: str) -> TableSchema | None:
         versions = self.versions(db, table)
         return versions[-1] if versions else None
@@ -155,7 +240,7 @@ class SchemaHistory:
         versions = list(self.versions(schema.db, schema.table))
         # A replay after a crash may record the same version again: drop anything at or after it.
         versions = [v for v in versions if v.position < schema.position]
-        if versions and versions[-1].same_shape(schema):
+        if versions and versions[-1].same_version(schema):
             if len(versions) == len(self.versions(schema.db, schema.table)):
                 return False
         else:
@@ -167,7 +252,7 @@ class SchemaHistory:
             versions.append(replace(schema, fills={k: v for k, v in fills.items() if k in added},
                                     renamed={k: v for k, v in renamed.items() if k in added},
                                     resnapshot=schema.resnapshot or (noted.resnapshot if noted and added else None)))
-            if noted is not None:
+            if noted is not None and added:  # a version adding nothing (foreign keys only) leaves the note
                 self._pending.pop((schema.db, schema.table))
         self._write(schema.db, schema.table, versions)
         return True
@@ -180,7 +265,8 @@ class SchemaHistory:
         a later change): the next table map gives the shape, this note the fills.
         """
         self.versions(db, table)
-        self._pending[(db, table)] = TableSchema(db, table, (), (), position, fills, resnapshot, renamed)
+        self._pending[(db, table)] = TableSchema(db, table, (), (), position, fills=fills, resnapshot=resnapshot,
+                                                 renamed=renamed)
         self._write(db, table, list(self.versions(db, table)))
 
     def _write(self, db: str, table: str, versions: list[TableSchema]) -> None:
@@ -195,6 +281,7 @@ class SchemaHistory:
                                    "resnapshot": note.resnapshot}
         write_json_atomic(self.path(db, table), document)
         self._cache[(db, table)] = versions
+        self._legacy.discard((db, table))
 
     def resnapshot_reason(self, db: str, table: str) -> str | None:
         """Why the table's older rows cannot be reproduced from the binlog (an ALTER-time default), if they cannot."""
