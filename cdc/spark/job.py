@@ -181,7 +181,9 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
     with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
         cascades = _cascades(spark, raw, state, history, infos, target, run)
-    infos = cascades.stats(infos)
+    # A table created in this run that has no row yet has no schema history either (tail records one at its first
+    # table map): nothing to merge, and no schema to merge it with.
+    infos = [i for i in cascades.stats(infos) if i.rows or history.at(i.db, i.table, i.last_position) is not None]
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
     raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
     if cascades.lines:
