@@ -50,6 +50,8 @@ class MySQLSettings:
     # (fixed per state directory: cdc.capture.filters.bind_column_rules).
     exclude_columns: tuple[str, ...] = ()
     hash_columns: tuple[str, ...] = ()
+    # The table `cdc resnapshot` writes its watermarks to, and tail reads them from (cdc.watermarks).
+    watermark_table: str = "cdc.watermarks"
 
     def reader_server_id(self) -> int:
         """Our replica server_id: the configured one, else a stable value derived from host/port/user.

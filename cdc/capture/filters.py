@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from cdc.config import MySQLSettings
 from cdc.errors import UsageError
 from cdc.masking import ColumnRules
-
-# Server-internal schemas: their changes are never application data.
-SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+from cdc.source.tables import is_captured
 
 
 @dataclass(frozen=True)
@@ -41,14 +38,7 @@ class Filters:
         return found
 
     def _decide(self, db: str, table: str) -> bool:
-        if db in SYSTEM_DATABASES:
-            return False
-        if self.databases and not any(fnmatch.fnmatchcase(db, pattern) for pattern in self.databases):
-            return False
-        name = f"{db}.{table}"
-        if self.tables and not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.tables):
-            return False
-        return not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.exclude_tables)
+        return is_captured(self.databases, self.tables, self.exclude_tables, db, table)
 
     @classmethod
     def from_settings(cls, mysql: MySQLSettings) -> Filters:

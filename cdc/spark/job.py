@@ -228,6 +228,7 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
                  batch_dir: Path, staging: Path, phases: dict[str, float],
                  step: Callable[[str], None]) -> dict[str, Any]:
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     from cdc.spark import compact
 
@@ -251,7 +252,14 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
         # The lake has one row per key, so the rows no event touched are its rows minus the touched ones.
         untouched = (lake.version_rows(directory / base_name) - counts["in_lake"]) if base_name else 0
         truncated = table_input.truncate_position is not None
-        if truncated and rest is not None:  # every untouched row is gone: a DELETE in the batch
+        if truncated and rest is not None and table_input.is_partial_cut:
+            # A re-snapshot's end: only the untouched rows older than its cut are gone (a DELETE in the batch).
+            gone = rest.filter(F.col("_cdc_position") < F.lit(table_input.truncate_position))
+            rest = rest.filter(F.col("_cdc_position") >= F.lit(table_input.truncate_position))
+            removed = gone.count()
+            changed_rows = changed.drop("_in_lake").unionByName(compact.truncated_rows(gone, final, table_input))
+            lake_rows, deletes = counts["kept"] + untouched - removed, counts["deletes"] + removed
+        elif truncated and rest is not None:  # every untouched row is gone: a DELETE in the batch
             changed_rows = changed.drop("_in_lake").unionByName(compact.truncated_rows(rest, final, table_input))
             lake_rows, deletes, rest = counts["kept"], counts["deletes"] + untouched, None
         else:
