@@ -22,7 +22,7 @@ from cdc.source.server import ServerInfo, describe_server
 VARIABLES = [
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
     "binlog_transaction_compression", "log_bin_compress", "gtid_mode", "enforce_gtid_consistency", "gtid_executed",
-    "gtid_binlog_pos", "gtid_strict_mode", *RETENTION_VARIABLES,
+    "gtid_binlog_pos", "gtid_strict_mode", "read_only", *RETENTION_VARIABLES,
 ]
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
@@ -38,6 +38,16 @@ class Grants:
     def has_global(self, *names: str) -> bool:
         held = self.by_scope.get("*.*", frozenset())
         return "ALL PRIVILEGES" in held or any(name in held for name in names)
+
+    def can_write(self, database: str, table: str) -> bool:
+        """INSERT and UPDATE on db.table, from a global, database (LIKE pattern) or table grant."""
+        needed = {"INSERT", "UPDATE"}
+        for scope, held in self.by_scope.items():
+            db, _, name = scope.partition(".")
+            matches = scope == "*.*" or (name == "*" and _like(db, database)) or (db, name) == (database, table)
+            if matches and ("ALL PRIVILEGES" in held or needed <= held):
+                return True
+        return False
 
     def can_select(self, database: str) -> bool:
         if self.has_global("SELECT"):
@@ -86,6 +96,15 @@ def _like(pattern: str, name: str) -> bool:
 
 
 @dataclass(frozen=True)
+class WatermarkTable:
+    """The table `cdc resnapshot` writes its watermarks to: its name and columns (None: it does not exist)."""
+
+    db: str
+    table: str
+    columns: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class Facts:
     server: ServerInfo
     variables: Mapping[str, str]
@@ -99,10 +118,19 @@ class Facts:
     position_statement: str
     replica_ids: tuple[int, ...] | None
     errors: Mapping[str, str] = field(default_factory=dict)  # what could not be read, and why
+    watermark: WatermarkTable | None = None
 
 
-def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
-    """Read everything check-binlog needs from an open connection."""
+def _watermark(conn: pymysql.Connection, name: tuple[str, str] | None) -> WatermarkTable | None:
+    if name is None:
+        return None
+    rows = query(conn, "SELECT COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                 "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", name)
+    return WatermarkTable(name[0], name[1], tuple(str(r["c"]) for r in rows) or None)
+
+
+def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tuple[str, str] | None = None) -> Facts:
+    """Read everything check-binlog needs from an open connection (`watermark`: the table's db and name)."""
     server = describe_server(conn)
     errors: dict[str, str] = {}
     found = variables(conn, VARIABLES)
@@ -118,7 +146,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
         server=server, variables=found, rds_config=rds_config, grants=grants, databases=databases,
         missing_databases=tuple(db for db in databases if db not in present),
         tables_without_pk=_tables_without_pk(conn, databases), binlogs=binlogs, position=position,
-        position_statement=status, replica_ids=replica_ids, errors=errors,
+        position_statement=status, replica_ids=replica_ids, errors=errors, watermark=_watermark(conn, watermark),
     )
 
 
