@@ -7,6 +7,7 @@ read; a kill -9 of the resnapshot at a random chunk, then a rerun, ends the same
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import jsonschema
 import orjson
 import pytest
 
@@ -61,6 +63,10 @@ def test_resnapshot_repairs_changes_made_with_sql_log_bin_off(mariadb: MariaDB, 
     assert len(reads) == len(expected) and all(line["position"].split(":")[2].startswith("s") for line in reads)
     end = [line for line in lines if line["op"] == "ddl" and line["kind"] == "resnapshot"]
     assert len(end) == 1 and end[0]["cut"] < reads[0]["position"] < end[0]["position"]
+    validator = jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "changelog.schema.json").read_text()))
+    for line in changelog_lines(state):  # the published schema describes the new lines too
+        validator.validate(line)
+    assert not [line for line in changelog_lines(state) if line.get("db") == MARKS]  # marks never become lines
     checkpoint = ResnapshotCheckpoint.read(StateDir(state))
     assert checkpoint is not None and checkpoint.status == "done" and all(t.done for t in checkpoint.tables)
     assert not (state / "resnapshot" / checkpoint.run).exists()  # chunk files go once tail is past them
