@@ -24,6 +24,8 @@ open (and tail.json held) until the rerun writes its next low mark for the table
 A DDL of the table inside a window makes the chunk unusable (the SELECT may have run on either side of it:
 a TRUNCATE after the read would be undone, an ADD COLUMN missed); so does a missing chunk file. Then tail
 emits nothing for that chunk and leaves a `.redo` file beside it, and `cdc resnapshot` reads those keys again.
+The same happens to a high mark whose low mark this run did not read (a tail started from a position inside the
+window): a second guard behind the held checkpoint, never a silent gap.
 """
 
 from __future__ import annotations

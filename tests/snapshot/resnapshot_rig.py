@@ -115,8 +115,8 @@ class Workload:
     """Autocommit writes on `db`.`t` (id INT PK, v VARCHAR, n INT) from a thread: updates, deletes, inserts,
     primary-key changes and rolled-back transactions, over the keys the re-snapshot reads."""
 
-    def __init__(self, server: MariaDB, db: str, table: str, keys: int, seed: int) -> None:
-        self.server, self.db, self.table, self.keys = server, db, table, keys
+    def __init__(self, server: MariaDB, db: str, table: str, keys: int, seed: int, pause: float = 0.0) -> None:
+        self.server, self.db, self.table, self.keys, self.pause = server, db, table, keys, pause
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.writes = 0
@@ -140,6 +140,8 @@ class Workload:
                 while not self.stop.is_set():
                     self._one(cur, table)
                     self.writes += 1
+                    if self.pause:
+                        time.sleep(self.pause)
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             self.error = exc
 

@@ -149,3 +149,79 @@ def test_refuses_without_the_watermark_table_or_for_an_uncaptured_table(mariadb:
         **{**settings.mysql.__dict__, "exclude_tables": (f"{fresh_db}.{fresh_db}_other",)})})
     with pytest.raises(UsageError, match="not captured by tail"):
         run_resnapshot(other, ResnapshotRequest((f"{fresh_db}.{fresh_db}_other",)))
+
+
+def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaDB, fresh_db: str,
+                                                                 tmp_path: Path) -> None:
+    """tail.json stays before an open window: every restart re-reads the window, nothing is emitted twice."""
+    import threading
+
+    create_marks_table(mariadb)
+    start = binlog_start(mariadb)
+    _table(mariadb, fresh_db, rows=300)
+    state = tmp_path / "state"
+    with tail_running(mariadb, state, fresh_db, start):
+        _silent_changes(mariadb, fresh_db)
+    box: dict[str, object] = {}
+
+    def resnapshot() -> None:
+        try:
+            box["summary"] = run_resnapshot(resnapshot_settings(mariadb, state, fresh_db),
+                                            ResnapshotRequest((f"{fresh_db}.t",), chunk_size=10, wait_timeout=120))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            box["error"] = exc
+
+    rng = random.Random(os.getpid())
+    env = {"CDC_MYSQL_DATABASES": fresh_db, "CDC_MYSQL_WATERMARK_TABLE": f"{MARKS}.watermarks"}
+    kills = 0
+    # Throttled: a tail killed every few seconds must still catch up with it on a loaded machine.
+    with Workload(mariadb, fresh_db, "t", 300, seed=3, pause=0.005):
+        reader = threading.Thread(target=resnapshot, daemon=True)
+        reader.start()
+        while reader.is_alive():
+            # (decode workers left at their default: the reassembly path notes keys too)
+            tail = subprocess.Popen([sys.executable, "-m", "cdc", "tail", "--follow", "--flush-interval", "0.05",
+                                     "--state-dir", str(state)], cwd=ROOT, env=env_for(mariadb, **env),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            reader.join(rng.uniform(1.5, 4.0))  # a tail process starts in about a second
+            tail.send_signal(signal.SIGKILL)
+            tail.wait()
+            kills += 1
+    assert "error" not in box, box.get("error")
+    assert kills >= 2
+    with tail_running(mariadb, state, fresh_db, None):
+        pass
+    assert replay(state, fresh_db, "t") == source(mariadb, fresh_db, "t")
+
+
+def test_ddl_inside_a_window_makes_the_chunk_read_again(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """A DDL of the table between a chunk's marks: tail emits nothing for it, leaves a .redo, resnapshot re-reads."""
+    import threading
+
+    create_marks_table(mariadb)
+    start = binlog_start(mariadb)
+    _table(mariadb, fresh_db, rows=300)
+    state = tmp_path / "state"
+    stop = threading.Event()
+
+    def alter() -> None:  # a DDL that changes no row, over and over for a while
+        with mariadb.connect() as conn, conn.cursor() as cur:
+            for n in range(30):
+                if stop.is_set():
+                    return
+                cur.execute(f"ALTER TABLE `{fresh_db}`.t COMMENT = 'c{n}'")
+
+    with tail_running(mariadb, state, fresh_db, start):
+        _silent_changes(mariadb, fresh_db)
+        ddl = threading.Thread(target=alter, daemon=True)
+        ddl.start()
+        try:
+            with caplog.at_level("WARNING", logger="cdc.snapshot.resnapshot"):
+                run_resnapshot(resnapshot_settings(mariadb, state, fresh_db),
+                               ResnapshotRequest((f"{fresh_db}.t",), chunk_size=5))
+        finally:
+            stop.set()
+            ddl.join(30)
+    assert any("reading again from there" in r.getMessage() for r in caplog.records), "no DDL fell in a window"
+    assert replay(state, fresh_db, "t") == source(mariadb, fresh_db, "t")
