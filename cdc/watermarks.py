@@ -25,7 +25,7 @@ import orjson
 
 from cdc.errors import UsageError
 from cdc.schema import Column, TableSchema
-from cdc.state import StateDir, write_bytes_atomic
+from cdc.state import StateDir, read_json, write_bytes_atomic, write_json_atomic
 
 LOW, HIGH, END = "low", "high", "end"
 CHUNK_VERSION = 1
@@ -58,10 +58,13 @@ class Mark:
     file: str | None = None  # high: the chunk file's name in the run's directory
     cut: tuple[str, int] | None = None  # end: binlog (file, pos) read before the table's first low mark
     at: float = 0.0  # when written: two marks are never the same row image (an unchanged row writes no event)
+    add: bool = False  # `cdc snapshot --add-table`: tail starts capturing the table at its first low mark
 
     def to_json(self) -> str:
         body: dict[str, Any] = {"at": self.at, "chunk": self.chunk, "db": self.db, "mark": self.mark,
                                 "run": self.run, "table": self.table}
+        if self.add:
+            body["add"] = True
         if self.file is not None:
             body["file"] = self.file
         if self.cut is not None:
@@ -76,7 +79,8 @@ class Mark:
             cut = body.get("cut")
             mark = cls(str(body["run"]), str(body["mark"]), str(body["db"]), str(body["table"]),
                        int(body.get("chunk", 0)), body.get("file"),
-                       None if cut is None else (str(cut["file"]), int(cut["pos"])), float(body.get("at", 0.0)))
+                       None if cut is None else (str(cut["file"]), int(cut["pos"])), float(body.get("at", 0.0)),
+                       body.get("add") is True)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
         if mark.mark not in (LOW, HIGH, END) or (mark.file is not None and not _FILE_NAME.match(mark.file)):
@@ -134,6 +138,22 @@ def read_chunk(path: Path) -> Chunk | None:
 def key_bytes(key: dict[str, Any]) -> bytes:
     """A key in change-log form as comparable bytes (the same value from the binlog and a SELECT compares equal)."""
     return orjson.dumps(key, option=_SORT)
+
+
+ADDED_FILE = "added-tables.json"  # tail's: tables `cdc snapshot --add-table` added to its filters
+
+
+def read_added(state: StateDir) -> list[tuple[str, str]]:
+    """The tables tail captures beyond its filters (added by `cdc snapshot --add-table`), in the order added."""
+    document = read_json(state.root / ADDED_FILE) or {}
+    return [(str(db), str(table)) for db, table in document.get("tables", [])]
+
+
+def record_added(state: StateDir, db: str, table: str) -> None:
+    """Remember an added table (before tail's checkpoint passes the mark that added it: a restart keeps it)."""
+    known = read_added(state)
+    if (db, table) not in known:
+        write_json_atomic(state.root / ADDED_FILE, {"version": 1, "tables": [list(t) for t in [*known, (db, table)]]})
 
 
 def redo_chunks(directory: Path) -> Iterator[int]:

@@ -12,7 +12,7 @@ from cdc.commands import logs, ui
 from cdc.commands.logs import log_options
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, complete_tables, mysql_options, settings_from
 from cdc.errors import ExitCode
-from cdc.snapshot import DEFAULT_CHUNK_SIZE, ResnapshotProgress, ResnapshotRequest, ResnapshotSummary, run_resnapshot
+from cdc.snapshot import RESNAPSHOT_CHUNK_SIZE, ResnapshotProgress, ResnapshotRequest, ResnapshotSummary, run_resnapshot
 
 
 @log_options
@@ -21,7 +21,7 @@ def resnapshot(
     tables: Annotated[list[str], typer.Argument(help="db.table to read again; globs allowed (shop.*).",
                                                 autocompletion=complete_tables)],
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Rows per chunk (one watermark window).")]
-    = DEFAULT_CHUNK_SIZE,
+    = RESNAPSHOT_CHUNK_SIZE,
     wait_timeout: Annotated[float, typer.Option("--wait-timeout", help="Seconds to wait for tail to reach a "
                                                 "watermark before giving up (exit 9; rerun to resume).")] = 600.0,
     config: ConfigOpt = None,
@@ -33,14 +33,14 @@ def resnapshot(
     """Read tables again while tail runs: repairs what the binlog did not carry (see docs/guide.md)."""
     settings = settings_from(config, state_dir, mysql_flags)
     request = ResnapshotRequest(tuple(tables), chunk_size=chunk_size, wait_timeout=wait_timeout)
-    with _progress(not as_json, settings.log.status_seconds()) as on_progress:
+    with progress(not as_json, settings.log.status_seconds()) as on_progress:
         summary = run_resnapshot(settings, request, on_progress=on_progress)
-    _render(summary, as_json)
+    render(summary, as_json)
     raise typer.Exit(int(ExitCode.OK))
 
 
 @contextmanager
-def _progress(enabled: bool, status_interval: float) -> Iterator[object]:
+def progress(enabled: bool, status_interval: float) -> Iterator[object]:
     """A progress bar per table with rows and ETA at a TTY; else a status log record now and then."""
     if not enabled or not logs.live():
         every = logs.Every(status_interval)
@@ -68,7 +68,7 @@ def _progress(enabled: bool, status_interval: float) -> Iterator[object]:
         yield update
 
 
-def _render(summary: ResnapshotSummary, as_json: bool) -> None:
+def render(summary: ResnapshotSummary, as_json: bool) -> None:
     if as_json:
         ui.print_json(summary.to_dict())
         return

@@ -29,7 +29,7 @@ from cdc.source.binlog import Event, Position
 from cdc.source.connect import open_connection
 from cdc.source.schema_reads import read_table_schema
 from cdc.state import StateDir
-from cdc.watermarks import Mark
+from cdc.watermarks import Mark, read_added, record_added
 
 _MAX_QUEUED = 256  # decoded rows events (and the steps between them) waiting behind a job still in a worker
 # ... and the bytes of the change lines among them: 256 events of wide rows would otherwise hold megabytes
@@ -66,7 +66,9 @@ class Capture:
                              spill_bytes=spill_bytes, stdout=stdout)
         self.history = SchemaHistory(state.schema)
         # Re-snapshot windows (cdc.capture.windows): while one is open, the checkpoint stays before it.
-        self.windows = Windows(state, filters, self.history, mysql.watermark_table)
+        self.windows = Windows(state, filters, self.history, mysql.watermark_table, self._add_table)
+        self.state = state
+        filters.added.update(read_added(state))  # added to an earlier run by `cdc snapshot --add-table`
         self.out.holds = lambda: self.windows.held
         self._marks: set[int] = set()  # table ids of the watermark table: its rows are marks, never change lines
         self.read_position = start.position  # the last commit read; `position` trails it while rows are decoded
@@ -289,6 +291,15 @@ class Capture:
             mark = None if after is None else Mark.parse(after.get("mark"))
             if mark is not None:
                 self._later(self.windows.on_mark, mark, where, self._add_marked)
+
+    def _add_table(self, db: str, table: str) -> None:
+        """Capture db.table from here on (a low mark of `cdc snapshot --add-table`), also after a restart."""
+        record_added(self.state, db, table)
+        self.filters.added.add((db, table))
+        for table_id, (signature, decoder) in list(self._decoders.items()):
+            if signature[:2] == (db, table):  # cached as not captured: the next table map builds its decoder
+                self._forget(decoder)
+                del self._decoders[table_id]
 
     def _add_marked(self, first_position: str, block: bytes, count: int) -> None:
         """Lines a mark adds to its transaction, unless a run before a crash already sealed them."""

@@ -21,6 +21,8 @@ class Filters:
     exclude_columns: tuple[str, ...] = ()
     hash_columns: tuple[str, ...] = ()
     _cache: dict[tuple[str, str], bool] = field(default_factory=dict, compare=False, repr=False)
+    # Tables a running capture was asked to add (`cdc snapshot --add-table`, cdc.capture.windows): captured too.
+    added: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for spec in self.tables + self.exclude_tables:
@@ -31,6 +33,8 @@ class Filters:
     def wants(self, db: str, table: str) -> bool:
         """True if changes of db.table are captured."""
         key = (db, table)
+        if key in self.added:
+            return True
         found = self._cache.get(key)
         if found is None:
             found = self._decide(db, table)

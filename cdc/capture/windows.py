@@ -48,6 +48,7 @@ from cdc.watermarks import END, HIGH, LOW, Mark, key_bytes, read_chunk, redo_pat
 log = logging.getLogger(__name__)
 
 AddLines = Callable[[str, bytes, int], None]  # (first position, lines with markers, count): the open transaction
+AddTable = Callable[[str, str], None]  # start capturing db.table (`cdc snapshot --add-table`)
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,9 @@ class _Window:
 class Windows:
     """The open re-snapshot windows of one tail run, keyed by table."""
 
-    def __init__(self, state: StateDir, filters: Filters, history: SchemaHistory, watermark_table: str) -> None:
-        self.state, self.filters, self.history = state, filters, history
+    def __init__(self, state: StateDir, filters: Filters, history: SchemaHistory, watermark_table: str,
+                 add_table: AddTable) -> None:
+        self.state, self.filters, self.history, self.add_table = state, filters, history, add_table
         self.table = split_table_name(watermark_table)
         self._open: dict[tuple[str, str], _Window] = {}
         self.emitted_rows = 0
@@ -116,6 +118,10 @@ class Windows:
 
     def on_mark(self, mark: Mark, event: MarkEvent, add: AddLines) -> None:
         name = (mark.db, mark.table)
+        if mark.add and mark.mark == LOW and not self.filters.wants(mark.db, mark.table):
+            # Captured from this mark on: every change after it is in the change log, every row before it
+            # is read by a chunk after it.
+            self.add_table(mark.db, mark.table)
         if not self.filters.wants(mark.db, mark.table):
             log.warning(f"re-snapshot mark for {mark.db}.{mark.table}, which this tail does not capture: ignored",
                         extra={"stage": "tail", "position": event.position(0, snapshot=False)})

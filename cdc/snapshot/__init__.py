@@ -14,7 +14,13 @@ from cdc.lazy import exports
 if TYPE_CHECKING:
     from cdc.checkpoints import Handover
     from cdc.snapshot.handover import LOCK_MODES, take_handover
-    from cdc.snapshot.resnapshot import ResnapshotProgress, ResnapshotRequest, ResnapshotSummary, run_resnapshot
+    from cdc.snapshot.resnapshot import (
+        RESNAPSHOT_CHUNK_SIZE,
+        ResnapshotProgress,
+        ResnapshotRequest,
+        ResnapshotSummary,
+        run_resnapshot,
+    )
     from cdc.snapshot.run import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
     from cdc.snapshot.runway import read_retention
 
@@ -23,9 +29,9 @@ _HOMES = {"DEFAULT_CHUNK_SIZE": "cdc.snapshot.run", "SnapshotRequest": "cdc.snap
           "Handover": "cdc.checkpoints", "take_handover": "cdc.snapshot.handover", "LOCK_MODES": "cdc.snapshot.handover",
           "read_retention": "cdc.snapshot.runway", "ResnapshotProgress": "cdc.snapshot.resnapshot",
           "ResnapshotRequest": "cdc.snapshot.resnapshot", "ResnapshotSummary": "cdc.snapshot.resnapshot",
-          "run_resnapshot": "cdc.snapshot.resnapshot"}
+          "run_resnapshot": "cdc.snapshot.resnapshot", "RESNAPSHOT_CHUNK_SIZE": "cdc.snapshot.resnapshot"}
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "Handover", "LOCK_MODES", "ResnapshotProgress", "ResnapshotRequest",
+__all__ = ["DEFAULT_CHUNK_SIZE", "Handover", "LOCK_MODES", "RESNAPSHOT_CHUNK_SIZE", "ResnapshotProgress", "ResnapshotRequest",
            "ResnapshotSummary", "SnapshotRequest", "SnapshotSummary", "TableProgress", "read_retention",
            "run_resnapshot", "run_snapshot", "take_handover"]
 

@@ -57,7 +57,7 @@ from cdc.watermarks import END, HIGH, LOW, Mark, chunk_name, redo_chunks, run_di
 log = logging.getLogger(__name__)
 
 STAGE = ResnapshotCheckpoint.STAGE
-DEFAULT_CHUNK_SIZE = 10_000
+RESNAPSHOT_CHUNK_SIZE = 10_000  # rows per window: short windows, few keys noted
 MAX_ROUNDS = 5  # reads of a table's chunks again after DDL in their windows, before giving up
 # MySQL errors of a mark that cannot be written, and what they mean here.
 _NO_TABLE, _DENIED, _READ_ONLY, _SUPER_READ_ONLY = 1146, 1142, 1290, 1836
@@ -66,7 +66,8 @@ _NO_TABLE, _DENIED, _READ_ONLY, _SUPER_READ_ONLY = 1146, 1142, 1290, 1836
 @dataclass(frozen=True)
 class ResnapshotRequest:
     tables: tuple[str, ...]  # db.table names or globs, as --tables takes them
-    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_size: int = RESNAPSHOT_CHUNK_SIZE
+    add: bool = False  # `cdc snapshot --add-table`: tables tail does not capture yet, added at the first low mark
     wait_timeout: float = 600.0  # seconds to wait for tail to reach a mark
 
 
@@ -105,7 +106,7 @@ def run_resnapshot(settings: Settings, request: ResnapshotRequest, *, on_progres
     started = time.monotonic()
     with state.lock(STAGE), connection(settings.mysql, conv=RAW_CONVERSIONS) as conn:
         prepare_session(conn)
-        infos = _select(conn, settings, request.tables)
+        infos = _select(conn, settings, request.tables, request.add)
         probe_marks(conn, settings.mysql.watermark_table)
         checkpoint, resumed = _begin(state, infos)
         reader = _Reader(state, settings, request, conn, checkpoint, on_progress, sleep)
@@ -119,12 +120,12 @@ def run_resnapshot(settings: Settings, request: ResnapshotRequest, *, on_progres
     return summary
 
 
-def _select(conn: pymysql.Connection, settings: Settings, names: tuple[str, ...]) -> list[TableInfo]:
+def _select(conn: pymysql.Connection, settings: Settings, names: tuple[str, ...], add: bool) -> list[TableInfo]:
     if not names:
         raise UsageError("name at least one table: cdc resnapshot db.table [...]")
     infos = select_tables(conn, replace(settings.mysql, tables=names, databases=(), exclude_tables=()))
     mysql = settings.mysql
-    for info in infos:
+    for info in infos if not add else ():
         if not is_captured(mysql.databases, mysql.tables, mysql.exclude_tables, info.db, info.table):
             raise UsageError(f"{info.name} is not captured by tail (mysql.databases / tables / exclude_tables)",
                              hint="a re-snapshot reaches the change log through tail: capture the table first")
@@ -212,7 +213,7 @@ class _Reader:
         number = self.checkpoint.next_chunk
         self._save(entry, next_chunk=number + 1)  # a number is never used twice, even after a kill -9
         run, name = self.checkpoint.run, chunk_name(number, secrets.token_hex(4))
-        self._mark(Mark(run, LOW, info.db, info.table, number, at=time.time()))
+        self._mark(Mark(run, LOW, info.db, info.table, number, at=time.time(), add=self.request.add))
         plan = plan_table(self.conn, info, "", allow_no_pk=False)  # inside the window: the schema tail will hold
         self.rules.check_key(plan.schema)
         rows, last = self._read(plan, entry.last_key)

@@ -225,3 +225,37 @@ def test_ddl_inside_a_window_makes_the_chunk_read_again(mariadb: MariaDB, fresh_
             ddl.join(30)
     assert any("reading again from there" in r.getMessage() for r in caplog.records), "no DDL fell in a window"
     assert replay(state, fresh_db, "t") == source(mariadb, fresh_db, "t")
+
+
+def test_snapshot_add_table_adds_a_table_to_a_running_capture(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    """`cdc snapshot --add-table` while tail runs: the table's rows, then every change, also after a tail restart."""
+    from cdc.schema import SchemaHistory
+
+    create_marks_table(mariadb)
+    other = f"{fresh_db}_x"  # outside tail's filters (databases = fresh_db)
+    mariadb.execute(f"CREATE DATABASE `{other}`")
+    try:
+        _table(mariadb, other, "u", rows=120)
+        start = binlog_start(mariadb)
+        _table(mariadb, fresh_db)
+        state = tmp_path / "state"
+        with tail_running(mariadb, state, fresh_db, start):
+            mariadb.execute(f"UPDATE `{other}`.u SET v = 'before the add' WHERE id < 10")
+            with Workload(mariadb, other, "u", 120, seed=4, pause=0.002):
+                argv = [sys.executable, "-m", "cdc", "snapshot", "--add-table", f"{other}.u", "--chunk-size", "10",
+                        "--state-dir", str(state), "--json"]
+                env = env_for(mariadb, CDC_MYSQL_DATABASES=fresh_db, CDC_MYSQL_WATERMARK_TABLE=f"{MARKS}.watermarks")
+                done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, timeout=300)
+                assert done.returncode == 0, done.stderr.decode()
+        assert orjson.loads(done.stdout)["tables"][f"{other}.u"]["chunks"] >= 12
+        assert replay(state, other, "u") == source(mariadb, other, "u")
+        # A tail restarted from its checkpoint keeps capturing the added table.
+        mariadb.execute(f"UPDATE `{other}`.u SET v = 'after a restart' WHERE id % 2 = 0")
+        mariadb.execute(f"DELETE FROM `{other}`.u WHERE id % 9 = 0")
+        with tail_running(mariadb, state, fresh_db, None):
+            pass
+        assert replay(state, other, "u") == source(mariadb, other, "u")
+        assert SchemaHistory(state / "schema").latest(other, "u") is not None
+        assert replay(state, fresh_db, "t") == source(mariadb, fresh_db, "t")
+    finally:
+        mariadb.execute(f"DROP DATABASE `{other}`")
