@@ -37,6 +37,7 @@ from cdc.errors import PreconditionError, TimeoutExpired, UsageError
 from cdc.masking import ColumnRules, read_rules
 from cdc.source.binlog import Position, current_position
 from cdc.source.connect import connection
+from cdc.source.server import describe_server
 from cdc.source.tables import (
     RAW_CONVERSIONS,
     TableInfo,
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 
 STAGE = ResnapshotCheckpoint.STAGE
 RESNAPSHOT_CHUNK_SIZE = 10_000  # rows per window: short windows, few keys noted
+SAME_SERVER_HINT = ("run cdc resnapshot against the server tail reads (its binlog carries the watermarks to tail); "
+                    "after a failover, once `cdc tail --rebase` has moved the state directory to the new server")
 MAX_ROUNDS = 5  # reads of a table's chunks again after DDL in their windows, before giving up
 # MySQL errors of a mark that cannot be written, and what they mean here.
 _NO_TABLE, _DENIED, _READ_ONLY, _SUPER_READ_ONLY = 1146, 1142, 1290, 1836
@@ -106,6 +109,8 @@ def run_resnapshot(settings: Settings, request: ResnapshotRequest, *, on_progres
     started = time.monotonic()
     with state.lock(STAGE), connection(settings.mysql, conv=RAW_CONVERSIONS) as conn:
         prepare_session(conn)
+        # The marks' positions and the cut are this server's binlog: only the server tail reads can hold them.
+        state.bind_server(describe_server(conn).identity(), hint=SAME_SERVER_HINT)
         infos = _select(conn, settings, request.tables, request.add)
         probe_marks(conn, settings.mysql.watermark_table)
         checkpoint, resumed = _begin(state, infos)
@@ -291,8 +296,8 @@ def _mark_error(exc: pymysql.err.MySQLError, table: str) -> PreconditionError:
     if code in (_READ_ONLY, _SUPER_READ_ONLY):
         return PreconditionError(
             f"the server is read-only ({exc.args[1]}): re-snapshot watermarks must be written through its binlog",
-            hint="run `cdc resnapshot` against the primary (tail may keep reading the replica), or take a new "
-            "`cdc snapshot` in a fresh --state-dir; the locked-read fallback for replicas is not built yet")
+            hint="a re-snapshot needs a writable server that tail reads (tail on the primary); against a replica, "
+            "take a new `cdc snapshot` in a fresh --state-dir; the locked-read fallback for replicas is not built yet")
     return PreconditionError(f"writing a watermark to {table} failed: {exc}")
 
 

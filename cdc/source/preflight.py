@@ -109,7 +109,7 @@ def check_watermark_table(facts: Facts) -> Check:
                      f"drop it and create it again: {create}")
     if facts.variables.get("read_only", "OFF").upper() in ("ON", "1"):
         return Check("watermark_table", WARN, "the server is read-only (a replica?): watermarks cannot be written",
-                     expected, "run cdc resnapshot against the primary; tail may keep reading this replica")
+                     expected, "cdc resnapshot needs tail to read a writable server (the primary)")
     if not facts.grants.can_write(mark.db, mark.table):
         return Check("watermark_table", WARN, f"{facts.grants.user} lacks INSERT, UPDATE on {name}", expected,
                      f"GRANT INSERT, UPDATE ON {quoted} TO {_account(facts.grants.user)};")

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import orjson
@@ -158,7 +159,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
 
     create_marks_table(mariadb)
     start = binlog_start(mariadb)
-    _table(mariadb, fresh_db, rows=300)
+    _table(mariadb, fresh_db, rows=1000)
     state = tmp_path / "state"
     with tail_running(mariadb, state, fresh_db, start):
         _silent_changes(mariadb, fresh_db)
@@ -167,7 +168,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
     def resnapshot() -> None:
         try:
             box["summary"] = run_resnapshot(resnapshot_settings(mariadb, state, fresh_db),
-                                            ResnapshotRequest((f"{fresh_db}.t",), chunk_size=10, wait_timeout=120))
+                                            ResnapshotRequest((f"{fresh_db}.t",), chunk_size=5, wait_timeout=120))
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             box["error"] = exc
 
@@ -175,7 +176,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
     env = {"CDC_MYSQL_DATABASES": fresh_db, "CDC_MYSQL_WATERMARK_TABLE": f"{MARKS}.watermarks"}
     kills = 0
     # Throttled: a tail killed every few seconds must still catch up with it on a loaded machine.
-    with Workload(mariadb, fresh_db, "t", 300, seed=3, pause=0.005):
+    with Workload(mariadb, fresh_db, "t", 1000, seed=3, pause=0.005):
         reader = threading.Thread(target=resnapshot, daemon=True)
         reader.start()
         while reader.is_alive():
@@ -183,7 +184,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
             tail = subprocess.Popen([sys.executable, "-m", "cdc", "tail", "--follow", "--flush-interval", "0.05",
                                      "--state-dir", str(state)], cwd=ROOT, env=env_for(mariadb, **env),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            reader.join(rng.uniform(1.5, 4.0))  # a tail process starts in about a second
+            reader.join(rng.uniform(1.0, 3.0))  # a tail process starts in about a second
             tail.send_signal(signal.SIGKILL)
             tail.wait()
             kills += 1
@@ -259,3 +260,28 @@ def test_snapshot_add_table_adds_a_table_to_a_running_capture(mariadb: MariaDB, 
         assert replay(state, fresh_db, "t") == source(mariadb, fresh_db, "t")
     finally:
         mariadb.execute(f"DROP DATABASE `{other}`")
+
+
+def test_a_read_only_server_is_refused_with_a_clear_message(mariadb_factory: Any, tmp_path: Path) -> None:
+    """Watermarks must go through the binlog: on a read-only server (a replica) resnapshot stops, exit 4, saying so."""
+    from cdc.config import load_settings
+    from cdc.errors import ExitCode
+
+    server = mariadb_factory()
+    create_marks_table(server)
+    start = binlog_start(server)
+    server.execute("CREATE DATABASE shop")
+    _table(server, "shop")
+    state = tmp_path / "state"
+    with tail_running(server, state, "shop", start):
+        pass
+    server.create_user("cdc_ro", "pw", ("SELECT", "INSERT", "UPDATE"))
+    server.execute("SET GLOBAL read_only = 1")  # root keeps writing (SUPER); the cdc user may not
+    settings = load_settings({"mysql.host": server.host, "mysql.port": server.port, "mysql.user": "cdc_ro",
+                              "mysql.databases": ("shop",), "mysql.watermark_table": f"{MARKS}.watermarks",
+                              "state_dir": str(state)}, env={"HOME": str(tmp_path), "CDC_MYSQL_PASSWORD": "pw"},
+                             cwd=tmp_path)
+    with pytest.raises(PreconditionError, match="the server is read-only") as raised:
+        run_resnapshot(settings, ResnapshotRequest(("shop.t",)))
+    assert raised.value.exit_code == ExitCode.PRECONDITION and "tail on the primary" in (raised.value.hint or "")
+    assert ResnapshotCheckpoint.read(StateDir(state)) is None  # refused before anything was started
