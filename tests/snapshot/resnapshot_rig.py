@@ -79,6 +79,30 @@ def wait_for_tail(server: MariaDB, state: Path, timeout: float = 60.0) -> None:
     raise AssertionError(f"tail did not reach {file}:{pos}")
 
 
+def wait_for_lines(server: MariaDB, state: Path, timeout: float = 60.0) -> None:
+    """Until the sealed change log has a line past the server's binlog end now (writes must go on meanwhile).
+
+    Unlike wait_for_tail, this does not wait for tail.json, which stays before a window a killed resnapshot left open.
+    """
+    from cdc.changelog import list_segments, position_string
+
+    file, pos = server.binlog_position()
+    target = position_string(file, pos, 0)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        segments = list_segments(state / "changelog")
+        if segments and _last_position(segments[-1]) > target:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the change log did not pass {file}:{pos}")
+
+
+def _last_position(segment: Path) -> str:
+    import orjson
+
+    return str(orjson.loads(segment.read_bytes().splitlines()[-1])["position"])
+
+
 def replay(state: Path, db: str, table: str) -> dict[tuple[Any, ...], dict[str, Any]]:
     """The table as spark-merge would make it from the change log (keys as tuples of sorted key names)."""
     rows: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
@@ -115,8 +139,10 @@ class Workload:
     """Autocommit writes on `db`.`t` (id INT PK, v VARCHAR, n INT) from a thread: updates, deletes, inserts,
     primary-key changes and rolled-back transactions, over the keys the re-snapshot reads."""
 
-    def __init__(self, server: MariaDB, db: str, table: str, keys: int, seed: int, pause: float = 0.0) -> None:
+    def __init__(self, server: MariaDB, db: str, table: str, keys: int, seed: int, pause: float = 0.0,
+                 first: int = 1) -> None:
         self.server, self.db, self.table, self.keys, self.pause = server, db, table, keys, pause
+        self.first = first  # the lowest key written: rows below it change only with the binlog off
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.writes = 0
@@ -146,7 +172,7 @@ class Workload:
             self.error = exc
 
     def _one(self, cur: Any, table: str) -> None:
-        rng, key = self.rng, self.rng.randrange(1, self.keys * 2)
+        rng, key = self.rng, self.rng.randrange(self.first, self.keys * 2)
         action = rng.random()
         try:
             if action < 0.45:
@@ -156,7 +182,8 @@ class Workload:
             elif action < 0.75:
                 cur.execute(f"INSERT IGNORE INTO {table} VALUES (%s, %s, 0)", (key, f"i{key}"))
             elif action < 0.88:  # a primary-key change: the old key must disappear
-                cur.execute(f"UPDATE IGNORE {table} SET id = %s WHERE id = %s", (rng.randrange(1, self.keys * 2), key))
+                cur.execute(f"UPDATE IGNORE {table} SET id = %s WHERE id = %s",
+                            (rng.randrange(self.first, self.keys * 2), key))
             else:  # a rolled-back transaction writes nothing to the binlog
                 cur.execute("BEGIN")
                 cur.execute(f"UPDATE {table} SET v = 'rolled back' WHERE id = %s", (key,))

@@ -27,7 +27,16 @@ from cdc.snapshot import ResnapshotRequest, run_resnapshot
 from cdc.state import StateDir
 from tests.capture.conftest import ROOT, binlog_start, changelog_lines, env_for
 from tests.rig import MariaDB
-from tests.snapshot.resnapshot_rig import MARKS, Workload, create_marks_table, replay, resnapshot_settings, source, tail_running
+from tests.snapshot.resnapshot_rig import (
+    MARKS,
+    Workload,
+    create_marks_table,
+    replay,
+    resnapshot_settings,
+    source,
+    tail_running,
+    wait_for_lines,
+)
 
 ROWS = 200
 
@@ -102,15 +111,24 @@ def _spawn(server: MariaDB, state: Path, db: str, chunk_size: int) -> subprocess
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def test_kill_9_at_a_random_chunk_then_rerun_ends_equal(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+def test_kill_9_at_a_random_chunk_then_rerun_ends_equal(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                        spark: Any) -> None:
+    """The lake merged before, killed resnapshot, rerun, merged again: the lake equals the source row for row."""
+    from cdc.spark import merge, read_lake_table
+
     create_marks_table(mariadb)
     start = binlog_start(mariadb)
     _table(mariadb, fresh_db, rows=400)
     state = tmp_path / "state"
-    at = random.Random(os.getpid()).randrange(2, 30)
     with tail_running(mariadb, state, fresh_db, start):
+        pass
+    merge(StateDir(state), spark=spark)  # the lake holds every row, older than the re-snapshot's cut
+    at = random.Random(os.getpid()).randrange(5, 25)
+    with tail_running(mariadb, state, fresh_db, None):
         _silent_changes(mariadb, fresh_db)
-        with Workload(mariadb, fresh_db, "t", 400, seed=9):
+        # Keys from 250 up only: the rows read before the kill stay untouched by the binlog after the middle merge,
+        # so only a cut that keeps lake rows newer than it (not a truncate) leaves them in place.
+        with Workload(mariadb, fresh_db, "t", 400, seed=9, first=250):
             proc = _spawn(mariadb, state, fresh_db, chunk_size=10)
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and proc.poll() is None:
@@ -123,12 +141,19 @@ def test_kill_9_at_a_random_chunk_then_rerun_ends_equal(mariadb: MariaDB, fresh_
             proc.wait()
             killed = ResnapshotCheckpoint.read(StateDir(state))
             assert killed is not None and killed.status == "running"
+            wait_for_lines(mariadb, state)  # the chunks read before the kill are in the change log
+            merge(StateDir(state), spark=spark)  # a merge in the middle: r lines of some chunks only
             rerun = _spawn(mariadb, state, fresh_db, chunk_size=10)
             out, err = rerun.communicate(timeout=300)
             assert rerun.returncode == 0, err.decode()
     summary = orjson.loads(out)
     assert summary["resumed"] is True and summary["run"] == killed.run
-    assert replay(state, fresh_db, "t") == source(mariadb, fresh_db, "t")
+    expected = source(mariadb, fresh_db, "t")
+    assert replay(state, fresh_db, "t") == expected
+    merge(StateDir(state), spark=spark)
+    lake = read_lake_table(state / "lake", fresh_db, "t")
+    assert lake is not None
+    assert {(r["id"],): {"id": r["id"], "v": r["v"], "n": r["n"]} for r in lake.rows} == expected
 
 
 def test_refuses_without_the_watermark_table_or_for_an_uncaptured_table(mariadb: MariaDB, fresh_db: str,
