@@ -310,3 +310,28 @@ def test_a_read_only_server_is_refused_with_a_clear_message(mariadb_factory: Any
         run_resnapshot(settings, ResnapshotRequest(("shop.t",)))
     assert raised.value.exit_code == ExitCode.PRECONDITION and "tail on the primary" in (raised.value.hint or "")
     assert ResnapshotCheckpoint.read(StateDir(state)) is None  # refused before anything was started
+
+
+def test_hostile_table_and_column_names_through_the_new_path(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    """Backticks, quotes, %, dots, spaces and non-ASCII in names: SELECT, keyset, chunk files, marks, r lines."""
+    def q(name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    table, key, value = "we`ird 'ta%ble'.ü", "k`ey 'x'", "va.l \"ue\""
+    create_marks_table(mariadb)
+    start = binlog_start(mariadb)
+    full = f"{q(fresh_db)}.{q(table)}".replace("%", "%%")
+    mariadb.execute(f"CREATE TABLE {full} ({q(key)} VARCHAR(20) PRIMARY KEY, {q(value)} TEXT)".replace("%%", "%"))
+    for n in range(40):
+        mariadb.execute(f"INSERT INTO {full} VALUES (%s, %s)", (f"k'{n:03d}`%", f"O'Brien {n} 🎉"))
+    state = tmp_path / "state"
+    with tail_running(mariadb, state, fresh_db, start):
+        with mariadb.connect() as conn, conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(f"UPDATE {full} SET {q(value)} = 'silent' WHERE {q(key)} < %s", ("k'010",))
+            cur.execute(f"DELETE FROM {full} WHERE {q(key)} > %s", ("k'030",))
+        run_resnapshot(resnapshot_settings(mariadb, state, fresh_db),
+                       ResnapshotRequest((f"{fresh_db}.{table}",), chunk_size=7))
+    rows = mariadb.execute(f"SELECT {q(key)}, {q(value)} FROM {full}".replace("%%", "%"))
+    assert len(rows) == 30
+    assert replay(state, fresh_db, table) == {(k,): {key: k, value: v} for k, v in rows}
