@@ -6,6 +6,7 @@ so that they reach tail through the binlog, in order with every other change:
     low   a chunk's window opens: tail notes every key of the table that changes from here on
     high  the window closes: tail emits the chunk file's rows minus the noted keys, as `r` lines at this position
     end   the table is done: tail emits a `resnapshot` control line that removes every older row not read again
+    cancel  `cdc resnapshot --cancel`: tail closes the table's open window without emitting anything
 
 Each mark is one row `(slot, mark)` written with INSERT ... ON DUPLICATE KEY UPDATE, `mark` a JSON object
 (`Mark`). The chunk files sit in `<state>/resnapshot/<run>/`; tail writes `<chunk file stem>.redo` beside one
@@ -27,7 +28,7 @@ from cdc.errors import UsageError
 from cdc.schema import Column, TableSchema
 from cdc.state import StateDir, read_json, write_bytes_atomic, write_json_atomic
 
-LOW, HIGH, END = "low", "high", "end"
+LOW, HIGH, END, CANCEL = "low", "high", "end", "cancel"
 CHUNK_VERSION = 1
 DEFAULT_TABLE = "cdc.watermarks"
 # What the user creates (docs/guide.md): any database, this shape. `mark` holds a JSON object (Mark).
@@ -83,7 +84,7 @@ class Mark:
                        body.get("add") is True)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
-        if mark.mark not in (LOW, HIGH, END) or (mark.file is not None and not _FILE_NAME.match(mark.file)):
+        if mark.mark not in (LOW, HIGH, END, CANCEL) or (mark.file is not None and not _FILE_NAME.match(mark.file)):
             return None
         return mark
 

@@ -4,7 +4,7 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -18,12 +18,14 @@ from cdc.snapshot import RESNAPSHOT_CHUNK_SIZE, ResnapshotProgress, ResnapshotRe
 @log_options
 @mysql_options
 def resnapshot(
-    tables: Annotated[list[str], typer.Argument(help="db.table to read again; globs allowed (shop.*).",
-                                                autocompletion=complete_tables)],
+    tables: Annotated[Optional[list[str]], typer.Argument(help="db.table to read again; globs allowed (shop.*).",
+                                                          autocompletion=complete_tables)] = None,
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Rows per chunk (one watermark window).")]
     = RESNAPSHOT_CHUNK_SIZE,
     wait_timeout: Annotated[float, typer.Option("--wait-timeout", help="Seconds to wait for tail to reach a "
                                                 "watermark before giving up (exit 9; rerun to resume).")] = 600.0,
+    cancel: Annotated[bool, typer.Option("--cancel", help="Give the unfinished run up (tail stops waiting for its "
+                                         "chunk; nothing more is emitted).")] = False,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
@@ -32,7 +34,7 @@ def resnapshot(
 ) -> None:
     """Read tables again while tail runs: repairs what the binlog did not carry (see docs/guide.md)."""
     settings = settings_from(config, state_dir, mysql_flags)
-    request = ResnapshotRequest(tuple(tables), chunk_size=chunk_size, wait_timeout=wait_timeout)
+    request = ResnapshotRequest(tuple(tables or ()), chunk_size=chunk_size, wait_timeout=wait_timeout, cancel=cancel)
     with progress(not as_json, settings.log.status_seconds()) as on_progress:
         summary = run_resnapshot(settings, request, on_progress=on_progress)
     render(summary, as_json)

@@ -43,7 +43,7 @@ from cdc.capture.txn import split_line
 from cdc.changelog import position_string
 from cdc.schema import SchemaHistory
 from cdc.state import StateDir, write_bytes_atomic
-from cdc.watermarks import END, HIGH, LOW, Mark, key_bytes, read_chunk, redo_path, run_dir, split_table_name
+from cdc.watermarks import CANCEL, END, HIGH, LOW, Mark, key_bytes, read_chunk, redo_path, run_dir, split_table_name
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,8 @@ class Windows:
             self._close(mark, self._open.pop(name, None), event, add)
         elif mark.mark == END and mark.cut is not None:
             self._end(mark, event, add)
+        elif mark.mark == CANCEL and name in self._open and self._open[name].run == mark.run:
+            del self._open[name]  # the run was given up: nothing to emit, tail.json may move on
 
     def _close(self, mark: Mark, window: _Window | None, event: MarkEvent, add: AddLines) -> None:
         directory = run_dir(self.state, mark.run)

@@ -1,6 +1,6 @@
 """resnapshot.json (version 1): the progress of `cdc resnapshot`, written after each chunk's high mark.
 
-    {"version": 1, "run": "r20261126071500-1a2b3c4d", "status": "running" | "done",
+    {"version": 1, "run": "r20261126071500-1a2b3c4d", "status": "running" | "done" | "cancelled",
      "started_at": "2026-11-26T07:15:00Z", "next_chunk": 7,
      "tables": [{"db", "table", "cut": {"file", "pos"} | null, "last_key": [...] | null, "read_all": bool,
                  "done": bool, "rows": N, "chunks": N, "est_rows": N, "starts": {"<chunk>": last_key | null}}]}

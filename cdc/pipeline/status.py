@@ -160,7 +160,7 @@ def resnapshot_view(state: StateDir) -> tuple[dict[str, Any] | None, str | None]
     tables = [{"table": t.name, "rows": t.rows, "est_rows": max(t.est_rows, t.rows), "chunks": t.chunks,
                "read_all": t.read_all, "done": t.done} for t in checkpoint.tables]
     view = {"run": checkpoint.run, "status": checkpoint.status, "started_at": checkpoint.started_at, "tables": tables}
-    if checkpoint.status == "done":
+    if checkpoint.status != "running":  # done or cancelled
         return view, None
     parts = [f"{t['table']} {'done' if t['done'] else 'waiting for tail' if t['read_all'] else 'reading'} "
              f"{t['rows']:,}/~{t['est_rows']:,} rows in {t['chunks']} chunk(s)" for t in tables]

@@ -53,7 +53,7 @@ from cdc.source.tables import (
     stream_rows,
 )
 from cdc.state import StateDir
-from cdc.watermarks import END, HIGH, LOW, Mark, chunk_name, redo_chunks, run_dir, split_table_name, write_chunk
+from cdc.watermarks import CANCEL, END, HIGH, LOW, Mark, chunk_name, redo_chunks, run_dir, split_table_name, write_chunk
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class ResnapshotRequest:
     tables: tuple[str, ...]  # db.table names or globs, as --tables takes them
     chunk_size: int = RESNAPSHOT_CHUNK_SIZE
     add: bool = False  # `cdc snapshot --add-table`: tables tail does not capture yet, added at the first low mark
+    cancel: bool = False  # give the unfinished run up: close its windows in tail, emit nothing more
     wait_timeout: float = 600.0  # seconds to wait for tail to reach a mark
 
 
@@ -103,6 +104,8 @@ def run_resnapshot(settings: Settings, request: ResnapshotRequest, *, on_progres
     if request.chunk_size < 1:
         raise UsageError(f"--chunk-size {request.chunk_size} must be at least 1")
     state = StateDir(settings.state_dir)
+    if request.cancel:
+        return cancel_resnapshot(settings, state)
     if TailCheckpoint.read(state) is None:
         raise PreconditionError(f"no tail checkpoint in {state.root}: a re-snapshot goes through a running tail",
                                 hint="run `cdc snapshot` and `cdc tail --follow` first (same --state-dir)")
@@ -125,6 +128,25 @@ def run_resnapshot(settings: Settings, request: ResnapshotRequest, *, on_progres
     return summary
 
 
+def cancel_resnapshot(settings: Settings, state: StateDir) -> ResnapshotSummary:
+    """Give the unfinished run up: a cancel mark per table closes a window it left open in tail (and frees tail.json).
+
+    The rows its chunks already emitted stay (they hold the source's rows as read); its end lines are never
+    written, so no row is removed downstream.
+    """
+    with state.lock(STAGE), connection(settings.mysql) as conn:
+        known = ResnapshotCheckpoint.read(state)
+        if known is None or known.status != "running":
+            raise UsageError("no unfinished re-snapshot to cancel", hint="`cdc status` shows the last one")
+        state.bind_server(describe_server(conn).identity(), hint=SAME_SERVER_HINT)
+        for table in known.tables:
+            write_mark(conn, settings.mysql.watermark_table, known.run,
+                       Mark(known.run, CANCEL, table.db, table.table, at=time.time()).to_json())
+        replace(known, status="cancelled").write(state)
+        _remove_dir(state, known.run)
+    return ResnapshotSummary(known.run, True, {t.name: {"rows": t.rows, "chunks": t.chunks} for t in known.tables})
+
+
 def _select(conn: pymysql.Connection, settings: Settings, names: tuple[str, ...], add: bool) -> list[TableInfo]:
     if not names:
         raise UsageError("name at least one table: cdc resnapshot db.table [...]")
@@ -141,7 +163,7 @@ def _begin(state: StateDir, infos: list[TableInfo]) -> tuple[ResnapshotCheckpoin
     """The run in progress for these tables (resumed), or a new one."""
     known = ResnapshotCheckpoint.read(state)
     names = [i.name for i in infos]
-    if known is not None and known.status != "done":
+    if known is not None and known.status == "running":
         if [t.name for t in known.tables] != names:
             raise UsageError(f"re-snapshot {known.run} of {', '.join(t.name for t in known.tables)} is not finished",
                              hint="rerun `cdc resnapshot " + " ".join(t.name for t in known.tables) + "` to finish it "

@@ -36,6 +36,7 @@ from tests.snapshot.resnapshot_rig import (
     source,
     tail_running,
     wait_for_lines,
+    wait_for_tail,
 )
 
 ROWS = 200
@@ -335,3 +336,35 @@ def test_hostile_table_and_column_names_through_the_new_path(mariadb: MariaDB, f
     rows = mariadb.execute(f"SELECT {q(key)}, {q(value)} FROM {full}".replace("%%", "%"))
     assert len(rows) == 30
     assert replay(state, fresh_db, table) == {(k,): {key: k, value: v} for k, v in rows}
+
+
+def test_cancel_frees_tail_from_a_window_a_killed_run_left_open(mariadb: MariaDB, fresh_db: str,
+                                                                tmp_path: Path) -> None:
+    from cdc.snapshot.resnapshot import write_mark
+    from cdc.watermarks import LOW, Mark
+
+    create_marks_table(mariadb)
+    start = binlog_start(mariadb)
+    _table(mariadb, fresh_db)
+    state = tmp_path / "state"
+    with tail_running(mariadb, state, fresh_db, start):
+        run_resnapshot(resnapshot_settings(mariadb, state, fresh_db), ResnapshotRequest((f"{fresh_db}.t",),
+                                                                                        chunk_size=50))
+        done = ResnapshotCheckpoint.read(StateDir(state))
+        assert done is not None
+        # As a resnapshot killed between its marks leaves it: a running run, a low mark without its high one.
+        ResnapshotCheckpoint(done.run, "running", done.started_at, done.next_chunk,
+                             tuple(type(t)(t.db, t.table) for t in done.tables)).write(StateDir(state))
+        with mariadb.connect() as conn:
+            write_mark(conn, f"{MARKS}.watermarks", done.run, Mark(done.run, LOW, fresh_db, "t", 99, at=1.0).to_json())
+        mariadb.execute(f"UPDATE `{fresh_db}`.t SET v = 'later' WHERE id = 1")
+        with pytest.raises(AssertionError, match="tail did not reach"):
+            wait_for_tail(mariadb, state, timeout=3)  # tail.json stays before the open window
+        summary = run_resnapshot(resnapshot_settings(mariadb, state, fresh_db), ResnapshotRequest((), cancel=True))
+        assert summary.run == done.run
+        wait_for_tail(mariadb, state)
+    cancelled = ResnapshotCheckpoint.read(StateDir(state))
+    assert cancelled is not None and cancelled.status == "cancelled"
+    assert replay(state, fresh_db, "t") == source(mariadb, fresh_db, "t")
+    with pytest.raises(UsageError, match="no unfinished re-snapshot"):
+        run_resnapshot(resnapshot_settings(mariadb, state, fresh_db), ResnapshotRequest((), cancel=True))
