@@ -47,6 +47,14 @@ class TableInput:
     max_position: str
     truncate_position: str | None  # last truncate/drop in the run: everything before it is gone
     truncate_ts: str | None
+    # The cutting line's own position: a truncate's is truncate_position; a re-snapshot end line's is later
+    # than its cut (rows between the two were read again or changed since, and stay).
+    truncate_at: str | None = None
+
+    @property
+    def is_partial_cut(self) -> bool:
+        """The cut lies before its line: lake rows written after the cut by earlier runs stay."""
+        return self.truncate_at is not None and self.truncate_at != self.truncate_position
 
 
 def typed(raw: SparkColumn, column: Column, final: Column) -> SparkColumn:
@@ -219,7 +227,7 @@ def truncated_rows(rows: DataFrame, final: TableSchema, info: TableInput) -> Dat
 
 
 def _cut_meta(info: TableInput) -> dict[str, SparkColumn]:
-    return {"_cdc_op": F.lit("d"), "_cdc_position": F.lit(info.truncate_position),
+    return {"_cdc_op": F.lit("d"), "_cdc_position": F.lit(info.truncate_at or info.truncate_position),
             "_cdc_commit_ts": F.lit(info.truncate_ts).cast(T.TimestampType())}
 
 
