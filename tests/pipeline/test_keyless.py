@@ -160,7 +160,7 @@ def test_verify_counts_copies_of_a_keyless_table(mariadb: MariaDB, fresh_db: str
 
 
 def test_cascades_into_a_keyless_child_reach_every_copy(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
-                                                        spark: Any) -> None:  # noqa: F811
+                                                        spark: Any, sf: Any) -> None:  # noqa: F811
     """InnoDB cascades into every matching child row, identical copies included; the binlog shows none of them."""
     state = tmp_path / "state"
     start = binlog_start(mariadb)
@@ -178,5 +178,7 @@ def test_cascades_into_a_keyless_child_reach_every_copy(mariadb: MariaDB, fresh_
     schema, expected = _source(mariadb, fresh_db, "kid")
     assert expected == Counter({(20, "b"): 1, (3, "c"): 2, (None, "n"): 1})
     assert _lake(state, schema) == expected
-    code, doc = verify_json(state, mariadb, "--target", "lake")
-    assert code == 0, json.dumps(doc)
+    apply_to_snowflake(sf, state)
+    assert _snowflake(sf, schema) == expected
+    code, doc = verify_json(state, mariadb)
+    assert code == 0 and set(statuses(doc).values()) == {"OK"}, json.dumps(doc)
