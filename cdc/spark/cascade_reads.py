@@ -180,7 +180,7 @@ class _Reader:
         final = self.final(table)
         if final is None:
             return
-        wanted = self._values(final, columns, value)
+        wanted = self._keys_frame(len(columns), {value})
         keys: set[Key] = set()
         lake, events = self.lake(table), self.events(table)
         pk = list(key_columns(final))
@@ -212,7 +212,7 @@ class _Reader:
         if events is None or not keys:
             return []
         pk = list(key_columns(final))
-        wanted = self._keys_frame(final, pk, keys)
+        wanted = self._keys_frame(len(pk), keys)
         found: list[Change] = []
         for image in ("before", "after"):
             found += self._changes(table, final, events.join(wanted, self._on(events, final, pk, wanted, image),
@@ -224,17 +224,15 @@ class _Reader:
         if lake is None or not keys:
             return []
         pk = list(key_columns(final))
-        wanted = self._keys_frame(final, pk, keys)
+        wanted = self._keys_frame(len(pk), keys)
         names = final.column_names
         return [dict(zip(names, r, strict=True)) for r in lake.join(wanted, self._on(lake, final, pk, wanted),
                                                                      "left_semi").collect()]
 
-    def _keys_frame(self, final: TableSchema, columns: list[str], keys: set[Key]) -> DataFrame:
-        schema = T.StructType([T.StructField(f"w{i}", T.StringType()) for i in range(len(columns))])
+    def _keys_frame(self, width: int, keys: set[Key]) -> DataFrame:
+        """The values looked up (w0..wn, canonical text), small: broadcast to every join with them."""
+        schema = T.StructType([T.StructField(f"w{i}", T.StringType()) for i in range(width)])
         return F.broadcast(self.spark.createDataFrame([list(k) for k in keys], schema))
-
-    def _values(self, final: TableSchema, columns: tuple[str, ...], value: Key) -> DataFrame:
-        return self._keys_frame(final, list(columns), {value})
 
     @staticmethod
     def _positional(final: TableSchema, names: list[str] | tuple[str, ...]) -> list[str]:
