@@ -105,7 +105,7 @@ def by_version(scoped: list[tuple[TableSchema, SparkColumn | None]],
 
 def _check_key(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema) -> None:
     for version, _ in scoped:
-        if tuple(version.primary_key) != tuple(final.primary_key):
+        if not version.same_key(final):
             raise DataError(
                 f"{final.db}.{final.table}: primary key changed from {list(version.primary_key)} at "
                 f"{version.position} to {list(final.primary_key)} at {final.position}; merging across a key "

@@ -182,3 +182,27 @@ def test_cascades_into_a_keyless_child_reach_every_copy(mariadb: MariaDB, fresh_
     assert _snowflake(sf, schema) == expected
     code, doc = verify_json(state, mariadb)
     assert code == 0 and set(statuses(doc).values()) == {"OK"}, json.dumps(doc)
+
+
+def test_a_composite_key_declared_out_of_column_order_merges(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                             spark: Any, sf: Any) -> None:  # noqa: F811
+    """PRIMARY KEY (b, a): information_schema lists the key in its own order, the binlog's table map in column
+    order. Both are the same key: tail must not record a key change, nor spark-merge stop at one."""
+    state = tmp_path / "state"
+    mariadb.execute("CREATE TABLE pair (a INT NOT NULL, b VARCHAR(5) NOT NULL, n INT, PRIMARY KEY (b, a))",
+                    database=fresh_db)
+    _run_sql(mariadb, fresh_db, ["INSERT INTO pair VALUES (1, 'x', 10), (2, 'x', 20), (1, 'y', 30)"])
+    snap = run("snapshot", "--state-dir", str(state), *server_args(mariadb), "--databases", fresh_db)
+    assert snap.exit_code == 0, snap.output
+    _run_sql(mariadb, fresh_db, ["UPDATE pair SET n = 11 WHERE a = 1 AND b = 'x'", "DELETE FROM pair WHERE a = 2",
+                                 "UPDATE pair SET a = 5 WHERE b = 'y'", "INSERT INTO pair VALUES (3, 'z', NULL)"])
+    tail_once(mariadb, state, fresh_db)
+    assert len(SchemaHistory(state / "schema").versions(fresh_db, "pair")) == 1
+    merge(StateDir(state), spark=spark)
+    apply_to_snowflake(sf, state)
+    schema, expected = _source(mariadb, fresh_db, "pair")
+    assert expected == Counter({(1, "x", 11): 1, (5, "y", 30): 1, (3, "z", None): 1})
+    assert _lake(state, schema) == expected
+    assert _snowflake(sf, schema) == expected
+    code, doc = verify_json(state, mariadb)
+    assert code == 0 and set(statuses(doc).values()) == {"OK"}, json.dumps(doc)
