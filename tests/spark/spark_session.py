@@ -10,6 +10,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,8 @@ def spark_class_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     `cdc run` maps an archive but never records one, so without this, whether a test's runs found one hung on
     whether some spark-merge had run before it on this machine, and each JVM start without it cost more CPU
     (docs/performance.md, "Test suite"). Starting without an archive, recording it and a damaged one are
-    tested by tests/spark/test_cli.py with a cache of its own. A lock keeps xdist's workers from recording twice.
+    tested by tests/spark/test_cli.py with a cache of its own. A lock keeps xdist's workers from recording twice;
+    a recording that fails is a warning, not an error: the tests that need Spark fail by themselves.
     """
     from cdc.spark.session import class_archive
     from tests.spark.test_merge import build
@@ -56,5 +58,7 @@ def spark_class_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
             done = subprocess.run([sys.executable, "-m", "cdc.spark.job", "--state-dir", str(state), "--master",
                                    "local[2]", "--driver-memory", "1g"], cwd=ROOT, capture_output=True, text=True,
                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
-            assert done.returncode == 0 and archive.exists(), done.stderr
+            if done.returncode != 0 or not archive.exists():
+                # Only speed is lost: the tests that need Spark fail on their own if it cannot start.
+                warnings.warn(f"no Spark class archive recorded at {archive}: {done.stderr[-2000:]}", stacklevel=1)
     return archive
