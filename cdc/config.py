@@ -54,6 +54,8 @@ class MySQLSettings:
     # The HMAC key of hash_columns: CDC_MYSQL_HASH_KEY (a secret: refused in cdc.toml), or a 0600 file.
     hash_key: str | None = field(default=None, repr=False)
     hash_key_file: str | None = None
+    # The table `cdc resnapshot` writes its watermarks to, and tail reads them from (cdc.watermarks).
+    watermark_table: str = "cdc.watermarks"
 
     def reader_server_id(self) -> int:
         """Our replica server_id: the configured one, else a stable value derived from host/port/user.

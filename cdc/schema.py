@@ -140,7 +140,12 @@ class TableSchema:
 
     def same_shape(self, other: TableSchema) -> bool:
         """Same columns and key (what decoding a row depends on)."""
-        return self.columns == other.columns and self.primary_key == other.primary_key
+        return self.columns == other.columns and self.same_key(other)
+
+    def same_key(self, other: TableSchema) -> bool:
+        """The same key columns, in any order: information_schema lists `PRIMARY KEY (b, a)` in the key's
+        order, the binlog's table map in column order, and both are one key."""
+        return sorted(self.primary_key) == sorted(other.primary_key)
 
     def same_version(self, other: TableSchema) -> bool:
         """Same shape and the same foreign keys both ways (what the history records a version for)."""

@@ -23,6 +23,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("check-binlog", "check_binlog", "check_binlog"),
     ("set-retention", "set_retention", "set_retention"),
     ("snapshot", "snapshot", "snapshot"),
+    ("resnapshot", "resnapshot", "resnapshot"),
     ("tail", "tail", "tail"),
     ("ship", "ship", "ship"),
     ("spark-merge", "spark_merge", "spark_merge"),

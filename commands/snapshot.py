@@ -20,8 +20,20 @@ from cdc.commands.options import (
     runs_stage,
     settings_from,
 )
+from cdc.commands.resnapshot import progress as resnapshot_progress
+from cdc.commands.resnapshot import render as render_resnapshot
 from cdc.errors import ExitCode
-from cdc.snapshot import DEFAULT_CHUNK_SIZE, LOCK_MODES, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
+from cdc.snapshot import (
+    DEFAULT_CHUNK_SIZE,
+    LOCK_MODES,
+    RESNAPSHOT_CHUNK_SIZE,
+    ResnapshotRequest,
+    SnapshotRequest,
+    SnapshotSummary,
+    TableProgress,
+    run_resnapshot,
+    run_snapshot,
+)
 
 _SEL = "Selection"
 
@@ -47,6 +59,9 @@ def snapshot(
                                          "the binlog retention, instead of warning.")] = False,
     workers: Annotated[int, typer.Option("--workers", help="Processes reading a big table's parts at once "
                                          "(MariaDB, in the same snapshot; see docs/guide.md).")] = 1,
+    add_table: Annotated[Optional[list[str]], typer.Option(
+        "--add-table", help="Add db.table to a running capture without stopping tail (read like `cdc resnapshot`; "
+        "repeatable).", rich_help_panel=_SEL, autocompletion=complete_tables)] = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
@@ -57,6 +72,11 @@ def snapshot(
     settings = settings_from(config, state_dir, mysql_flags, **{
         "mysql.tables": tuple(tables or ()), "mysql.databases": tuple(databases or ()),
         "mysql.exclude_tables": tuple(exclude_tables or ())})
+    if add_table:  # not the initial copy: tables read between watermarks into a running capture
+        request_add = ResnapshotRequest(tuple(add_table), chunk_size=min(chunk_size, RESNAPSHOT_CHUNK_SIZE), add=True)
+        with resnapshot_progress(not as_json, settings.log.status_seconds()) as on_step:
+            render_resnapshot(run_resnapshot(settings, request_add, on_progress=on_step), as_json)
+        raise typer.Exit(int(ExitCode.OK))
     runs_stage(settings, "snapshot", "cdc snapshot")
     request = SnapshotRequest(chunk_size=chunk_size, lock=lock, allow_no_pk=allow_no_pk, strict=strict,
                               workers=workers)

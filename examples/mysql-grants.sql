@@ -9,3 +9,7 @@ GRANT SELECT ON hr.* TO 'cdc_repl'@'10.0.%';
 GRANT LOCK TABLES ON hr.* TO 'cdc_repl'@'10.0.%';
 -- MariaDB 10.5+ names the status privilege BINLOG MONITOR:
 -- GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'cdc_repl'@'10.0.%';
+-- only for `cdc resnapshot` (docs/guide.md): the watermark table, on the primary, and writing it
+-- CREATE DATABASE IF NOT EXISTS cdc;
+-- CREATE TABLE cdc.watermarks (slot VARCHAR(64) NOT NULL PRIMARY KEY, mark TEXT NOT NULL) ENGINE=InnoDB;
+-- GRANT INSERT, UPDATE ON cdc.watermarks TO 'cdc_repl'@'10.0.%';

@@ -6,6 +6,8 @@
 #   bash scripts/test.sh tests/rig -q         # one folder
 #   bash scripts/test.sh -m slow              # the fault campaign
 #   bash scripts/test.sh -n 0 -x tests/capture/test_tail_rebase.py
+#   CDC_SUITE_PROFILE=/tmp/prof bash scripts/test.sh -p tests.suite_profile   # CPU, JVM and mariadbd starts per test
+#                                                   (docs/performance.md, "Test suite")
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -31,7 +31,7 @@ REPLICATION_PASSWORD = "s3cret 'pw\" #1"
 # The real part each fixture starts, as a marker: `pytest -m "not mariadb and not spark"` is the fast lane.
 PART_OF_FIXTURE = {
     "mariadb": "mariadb", "mariadb_factory": "mariadb", "fresh_db": "mariadb", "replication_user": "mariadb",
-    "tls_server": "mariadb",
+    "tls_server": "mariadb", "hung_server": "mariadb",
     "spark": "spark",
     "moto_server": "aws", "aws_env": "aws", "s3": "aws", "kinesis": "aws", "bucket": "aws", "stream": "aws",
     "fakesnow_server": "snowflake", "snowflake_home": "snowflake", "snowflake_env": "snowflake", "sf": "snowflake",

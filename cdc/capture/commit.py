@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import BinaryIO
 
 from cdc.capture.start import Start, last_position_in, uncheckpointed_segments
@@ -45,6 +46,9 @@ class Committer:
         self._checkpointed_at = time.monotonic()
         self._dirty = True  # position or server moved since the last checkpoint (a first run writes one at once)
         self.skip_until = self._recover()
+        # True while a re-snapshot window is open (cdc.capture.windows): segments are sealed as always, but
+        # tail.json stays before the window, so a restart reads the whole window again.
+        self.holds: Callable[[], bool] = lambda: False
 
     def _recover(self) -> str | None:
         """Segments sealed after the last checkpoint (kill -9 between seal and checkpoint): skip their lines."""
@@ -108,6 +112,8 @@ class Committer:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
+        if self.holds():
+            return
         if self.skip_until is not None and self._key(self.position) > _position_key(self.skip_until):
             self.skip_until = None
         TailCheckpoint(

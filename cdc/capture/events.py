@@ -19,6 +19,7 @@ from cdc.capture.lag import LagMeter
 from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
 from cdc.capture.start import Start
 from cdc.capture.txn import split_line
+from cdc.capture.windows import MarkEvent, Windows
 from cdc.changelog import position_string
 from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError
@@ -29,6 +30,7 @@ from cdc.source.binlog import Event, Position
 from cdc.source.connect import open_connection
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 from cdc.state import StateDir
+from cdc.watermarks import Mark, read_added, record_added
 
 _MAX_QUEUED = 256  # decoded rows events (and the steps between them) waiting behind a job still in a worker
 # ... and the bytes of the change lines among them: 256 events of wide rows would otherwise hold megabytes
@@ -64,6 +66,12 @@ class Capture:
         self.out = Committer(state, start, server_uuid, flush_interval=flush_interval, segment_bytes=segment_bytes,
                              spill_bytes=spill_bytes, stdout=stdout)
         self.history = SchemaHistory(state.schema)
+        # Re-snapshot windows (cdc.capture.windows): while one is open, the checkpoint stays before it.
+        self.windows = Windows(state, filters, self.history, mysql.watermark_table, self._add_table)
+        self.state = state
+        filters.added.update(read_added(state))  # added to an earlier run by `cdc snapshot --add-table`
+        self.out.holds = lambda: self.windows.held
+        self._marks: set[int] = set()  # table ids of the watermark table: its rows are marks, never change lines
         self.read_position = start.position  # the last commit read; `position` trails it while rows are decoded
         self._decoders: dict[int, tuple[Any, RowDecoder | None]] = {}
         self._file = start.position.file
@@ -170,7 +178,11 @@ class Capture:
         if cached is not None and cached[0] == (event.db, event.table, signature):
             return
         decoder = None
-        if self.filters.wants(event.db or "", event.table or ""):
+        self._marks.discard(raw.table_id)
+        if self.windows.is_mark_table(event.db, event.table):
+            decoder = self._mark_decoder(event)
+            self._marks.add(raw.table_id)
+        elif self.filters.wants(event.db or "", event.table or ""):
             schema = self._schema_for(event)
             self.filters.rules.check_key(schema)
             excluded, hashed = self.filters.columns(schema.db, schema.table)
@@ -178,6 +190,14 @@ class Capture:
         if cached is not None:
             self._forget(cached[1])
         self._decoders[raw.table_id] = ((event.db, event.table, signature), decoder)
+
+    def _mark_decoder(self, event: Event) -> RowDecoder:
+        """The watermark table's decoder: never masked, never in the schema history (it is not captured)."""
+        db, table = event.db or "", event.table or ""
+        position = position_string(event.file, event.pos, 0, seq_offset=self.out.seq_offset)
+        current = self._read_current(db, table)
+        schema = schema_from_map(event.raw, db, table, position, [current] if current is not None else [])
+        return RowDecoder(schema, frozenset(), frozenset(), list(event.raw.columns))
 
     def _forget(self, decoder: RowDecoder | None) -> None:
         if decoder is not None and self.pool is not None:
@@ -187,6 +207,7 @@ class Capture:
         for _, decoder in self._decoders.values():
             self._forget(decoder)
         self._decoders.clear()
+        self._marks.clear()
 
     def _schema_for(self, event: Event) -> TableSchema:
         db, table = event.db or "", event.table or ""
@@ -277,8 +298,13 @@ class Capture:
             return
         meta = RowsMeta(event.db or "", event.table or "", event.file, event.pos, self._txn_gtid, event.server_id,
                         event.op or "", seq_offset=self.out.seq_offset)
+        if event.table_id in self._marks:
+            self._on_marks(decoder, event, meta)
+            return
         if self.out.skip_until is not None:
             meta = meta._replace(first=first_row_after(meta, self.out.skip_until))
+            if meta.first:  # rows already in a sealed segment still count for an open window
+                self._later(self._note_skipped, decoder, event, meta)
         pool = self.pool
         # With the workers busy, the reader decodes this event itself rather than wait: it keeps both busy
         # whatever the machine's load, and the queue of finished steps behind the oldest job stays bounded.
@@ -305,11 +331,45 @@ class Capture:
 
     def _add_rows(self, meta: RowsMeta, block: bytes | bytearray, count: int) -> None:
         self.out.add_rows(meta.position(meta.first), block, count)
+        if self.windows.held:
+            self.windows.note(meta.db, meta.table, block)
+
+    def _note_skipped(self, decoder: RowDecoder, event: Event, meta: RowsMeta) -> None:
+        if self.windows.watches(meta.db, meta.table):
+            block, _ = self._encode_here(decoder, event, meta._replace(first=0))
+            self.windows.note(meta.db, meta.table, block)
+
+    def _on_marks(self, decoder: RowDecoder, event: Event, meta: RowsMeta) -> None:
+        """Rows of the watermark table: re-snapshot marks (cdc.capture.windows), applied in binlog order."""
+        where = MarkEvent(event.file, event.pos, self._txn_gtid, event.server_id, self.out.seq_offset)
+        for _, after in decoder.images(event.raw, meta.op):
+            mark = None if after is None else Mark.parse(after.get("mark"))
+            if mark is not None:
+                self._later(self.windows.on_mark, mark, where, self._add_marked)
+
+    def _add_table(self, db: str, table: str) -> None:
+        """Capture db.table from here on (a low mark of `cdc snapshot --add-table`), also after a restart."""
+        record_added(self.state, db, table)
+        self.filters.added.add((db, table))
+        for table_id, (signature, decoder) in list(self._decoders.items()):
+            if signature[:2] == (db, table):  # cached as not captured: the next table map builds its decoder
+                self._forget(decoder)
+                del self._decoders[table_id]
+
+    def _add_marked(self, first_position: str, block: bytes, count: int) -> None:
+        """Lines a mark adds to its transaction, unless a run before a crash already sealed them."""
+        skip = self.out.skip_until
+        if skip is None or first_position > skip:
+            self.out.txn.add(first_position, block, count)
 
     def _on_statement(self, event: Event) -> None:
         """A statement outside a transaction: DDL (its own transaction) becomes control lines."""
         changes = [] if self._seen else parse_ddl(event.sql or "", event.db or "")
         skip = self.out.skip_until
+        for change in changes:  # replayed or not: an open window must learn of it
+            self._later(self.windows.on_ddl, change.db, change.table)
+            if change.new_table:
+                self._later(self.windows.on_ddl, change.new_db or change.db, change.new_table)
         for index, change in enumerate(changes):
             if not (self.filters.wants(change.db, change.table)
                     or (change.new_table and self.filters.wants(change.new_db or change.db, change.new_table))):

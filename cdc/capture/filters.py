@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from cdc.config import MySQLSettings
 from cdc.errors import UsageError
 from cdc.masking import ColumnRules, HashKey
-
-# Server-internal schemas: their changes are never application data.
-SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+from cdc.source.tables import is_captured
 
 
 @dataclass(frozen=True)
@@ -25,6 +22,8 @@ class Filters:
     hash_columns: tuple[str, ...] = ()
     hash_key: HashKey | None = field(default=None, compare=False, repr=False)
     _cache: dict[tuple[str, str], bool] = field(default_factory=dict, compare=False, repr=False)
+    # Tables a running capture was asked to add (`cdc snapshot --add-table`, cdc.capture.windows): captured too.
+    added: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for spec in self.tables + self.exclude_tables:
@@ -35,6 +34,8 @@ class Filters:
     def wants(self, db: str, table: str) -> bool:
         """True if changes of db.table are captured."""
         key = (db, table)
+        if key in self.added:
+            return True
         found = self._cache.get(key)
         if found is None:
             found = self._decide(db, table)
@@ -42,14 +43,7 @@ class Filters:
         return found
 
     def _decide(self, db: str, table: str) -> bool:
-        if db in SYSTEM_DATABASES:
-            return False
-        if self.databases and not any(fnmatch.fnmatchcase(db, pattern) for pattern in self.databases):
-            return False
-        name = f"{db}.{table}"
-        if self.tables and not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.tables):
-            return False
-        return not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.exclude_tables)
+        return is_captured(self.databases, self.tables, self.exclude_tables, db, table)
 
     @classmethod
     def from_settings(cls, mysql: MySQLSettings) -> Filters:

@@ -11,6 +11,7 @@ a change of shape bumps VERSION, adds a migration from the old one and a golden 
     ship-s3.json          ShipS3Checkpoint
     merge.json            MergeCheckpoint (stage spark-merge)
     snowflake-apply.json  ApplyCheckpoint
+    resnapshot.json       ResnapshotCheckpoint (cdc resnapshot's progress; beside the pipeline, not in it)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from cdc.checkpoints.apply import ApplyCheckpoint
 from cdc.checkpoints.merge import MergeCheckpoint
 from cdc.checkpoints.record import Checkpoint, CheckpointView, Fields
+from cdc.checkpoints.resnapshot import ResnapshotCheckpoint, ResnapshotTable
 from cdc.checkpoints.ship import ShipKinesisCheckpoint, ShipS3Checkpoint
 from cdc.checkpoints.snapshot import DONE, RUNNING, Handover, SnapshotCheckpoint, SnapshotStatus, TableState
 from cdc.checkpoints.tail import TailCheckpoint
@@ -33,5 +35,5 @@ PIPELINE: tuple[type[CheckpointView], ...] = (SnapshotStatus, TailCheckpoint, *C
 __all__ = [
     "CHANGELOG_CONSUMERS", "DONE", "PIPELINE", "RUNNING", "STAGE_CHECKPOINTS", "ApplyCheckpoint", "Checkpoint",
     "CheckpointView", "Fields", "Handover", "MergeCheckpoint", "ShipKinesisCheckpoint", "ShipS3Checkpoint",
-    "SnapshotCheckpoint", "SnapshotStatus", "TableState", "TailCheckpoint",
+    "ResnapshotCheckpoint", "ResnapshotTable", "SnapshotCheckpoint", "SnapshotStatus", "TableState", "TailCheckpoint",
 ]

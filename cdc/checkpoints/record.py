@@ -122,6 +122,14 @@ class Fields:
         for key in members.keys():
             yield key, members.nested(key)
 
+    def items(self, name: str) -> Iterator[Fields]:
+        """The objects of a list of objects (resnapshot's tables), each as Fields."""
+        values = self._take(name, (list,), [])
+        for index, value in enumerate(values):
+            if not isinstance(value, dict):
+                raise self.corrupt(f"{self._prefix}{name}[{index}] = {value!r} is not an object")
+            yield Fields(value, self._path, self._stage, f"{self._prefix}{name}[{index}].")
+
     def keys(self) -> list[str]:
         return list(self._document)
 

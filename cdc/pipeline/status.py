@@ -26,6 +26,7 @@ from cdc.checkpoints import (
     ApplyCheckpoint,
     CheckpointView,
     MergeCheckpoint,
+    ResnapshotCheckpoint,
     ShipKinesisCheckpoint,
     ShipS3Checkpoint,
     SnapshotStatus,
@@ -90,6 +91,7 @@ class StatusReport:
     server_error: CdcError | None = None  # the server could not be asked: the local figures stand alone
     # Tables whose older rows the binlog cannot reproduce (an ALTER-time default): table, reason, repair.
     needs_resnapshot: list[dict[str, str]] = field(default_factory=list)
+    resnapshot: dict[str, Any] | None = None  # `cdc resnapshot`'s last run (resnapshot.json), None if none ran
 
     @property
     def runway_low(self) -> bool:
@@ -109,7 +111,8 @@ class StatusReport:
                 **asdict(self.runway), "file_closed_at": _iso(self.runway.file_closed_at), "low": self.runway_low},
             "min_runway_seconds": self.min_runway_seconds, "notes": list(self.notes),
             "server_error": None if self.server_error is None else str(self.server_error),
-            "rows_per_second_window": WINDOW, "needs_resnapshot": list(self.needs_resnapshot),
+            "rows_per_second_window": WINDOW, "resnapshot": self.resnapshot,
+            "needs_resnapshot": list(self.needs_resnapshot),
         }
 
 
@@ -142,6 +145,9 @@ def collect_status(settings: Settings, *, offline: bool = False, min_runway_hour
     if not Path(settings.state_dir).is_dir():
         report.notes.append(f"state directory {settings.state_dir} does not exist: no stage has run here")
     report.needs_resnapshot = flagged_tables(state)
+    report.resnapshot, note = resnapshot_view(state)
+    if note:
+        report.notes.append(note)
     if not offline:
         try:
             _ask_server(settings, report, position, now)
@@ -162,6 +168,23 @@ def flagged_tables(state: StateDir) -> list[dict[str, str]]:
             found.append({"table": f"{db}.{table}", "reason": reason,
                           "repair": f"cdc resnapshot {shlex.quote(f'{db}.{table}')}"})
     return found
+
+
+def resnapshot_view(state: StateDir) -> tuple[dict[str, Any] | None, str | None]:
+    """`cdc resnapshot`'s progress (JSON) and a line for people; a finished run is shown in the JSON only."""
+    checkpoint = ResnapshotCheckpoint.read(state)
+    if checkpoint is None:
+        return None, None
+    tables = [{"table": t.name, "rows": t.rows, "est_rows": max(t.est_rows, t.rows), "chunks": t.chunks,
+               "read_all": t.read_all, "done": t.done} for t in checkpoint.tables]
+    view = {"run": checkpoint.run, "status": checkpoint.status, "started_at": checkpoint.started_at, "tables": tables}
+    if checkpoint.status != "running":  # done or cancelled
+        return view, None
+    parts = [f"{t['table']} {'done' if t['done'] else 'waiting for tail' if t['read_all'] else 'reading'} "
+             f"{t['rows']:,}/~{t['est_rows']:,} rows in {t['chunks']} chunk(s)" for t in tables]
+    return view, (f"resnapshot {checkpoint.run} (started {checkpoint.started_at}) in progress: " + "; ".join(parts)
+                  + ". If it is not running, rerun the same `cdc resnapshot` to finish it: until then tail keeps "
+                  "its checkpoint before an unfinished chunk")
 
 
 def _ask_server(settings: Settings, report: StatusReport, position: SourcePosition | None, now: float) -> None:

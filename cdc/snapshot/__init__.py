@@ -14,15 +14,25 @@ from cdc.lazy import exports
 if TYPE_CHECKING:
     from cdc.checkpoints import Handover
     from cdc.snapshot.handover import LOCK_MODES, take_handover
+    from cdc.snapshot.resnapshot import (
+        RESNAPSHOT_CHUNK_SIZE,
+        ResnapshotProgress,
+        ResnapshotRequest,
+        ResnapshotSummary,
+        run_resnapshot,
+    )
     from cdc.snapshot.run import DEFAULT_CHUNK_SIZE, SnapshotRequest, SnapshotSummary, TableProgress, run_snapshot
     from cdc.snapshot.runway import read_retention
 
 _HOMES = {"DEFAULT_CHUNK_SIZE": "cdc.snapshot.run", "SnapshotRequest": "cdc.snapshot.run",
           "SnapshotSummary": "cdc.snapshot.run", "TableProgress": "cdc.snapshot.run", "run_snapshot": "cdc.snapshot.run",
           "Handover": "cdc.checkpoints", "take_handover": "cdc.snapshot.handover", "LOCK_MODES": "cdc.snapshot.handover",
-          "read_retention": "cdc.snapshot.runway"}
+          "read_retention": "cdc.snapshot.runway", "ResnapshotProgress": "cdc.snapshot.resnapshot",
+          "ResnapshotRequest": "cdc.snapshot.resnapshot", "ResnapshotSummary": "cdc.snapshot.resnapshot",
+          "run_resnapshot": "cdc.snapshot.resnapshot", "RESNAPSHOT_CHUNK_SIZE": "cdc.snapshot.resnapshot"}
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "Handover", "LOCK_MODES", "SnapshotRequest", "SnapshotSummary", "TableProgress",
-           "read_retention", "run_snapshot", "take_handover"]
+__all__ = ["DEFAULT_CHUNK_SIZE", "Handover", "LOCK_MODES", "RESNAPSHOT_CHUNK_SIZE", "ResnapshotProgress", "ResnapshotRequest",
+           "ResnapshotSummary", "SnapshotRequest", "SnapshotSummary", "TableProgress", "read_retention",
+           "run_resnapshot", "run_snapshot", "take_handover"]
 
 __getattr__ = exports(__name__, _HOMES)

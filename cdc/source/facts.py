@@ -24,7 +24,7 @@ from cdc.source.server import ServerInfo, describe_server
 VARIABLES = [
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
     "binlog_transaction_compression", "log_bin_compress", "gtid_mode", "enforce_gtid_consistency", "gtid_executed",
-    "gtid_binlog_pos", "gtid_strict_mode", *RETENTION_VARIABLES,
+    "gtid_binlog_pos", "gtid_strict_mode", "read_only", *RETENTION_VARIABLES,
 ]
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
@@ -40,6 +40,16 @@ class Grants:
     def has_global(self, *names: str) -> bool:
         held = self.by_scope.get("*.*", frozenset())
         return "ALL PRIVILEGES" in held or any(name in held for name in names)
+
+    def can_write(self, database: str, table: str) -> bool:
+        """INSERT and UPDATE on db.table, from a global, database (LIKE pattern) or table grant."""
+        needed = {"INSERT", "UPDATE"}
+        for scope, held in self.by_scope.items():
+            db, _, name = scope.partition(".")
+            matches = scope == "*.*" or (name == "*" and _like(db, database)) or (db, name) == (database, table)
+            if matches and ("ALL PRIVILEGES" in held or needed <= held):
+                return True
+        return False
 
     def can_select(self, database: str) -> bool:
         if self.has_global("SELECT"):
@@ -88,6 +98,15 @@ def _like(pattern: str, name: str) -> bool:
 
 
 @dataclass(frozen=True)
+class WatermarkTable:
+    """The table `cdc resnapshot` writes its watermarks to: its name and columns (None: it does not exist)."""
+
+    db: str
+    table: str
+    columns: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class Facts:
     server: ServerInfo
     variables: Mapping[str, str]
@@ -106,10 +125,19 @@ class Facts:
     unique_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Foreign keys whose child or parent is in scope, with ON DELETE / ON UPDATE rules (issue #24).
     foreign_keys: tuple[ForeignKey, ...] = ()
+    watermark: WatermarkTable | None = None
 
 
-def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
-    """Read everything check-binlog needs from an open connection."""
+def _watermark(conn: pymysql.Connection, name: tuple[str, str] | None) -> WatermarkTable | None:
+    if name is None:
+        return None
+    rows = query(conn, "SELECT COLUMN_NAME AS c FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                 "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", name)
+    return WatermarkTable(name[0], name[1], tuple(str(r["c"]) for r in rows) or None)
+
+
+def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tuple[str, str] | None = None) -> Facts:
+    """Read everything check-binlog needs from an open connection (`watermark`: the table's db and name)."""
     server = describe_server(conn)
     errors: dict[str, str] = {}
     found = variables(conn, VARIABLES)
@@ -130,7 +158,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...]) -> Facts:
         tables_without_pk=tuple(name for name in (f"{db}.{table}" for db, table in without_pk)
                                 if name not in unique_keys),
         binlogs=binlogs, position=position, position_statement=status, replica_ids=replica_ids, errors=errors,
-        unique_keys=unique_keys,
+        unique_keys=unique_keys, watermark=_watermark(conn, watermark),
         foreign_keys=_try(errors, "foreign_keys", lambda: _foreign_keys(conn, databases)) or (),
     )
 

@@ -23,6 +23,7 @@ from cdc.source.facts import Facts, gather
 from cdc.source.retention import effective_retention, retention_fix, retention_limits
 from cdc.source.server import AURORA_MYSQL, ServerInfo
 from cdc.state import StateDir
+from cdc.watermarks import CREATE_SQL, split_table_name
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SHOWN_TABLES = 10
@@ -76,7 +77,7 @@ def run(settings: Settings, *, min_retention_hours: float = 24, strict: bool = F
     databases = tuple(dict.fromkeys((*mysql.databases, *(t.split(".")[0] for t in mysql.tables if "." in t))))
     with connection(mysql) as conn:
         tls = tls_state(conn, mysql)
-        facts = gather(conn, databases)
+        facts = gather(conn, databases, split_table_name(mysql.watermark_table))
     checks = evaluate(facts, options) + state_checks(Path(settings.state_dir), facts)
     server = {k: v for k, v in asdict(facts.server).items() if k != "version_tuple"}
     return Report({**server, "address": mysql.describe(), "user": facts.grants.user}, tuple(checks), strict, tls,
@@ -92,7 +93,33 @@ def evaluate(facts: Facts, options: Options) -> list[Check]:
                check_retention(facts, options), check_server_id(facts), check_reader_id(facts, options),
                check_gtid(facts), *check_grants(facts), check_primary_keys(facts), check_foreign_keys(facts),
                check_binlogs(facts), check_position(facts)]
+    if facts.watermark is not None:
+        checks.append(check_watermark_table(facts))
     return checks
+
+
+def check_watermark_table(facts: Facts) -> Check:
+    """Whether `cdc resnapshot` can write its watermarks: a warning for a table that exists but is not usable."""
+    mark = facts.watermark
+    assert mark is not None
+    name = f"{mark.db}.{mark.table}"
+    quoted = "`" + mark.db.replace("`", "``") + "`.`" + mark.table.replace("`", "``") + "`"
+    expected = "for cdc resnapshot: table (slot, mark), INSERT and UPDATE on it, a writable server"
+    create = " ".join(CREATE_SQL.format(name=quoted).split())
+    if mark.columns is None:  # a pipeline that never re-snapshots needs none: no warning for --strict
+        return Check("watermark_table", OK, f"{name} does not exist (needed by cdc resnapshot only)", expected,
+                     create + "; "
+                     f"GRANT INSERT, UPDATE ON {quoted} TO {_account(facts.grants.user)};")
+    if not {"slot", "mark"} <= set(mark.columns):
+        return Check("watermark_table", WARN, f"{name} has columns {list(mark.columns)}, not slot and mark", expected,
+                     f"drop it and create it again: {create}")
+    if facts.variables.get("read_only", "OFF").upper() in ("ON", "1"):
+        return Check("watermark_table", WARN, "the server is read-only (a replica?): watermarks cannot be written",
+                     expected, "cdc resnapshot needs tail to read a writable server (the primary)")
+    if not facts.grants.can_write(mark.db, mark.table):
+        return Check("watermark_table", WARN, f"{facts.grants.user} lacks INSERT, UPDATE on {name}", expected,
+                     f"GRANT INSERT, UPDATE ON {quoted} TO {_account(facts.grants.user)};")
+    return Check("watermark_table", OK, f"{name} is writable", expected)
 
 
 def check_server(server: ServerInfo) -> Check:

@@ -127,6 +127,22 @@ def _matches_any(name: str, patterns: Sequence[str]) -> bool:
     return any(name == p or fnmatchcase(name, p) for p in patterns)
 
 
+def is_captured(databases: Sequence[str], tables: Sequence[str], exclude_tables: Sequence[str], db: str,
+                table: str) -> bool:
+    """Whether tail's table filters (the settings' databases / tables / exclude_tables globs) capture db.table.
+
+    Unlike a snapshot's selection, no filter at all captures every table outside the server's own schemas.
+    """
+    if db in SYSTEM_SCHEMAS:
+        return False
+    if databases and not any(fnmatchcase(db, pattern) for pattern in databases):
+        return False
+    name = f"{db}.{table}"
+    if tables and not any(fnmatchcase(name, pattern) for pattern in tables):
+        return False
+    return not any(fnmatchcase(name, pattern) for pattern in exclude_tables)
+
+
 def _check_patterns(settings: MySQLSettings, tables: list[TableInfo]) -> None:
     """An exact (non-glob) name that does not exist is a typo: say so rather than copy less."""
     names = {t.name for t in tables}

@@ -81,8 +81,9 @@ def derive(spark: SparkSession, raw: DataFrame, history: SchemaHistory, infos: l
         return result  # no parent had an update or a delete
     upto = max(i.last_position for i in infos)
     reader = _Reader(spark, raw, history, {(i.db, i.table): i for i in infos}, lake_base, upto)
-    keys = {t: s.primary_key for t in graph.versions for s in [reader.final(t)] if s is not None}
-    replay = Replay(graph, keys)
+    finals = {t: s for t in graph.versions for s in [reader.final(t)] if s is not None}
+    keys = {t: key_columns(s) for t, s in finals.items()}
+    replay = Replay(graph, keys, frozenset(t for t, s in finals.items() if not s.primary_key))
     for info in changed:
         replay.add_changes(reader.triggers((info.db, info.table), graph.referenced_columns((info.db, info.table))))
     while True:
@@ -103,6 +104,11 @@ def derive(spark: SparkSession, raw: DataFrame, history: SchemaHistory, infos: l
     for warning in result.warnings:
         log.warning(warning)
     return result
+
+
+def key_columns(final: TableSchema) -> tuple[str, ...]:
+    """What identifies a row: the primary key, or the whole row of a table without one (a multiset)."""
+    return final.primary_key or tuple(final.column_names)
 
 
 class _Reader:
@@ -174,10 +180,10 @@ class _Reader:
         final = self.final(table)
         if final is None:
             return
-        wanted = self._values(final, columns, value)
+        wanted = self._keys_frame(len(columns), {value})
         keys: set[Key] = set()
         lake, events = self.lake(table), self.events(table)
-        pk = list(final.primary_key)
+        pk = list(key_columns(final))
         if lake is not None:
             keys |= {tuple(r) for r in lake.join(wanted, self._on(lake, final, columns, wanted), "left_semi")
                      .select(*self._positional(final, pk)).collect()}
@@ -205,8 +211,8 @@ class _Reader:
         events = self.events(table)
         if events is None or not keys:
             return []
-        pk = list(final.primary_key)
-        wanted = self._keys_frame(final, pk, keys)
+        pk = list(key_columns(final))
+        wanted = self._keys_frame(len(pk), keys)
         found: list[Change] = []
         for image in ("before", "after"):
             found += self._changes(table, final, events.join(wanted, self._on(events, final, pk, wanted, image),
@@ -217,18 +223,16 @@ class _Reader:
         lake = self.lake(table)
         if lake is None or not keys:
             return []
-        pk = list(final.primary_key)
-        wanted = self._keys_frame(final, pk, keys)
+        pk = list(key_columns(final))
+        wanted = self._keys_frame(len(pk), keys)
         names = final.column_names
         return [dict(zip(names, r, strict=True)) for r in lake.join(wanted, self._on(lake, final, pk, wanted),
                                                                      "left_semi").collect()]
 
-    def _keys_frame(self, final: TableSchema, columns: list[str], keys: set[Key]) -> DataFrame:
-        schema = T.StructType([T.StructField(f"w{i}", T.StringType()) for i in range(len(columns))])
+    def _keys_frame(self, width: int, keys: set[Key]) -> DataFrame:
+        """The values looked up (w0..wn, canonical text), small: broadcast to every join with them."""
+        schema = T.StructType([T.StructField(f"w{i}", T.StringType()) for i in range(width)])
         return F.broadcast(self.spark.createDataFrame([list(k) for k in keys], schema))
-
-    def _values(self, final: TableSchema, columns: tuple[str, ...], value: Key) -> DataFrame:
-        return self._keys_frame(final, list(columns), {value})
 
     @staticmethod
     def _positional(final: TableSchema, names: list[str] | tuple[str, ...]) -> list[str]:
@@ -239,7 +243,8 @@ class _Reader:
         def side(name: str) -> SparkColumn:
             return frame[name] if image is None else frame[image].getField(name)
 
-        pairs = [side(c) == wanted[f"w{i}"] for i, c in enumerate(self._positional(final, columns))]
+        # NULL-safe: a keyless table's key is its whole row, NULLs included (a key column is never NULL).
+        pairs = [side(c).eqNullSafe(wanted[f"w{i}"]) for i, c in enumerate(self._positional(final, columns))]
         return reduce(lambda x, y: x & y, pairs)
 
     @staticmethod

@@ -105,9 +105,14 @@ def primary_key(versions: list[TableSchema]) -> tuple[str, ...]:
 class Replay:
     """The run's changes of the rows loaded so far, replayed with the cascades InnoDB would have made."""
 
-    def __init__(self, graph: Graph, keys: dict[TableId, tuple[str, ...]]) -> None:
+    def __init__(self, graph: Graph, keys: dict[TableId, tuple[str, ...]],
+                 keyless: frozenset[TableId] = frozenset()) -> None:
         self.graph, self.keys = graph, keys
+        # Tables without a key (a multiset, issue #24): their key is the whole row, and identical rows are
+        # copies, counted; InnoDB cascades into every copy.
+        self.keyless = keyless
         self.base: dict[TableId, dict[Key, Row]] = {}  # lake rows of the loaded keys
+        self.copies: dict[TableId, dict[Key, int]] = {}  # keyless tables: lake copies of each loaded row
         self.changes: dict[tuple[TableId, str], Change] = {}  # real changes (a duplicated line counts once)
         self.loaded: dict[TableId, set[Key]] = {}  # keys whose lake row and every change are here
         self.needs_loaded: set[Need] = set()
@@ -119,10 +124,18 @@ class Replay:
 
     def add_rows(self, table: TableId, keys: Iterable[Key], lake_rows: Iterable[Row]) -> None:
         """Keys now loaded: their lake rows (those it has) and, through add_changes, all their changes."""
-        self.loaded.setdefault(table, set()).update(keys)
+        loaded = self.loaded.setdefault(table, set())
+        fresh = set(keys) - loaded  # a keyless row loaded again must not count its copies twice
+        loaded.update(keys)
         base = self.base.setdefault(table, {})
+        copies = self.copies.setdefault(table, {})
         for row in lake_rows:
-            base[self.key_of(table, row)] = row
+            key = self.key_of(table, row)
+            if table not in self.keyless:
+                base[key] = row
+            elif key in fresh:
+                base[key] = row
+                copies[key] = copies.get(key, 0) + 1
 
     def key_of(self, table: TableId, row: Row) -> Key:
         return tuple(row.get(k) for k in self.keys[table])
@@ -164,11 +177,12 @@ class Replay:
                     after = None
                 else:  # ON UPDATE CASCADE: the child's columns take the parent's new values
                     after = {**row, **{c: new.get(r) for c, r in zip(key.columns, key.ref_columns, strict=True)}}
-                position = f"{cause.position}{SUB_ORDER}{next(counter):06d}"
-                change = Change(child, position, "d" if after is None else "u", cause.ts, row, after)
-                derived.append(change)
-                state.apply(change)
-                self._cascade(state, child, row, after, cause, counter, derived, missing)
+                for _ in range(state.count(child, child_key)):  # each copy of a keyless row is a row changed
+                    position = f"{cause.position}{SUB_ORDER}{next(counter):06d}"
+                    change = Change(child, position, "d" if after is None else "u", cause.ts, row, after)
+                    derived.append(change)
+                    state.apply(change)
+                    self._cascade(state, child, row, after, cause, counter, derived, missing)
 
 
 def _rule(key: ForeignKey, old: Row, new: Row | None) -> str | None:
@@ -192,6 +206,7 @@ class _State:
     def __init__(self, replay: Replay) -> None:
         self.replay = replay
         self.rows = {table: dict(rows) for table, rows in replay.base.items()}
+        self.copies = {table: dict(copies) for table, copies in replay.copies.items()}  # keyless tables
         self._index: dict[tuple[TableId, tuple[str, ...]], dict[Key, set[Key]]] = {}
 
     def apply(self, change: Change) -> None:
@@ -205,6 +220,10 @@ class _State:
             if new in loaded or change.is_derived():
                 self._put(table, new, change.after)
 
+    def count(self, table: TableId, key: Key) -> int:
+        """Copies of the row held under `key`: 1 for a keyed table."""
+        return self.copies.get(table, {}).get(key, 0) if table in self.replay.keyless else 1
+
     def matching(self, table: TableId, columns: tuple[str, ...], value: Key) -> set[Key]:
         index = self._index.get((table, columns))
         if index is None:
@@ -214,13 +233,25 @@ class _State:
         return set(index.get(value, ()))
 
     def _put(self, table: TableId, key: Key, row: Row) -> None:
-        self._drop(table, key)
+        if table in self.replay.keyless:
+            copies = self.copies.setdefault(table, {})
+            copies[key] = copies.get(key, 0) + 1
+            if copies[key] > 1:  # one more copy of a row already held
+                return
+        else:
+            self._drop(table, key)
         self.rows.setdefault(table, {})[key] = row
         for (indexed, columns), index in self._index.items():
             if indexed == table:
                 index.setdefault(tuple(row.get(c) for c in columns), set()).add(key)
 
     def _drop(self, table: TableId, key: Key) -> None:
+        if table in self.replay.keyless:
+            copies = self.copies.setdefault(table, {})
+            copies[key] = copies.get(key, 0) - 1
+            if copies[key] > 0:  # other copies of the row stay
+                return
+            copies.pop(key, None)
         row = self.rows.get(table, {}).pop(key, None)
         if row is None:
             return

@@ -49,6 +49,14 @@ class TableInput:
     max_position: str
     truncate_position: str | None  # last truncate/drop in the run: everything before it is gone
     truncate_ts: str | None
+    # The cutting line's own position: a truncate's is truncate_position; a re-snapshot end line's is later
+    # than its cut (rows between the two were read again or changed since, and stay).
+    truncate_at: str | None = None
+
+    @property
+    def is_partial_cut(self) -> bool:
+        """The cut lies before its line: lake rows written after the cut by earlier runs stay."""
+        return self.truncate_at is not None and self.truncate_at != self.truncate_position
 
 
 def typed(raw: SparkColumn, column: Column, final: Column) -> SparkColumn:
@@ -99,7 +107,7 @@ def by_version(scoped: list[tuple[TableSchema, SparkColumn | None]],
 
 def _check_key(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema) -> None:
     for version, _ in scoped:
-        if tuple(version.primary_key) != tuple(final.primary_key):
+        if not version.same_key(final):
             raise DataError(
                 f"{final.db}.{final.table}: primary key changed from {list(version.primary_key)} at "
                 f"{version.position} to {list(final.primary_key)} at {final.position}; merging across a key "
@@ -239,7 +247,7 @@ def truncated_rows(rows: DataFrame, final: TableSchema, info: TableInput) -> Dat
 
 
 def _cut_meta(info: TableInput) -> dict[str, SparkColumn]:
-    return {"_cdc_op": F.lit("d"), "_cdc_position": F.lit(info.truncate_position),
+    return {"_cdc_op": F.lit("d"), "_cdc_position": F.lit(info.truncate_at or info.truncate_position),
             "_cdc_commit_ts": F.lit(info.truncate_ts).cast(T.TimestampType())}
 
 

@@ -181,7 +181,9 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
     with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
         cascades = _cascades(spark, raw, state, history, infos, target, run)
-    infos = cascades.stats(infos)
+    # A table created in this run that has no row yet has no schema history either (tail records one at its first
+    # table map): nothing to merge, and no schema to merge it with.
+    infos = [i for i in cascades.stats(infos) if i.rows or history.at(i.db, i.table, i.last_position) is not None]
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
     raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
     if cascades.lines:
@@ -261,6 +263,7 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
                  batch_dir: Path, staging: Path, phases: dict[str, float],
                  step: Callable[[str], None]) -> dict[str, Any]:
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     from cdc.spark import compact, multiset
 
@@ -293,12 +296,19 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
         # The rows no event touched are the lake's rows minus the touched ones (their copies, for a keyless table).
         untouched = (lake.version_rows(directory / base_name) - counts["in_lake"]) if base_name else 0
         truncated = table_input.truncate_position is not None
-        if truncated and rest is not None:  # every untouched row is gone: a DELETE in the batch
-            if keyless:  # one DELETE per distinct row: apply removes every copy of it
-                gone = multiset.truncated_rows(rest, final, table_input)
-                changed_rows, untouched = changed.unionByName(gone), gone.count()
-            else:
-                changed_rows = changed.drop("_in_lake").unionByName(compact.truncated_rows(rest, final, table_input))
+        if truncated and rest is not None and keyless:  # one DELETE per distinct row: apply removes every copy
+            gone = multiset.truncated_rows(rest, final, table_input)
+            changed_rows, untouched = changed.unionByName(gone), gone.count()
+            lake_rows, deletes, rest = counts["kept"], counts["deletes"] + untouched, None
+        elif truncated and rest is not None and table_input.is_partial_cut:
+            # A re-snapshot's end: only the untouched rows older than its cut are gone (a DELETE in the batch).
+            gone = rest.filter(F.col("_cdc_position") < F.lit(table_input.truncate_position))
+            rest = rest.filter(F.col("_cdc_position") >= F.lit(table_input.truncate_position))
+            removed = gone.count()
+            changed_rows = changed.drop("_in_lake").unionByName(compact.truncated_rows(gone, final, table_input))
+            lake_rows, deletes = counts["kept"] + untouched - removed, counts["deletes"] + removed
+        elif truncated and rest is not None:  # every untouched row is gone: a DELETE in the batch
+            changed_rows = changed.drop("_in_lake").unionByName(compact.truncated_rows(rest, final, table_input))
             lake_rows, deletes, rest = counts["kept"], counts["deletes"] + untouched, None
         else:
             changed_rows, lake_rows, deletes = changed, counts["kept"] + untouched, counts["deletes"]

@@ -40,6 +40,7 @@ class MergeSummary:
     # Where the time went (seconds): scan = the per-table stats (a first Spark read of the JSON lines; in a
     # run that starts its own session on local input, a Python child process running beside the session's
     # start, scan_wait = the part of it the start did not hide),
+    # cascades = deriving the child changes of foreign-key cascades (cdc.spark.cascades; ~0 without any),
     # compact = the table's read + per-key last state of events and lake rows (cached), lake/batch =
     # Parquet writes; session = SparkSession start.
     phases: dict[str, float] = field(default_factory=dict)

@@ -30,6 +30,8 @@ from cdc.errors import DataError
 
 ROW_OPS = frozenset({"c", "u", "d", "r"})
 CUT_KINDS = frozenset({"truncate", "drop"})  # every older row of the table is gone
+# A re-snapshot's end line (docs/formats.md): every row older than its `cut` that was not read again is gone.
+RESNAPSHOT = "resnapshot"
 _FORMAT_HINT = "the change log does not follow docs/formats.md"
 
 
@@ -41,15 +43,16 @@ class TableStats:
     min_position: str | None  # of the row changes
     max_position: str | None
     last_position: str  # of any line of the table (DDL included)
-    truncate_position: str | None  # last truncate/drop of the run
+    truncate_position: str | None  # last truncate/drop of the run (a re-snapshot's: its cut), rows before it gone
     truncate_ts: str | None
     removals: int = 0  # updates and deletes (what may change a key other tables reference: cdc.spark.cascades)
+    truncate_at: str | None = None  # the position of the line that cut (the cut itself for truncate/drop)
 
     def as_input(self) -> Any:
         from cdc.spark.compact import TableInput
 
         return TableInput(self.db, self.table, self.rows, self.min_position or "", self.max_position or "",
-                          self.truncate_position, self.truncate_ts)
+                          self.truncate_position, self.truncate_ts, self.truncate_at or self.truncate_position)
 
 
 def spark_stats(raw: Any) -> list[TableStats]:
@@ -57,29 +60,34 @@ def spark_stats(raw: Any) -> list[TableStats]:
     from pyspark.sql import functions as F
 
     is_row = F.col("op").isin(*sorted(ROW_OPS))
-    cut = (F.col("op") == "ddl") & F.col("kind").isin(*sorted(CUT_KINDS))
+    cut = (F.col("op") == "ddl") & F.col("kind").isin(*sorted(CUT_KINDS | {RESNAPSHOT}))
+    # Rows before `threshold` are gone: a truncate's own position, a re-snapshot end line's `cut`.
+    threshold = F.when(F.col("kind") == RESNAPSHOT, F.col("cut")).otherwise(F.col("position"))
     rows = raw.groupBy("db", "table").agg(
         F.count(F.when(is_row, 1)).alias("rows"),
         F.min(F.when(is_row, F.col("position"))).alias("min_position"),
         F.max(F.when(is_row, F.col("position"))).alias("max_position"),
         F.max("position").alias("last_position"),
-        F.max(F.when(cut, F.struct("position", "ts"))).alias("cut"),
+        F.max(F.when(cut, F.struct(threshold.alias("threshold"), "ts", "position"))).alias("cut"),
         F.count(F.when((F.col("op") == "ddl") & (F.col("kind") == "rename"), 1)).alias("renames"),
         F.count(F.when(F.col("op").isin("u", "d"), 1)).alias("removals"),
     ).orderBy("db", "table").collect()
     return [_checked(r["db"], r["table"], r["rows"], r["min_position"], r["max_position"], r["last_position"],
-                     (r["cut"]["position"], r["cut"]["ts"]) if r["cut"] else None, r["renames"], r["removals"])
+                     (r["cut"]["threshold"], r["cut"]["ts"], r["cut"]["position"]) if r["cut"] else None, r["renames"],
+                     r["removals"])
             for r in rows]
 
 
 def _checked(db: Any, table: Any, rows: int, low: str | None, high: str | None, last: str,
-             cut: tuple[str, str | None] | None, renames: int, removals: int) -> TableStats:
+             cut: tuple[str, str | None, str] | None, renames: int, removals: int) -> TableStats:
     if not isinstance(db, str) or not isinstance(table, str):
         raise DataError("a change line has no db/table", hint=_FORMAT_HINT)
     if renames:
         raise DataError(f"{db}.{table} was renamed in this run; spark-merge does not follow renames yet",
                         hint="merge up to the RENAME, then re-snapshot the renamed table")
-    return TableStats(db, table, rows, low, high, last, cut[0] if cut else None, cut[1] if cut else None, removals)
+    if cut is None:
+        return TableStats(db, table, rows, low, high, last, None, None, removals)
+    return TableStats(db, table, rows, low, high, last, cut[0], cut[1], removals, cut[2])
 
 
 def is_local(files: list[str]) -> bool:
@@ -89,8 +97,8 @@ def is_local(files: list[str]) -> bool:
 
 def local_stats(files: list[str], merged_upto: str | None) -> list[TableStats]:
     """spark_stats's facts for the lines after `merged_upto`, read in Python (files: is_local)."""
-    # per (db, table): [rows, min row position, max row position, last position, (cut position, ts), renames,
-    # removals]
+    # per (db, table): [rows, min row position, max row position, last position, (cut threshold, ts, position),
+    # renames, removals]
     tables: dict[tuple[Any, Any], list[Any]] = {}
     for path in files:
         for number, change in _changes(path):
@@ -119,17 +127,19 @@ def _count(tables: dict[tuple[Any, Any], list[Any]], change: dict[str, Any], pos
             acc[2] = position
     elif op == "ddl":
         kind = change.get("kind")
-        # Spark's max over struct(position, ts): positions first, a null ts below any text
-        if kind in CUT_KINDS and (acc[4] is None or _cut_order(position, change.get("ts")) > _cut_order(*acc[4])):
-            acc[4] = (position, change.get("ts"))
+        # Spark's max over struct(threshold, ts, position): thresholds first, a null ts below any text
+        threshold = change.get("cut") if kind == RESNAPSHOT else position
+        if ((kind in CUT_KINDS or kind == RESNAPSHOT) and isinstance(threshold, str)
+                and (acc[4] is None or _cut_order(threshold, change.get("ts"), position) > _cut_order(*acc[4]))):
+            acc[4] = (threshold, change.get("ts"), position)
         elif kind == "rename":
             acc[5] += 1
     if position > acc[3]:
         acc[3] = position
 
 
-def _cut_order(position: str, ts: str | None) -> tuple[str, bool, str]:
-    return position, ts is not None, ts or ""
+def _cut_order(threshold: str, ts: str | None, position: str) -> tuple[str, bool, str, str]:
+    return threshold, ts is not None, ts or "", position
 
 
 def _changes(path: str) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -263,12 +263,18 @@ def stop_session(spark: SparkSession) -> None:
         written.unlink(missing_ok=True)
 
 
-def _class_archive_options(record: bool) -> tuple[str, Path | None, tuple[Path, Path] | None]:
-    """JVM options mapping the class archive if there is one (and its path), else recording it (and where)."""
+def class_archive() -> Path:
+    """Where a driver JVM started by this process maps (or records) Spark's class archive."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cdc"
     # An archive only fits the JVM and the jars that wrote it: both are in its name.
     key = hashlib.sha256(f"{os.path.realpath(_java())}|{pyspark.__version__}|{pyspark.__file__}".encode()).hexdigest()[:16]
-    archive = cache / f"spark-classes-{key}.jsa"
+    return cache / f"spark-classes-{key}.jsa"
+
+
+def _class_archive_options(record: bool) -> tuple[str, Path | None, tuple[Path, Path] | None]:
+    """JVM options mapping the class archive if there is one (and its path), else recording it (and where)."""
+    archive = class_archive()
+    cache = archive.parent
     # CDS notes go to stdout by default (--json must stay clean); a crash report (it lists the environment)
     # goes to the private directory.
     quiet = f"-Xlog:disable -Xlog:all=error:stderr -XX:ErrorFile={private_dir()}/cdc-jvm-error-%p.log"

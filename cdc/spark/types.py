@@ -31,6 +31,7 @@ LINE_SCHEMA = T.StructType([
     T.StructField("op", T.StringType()), T.StructField("position", T.StringType()),
     T.StructField("table", T.StringType()), T.StructField("ts", T.StringType()),
     T.StructField("kind", T.StringType()), T.StructField("new_table", T.StringType()),
+    T.StructField("cut", T.StringType()),
 ])
 
 

@@ -23,6 +23,8 @@ from cdc.checkpoints import (
     CheckpointView,
     Handover,
     MergeCheckpoint,
+    ResnapshotCheckpoint,
+    ResnapshotTable,
     ShipKinesisCheckpoint,
     ShipS3Checkpoint,
     SnapshotCheckpoint,
@@ -52,6 +54,12 @@ CURRENT: dict[str, Checkpoint] = {
          "last": "seg-0000000007-000000009012-b000000000000.jsonl", "roll_size": 128 * 2**20}),
     "merge.v1.json": MergeCheckpoint(SEGMENT, "b000000000007", "0000000007:000000001234:b000000000003"),
     "snowflake-apply.v1.json": ApplyCheckpoint("b000000000007", "2026-11-22T07:00:09Z"),
+    # Beside the pipeline (`cdc resnapshot`), not one of its stages.
+    "resnapshot.v1.json": ResnapshotCheckpoint(
+        "r20261126071500-1a2b3c4d", "running", "2026-11-26T07:15:00Z", 4,
+        (ResnapshotTable("shop", "orders", ("mariadb-bin.000003", 1234), [20, "x"], False, False, 20, 2, 90,
+                         {"1": None, "2": [10, "x"]}),
+         ResnapshotTable("shop", "items", est_rows=5))),
 }
 # Golden files of older versions and what they read as today.
 OLDER: dict[str, CheckpointView] = {
@@ -72,7 +80,7 @@ def has_golden_shape(path: Path, name: str) -> bool:
 
 def kind_of(name: str) -> type[CheckpointView]:
     stem = name.split(".v")[0]
-    return next(k for k in STAGE_CHECKPOINTS if k.FILE == stem)
+    return next(k for k in (*STAGE_CHECKPOINTS, ResnapshotCheckpoint) if k.FILE == stem)
 
 
 def state_with(tmp_path: Path, name: str) -> StateDir:

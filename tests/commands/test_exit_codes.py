@@ -96,10 +96,21 @@ def test_runway_and_timeout(mariadb_factory: Callable[..., MariaDB], cli: Callab
 
 # --- signals: every command that works long enough to be stopped, stopped mid-work -------------------------
 
+@pytest.fixture(scope="module")
+def hung_server() -> Iterator[MariaDB]:
+    """The server the signal tests freeze, one per module (per xdist worker) rather than one per test: each
+    test freezes it and thaws it, nothing writes to it, and a start cost more than the rest of a test."""
+    server = MariaDB()
+    try:
+        yield server.start()
+    finally:
+        server.cleanup()
+
+
 @pytest.fixture
-def frozen(mariadb_factory: Callable[..., MariaDB]) -> Iterator[MariaDB]:
+def frozen(hung_server: MariaDB) -> Iterator[MariaDB]:
     """A server that accepts connections and then never answers (SIGSTOP), like a hung host."""
-    server = mariadb_factory()
+    server = hung_server
     file, pos = server.binlog_position()
     server.frozen_at = f"{file}:{pos}"  # type: ignore[attr-defined]
     server.freeze()

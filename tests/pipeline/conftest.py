@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -12,16 +13,27 @@ from cdc.changelog import SegmentWriter, encode_line, position_string
 from cdc.state import StateDir, write_json_atomic
 
 BINLOG = "mariadb-bin.000003"
+# The cache of the user running the suite, read before any test moves HOME: see clean_env.
+SHARED_CACHE = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
 
 
 @pytest.fixture(autouse=True)
-def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No developer ~/.my.cnf, cdc.toml or CDC_* variable may leak into a test."""
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """No developer ~/.my.cnf, cdc.toml or CDC_* variable may leak into a test.
+
+    The cache stays shared: Spark's class archive there (cdc/spark/session.py) is no setting, only start-up
+    speed, and with a HOME of its own every test's JVMs started without it. A test against a server (one that
+    may start `cdc run`) finds the archive there (spark_class_archive records it if missing); the fast lane
+    starts no JVM for it.
+    """
+    if request.node.get_closest_marker("mariadb"):
+        request.getfixturevalue("spark_class_archive")
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", SHARED_CACHE)
     monkeypatch.chdir(tmp_path)
-    for name in [n for n in __import__("os").environ if n.startswith("CDC_") or n == "MYSQL_PWD"]:
+    for name in [n for n in os.environ if n.startswith("CDC_") or n == "MYSQL_PWD"]:
         monkeypatch.delenv(name)
 
 

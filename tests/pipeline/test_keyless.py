@@ -20,7 +20,7 @@ from cdc.snowflake import names
 from cdc.source.schema_reads import read_table_schema
 from cdc.spark import merge, read_lake_table
 from cdc.state import StateDir
-from tests.capture.conftest import tail_once
+from tests.capture.conftest import binlog_start, tail_once
 from tests.pipeline.cli import run
 from tests.pipeline.verify_rig import apply_to_snowflake, server_args, statuses, tamper_lake, verify_json
 from tests.rig import MariaDB
@@ -157,3 +157,52 @@ def test_verify_counts_copies_of_a_keyless_table(mariadb: MariaDB, fresh_db: str
     assert sorted((d["kind"], d["copies"], d["key"]["a"]) for d in found["differing"]) == [
         ("extra", 1, 2), ("missing", 1, 1)]
     assert {d["key"]["d"] for d in found["differing"]} == {"1.50", None}
+
+
+def test_cascades_into_a_keyless_child_reach_every_copy(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                        spark: Any, sf: Any) -> None:  # noqa: F811
+    """InnoDB cascades into every matching child row, identical copies included; the binlog shows none of them."""
+    state = tmp_path / "state"
+    start = binlog_start(mariadb)
+    mariadb.execute("CREATE TABLE parent (id INT PRIMARY KEY)", database=fresh_db)
+    mariadb.execute("CREATE TABLE kid (pid INT, note VARCHAR(5), FOREIGN KEY (pid) REFERENCES parent (id) "
+                    "ON DELETE CASCADE ON UPDATE CASCADE)", database=fresh_db)
+    _run_sql(mariadb, fresh_db, ["INSERT INTO parent VALUES (1), (2), (3)",
+                                 "INSERT INTO kid VALUES (1, 'a'), (1, 'a'), (2, 'b'), (2, 'b'), (3, 'c'), (NULL, 'n')"])
+    tail_once(mariadb, state, fresh_db, start)
+    merge(StateDir(state), spark=spark)
+    _run_sql(mariadb, fresh_db, ["DELETE FROM parent WHERE id = 1", "UPDATE parent SET id = 20 WHERE id = 2",
+                                 "DELETE FROM kid WHERE pid = 20 LIMIT 1", "INSERT INTO kid VALUES (3, 'c')"])
+    tail_once(mariadb, state, fresh_db)
+    merge(StateDir(state), spark=spark)
+    schema, expected = _source(mariadb, fresh_db, "kid")
+    assert expected == Counter({(20, "b"): 1, (3, "c"): 2, (None, "n"): 1})
+    assert _lake(state, schema) == expected
+    apply_to_snowflake(sf, state)
+    assert _snowflake(sf, schema) == expected
+    code, doc = verify_json(state, mariadb)
+    assert code == 0 and set(statuses(doc).values()) == {"OK"}, json.dumps(doc)
+
+
+def test_a_composite_key_declared_out_of_column_order_merges(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                             spark: Any, sf: Any) -> None:  # noqa: F811
+    """PRIMARY KEY (b, a): information_schema lists the key in its own order, the binlog's table map in column
+    order. Both are the same key: tail must not record a key change, nor spark-merge stop at one."""
+    state = tmp_path / "state"
+    mariadb.execute("CREATE TABLE pair (a INT NOT NULL, b VARCHAR(5) NOT NULL, n INT, PRIMARY KEY (b, a))",
+                    database=fresh_db)
+    _run_sql(mariadb, fresh_db, ["INSERT INTO pair VALUES (1, 'x', 10), (2, 'x', 20), (1, 'y', 30)"])
+    snap = run("snapshot", "--state-dir", str(state), *server_args(mariadb), "--databases", fresh_db)
+    assert snap.exit_code == 0, snap.output
+    _run_sql(mariadb, fresh_db, ["UPDATE pair SET n = 11 WHERE a = 1 AND b = 'x'", "DELETE FROM pair WHERE a = 2",
+                                 "UPDATE pair SET a = 5 WHERE b = 'y'", "INSERT INTO pair VALUES (3, 'z', NULL)"])
+    tail_once(mariadb, state, fresh_db)
+    assert len(SchemaHistory(state / "schema").versions(fresh_db, "pair")) == 1
+    merge(StateDir(state), spark=spark)
+    apply_to_snowflake(sf, state)
+    schema, expected = _source(mariadb, fresh_db, "pair")
+    assert expected == Counter({(1, "x", 11): 1, (5, "y", 30): 1, (3, "z", None): 1})
+    assert _lake(state, schema) == expected
+    assert _snowflake(sf, schema) == expected
+    code, doc = verify_json(state, mariadb)
+    assert code == 0 and set(statuses(doc).values()) == {"OK"}, json.dumps(doc)

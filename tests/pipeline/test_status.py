@@ -347,3 +347,20 @@ def test_watch_stops_when_its_reader_goes_away(state: StateDir) -> None:
     watch.stdout.close()  # as `| head -1` does
     assert watch.wait(30) == 130
     assert watch.stderr.read() == ""  # no traceback, no "Exception ignored"
+
+
+def test_a_resnapshot_in_progress_is_shown(state: StateDir) -> None:
+    from cdc.checkpoints import ResnapshotCheckpoint, ResnapshotTable
+
+    checkpoint(state, "tail", file=BINLOG, pos=4, gtid=None, last_segment=None, server_uuid="u")
+    run_ = ResnapshotCheckpoint("r1", "running", "2026-11-26T07:15:00Z", 3, (
+        ResnapshotTable("shop", "orders", ("b.000001", 4), [20], False, False, 20, 2, 90, {"1": None, "2": [10]}),))
+    run_.write(state)
+    code, doc = status_json("--offline", "--state-dir", str(state.root))
+    assert code == 0
+    assert doc["resnapshot"] == {"run": "r1", "status": "running", "started_at": "2026-11-26T07:15:00Z", "tables": [
+        {"table": "shop.orders", "rows": 20, "est_rows": 90, "chunks": 2, "read_all": False, "done": False}]}
+    assert any(n.startswith("resnapshot r1 (started 2026-11-26T07:15:00Z) in progress: shop.orders reading "
+                            "20/~90 rows in 2 chunk(s)") for n in doc["notes"])
+    result = run("status", "--offline", "--state-dir", str(state.root))
+    assert "resnapshot r1" in result.stdout + result.stderr

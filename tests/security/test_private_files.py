@@ -39,7 +39,8 @@ def _open_modes(root: Path) -> dict[str, str]:
 @pytest.mark.parametrize("umask", [0o022, 0o000], ids=["umask022", "umask000"])
 def test_state_directory_is_private_whatever_the_umask(umask: int, tmp_path: Path, mariadb: MariaDB, fresh_db: str,
                                                        aws_env: dict[str, str], bucket: str,
-                                                       snowflake_env: dict[str, str]) -> None:
+                                                       snowflake_env: dict[str, str],
+                                                       spark_class_archive: Path) -> None:
     create_source(mariadb, fresh_db)
     state = tmp_path / "state"
     config = write_config(tmp_path / "cdc.toml", mariadb, fresh_db, aws_env, bucket, state)

@@ -311,3 +311,24 @@ def test_binlog_listing_denied_names_the_grant() -> None:
 def test_retention_fix_stays_within_the_flavour_limit() -> None:
     f = facts(server(RDS_MYSQL, "8.0.36"), rds_config={"binlog retention hours": "24"})
     assert verdicts(f, min_retention_hours=500)["binlog_retention"].fix.startswith("cdc set-retention --hours 168 ")
+
+
+def test_watermark_table_is_reported_for_resnapshot() -> None:
+    from cdc.source.facts import WatermarkTable
+
+    def check(mark: WatermarkTable, grants: list[str] = ALL_GRANTS, **variables: str) -> preflight.Check:
+        return verdicts(facts(variables=variables, watermark=mark, grants=parse_grants("cdc@%", grants)))[
+            "watermark_table"]
+
+    missing = check(WatermarkTable("cdc", "watermarks", None))
+    assert (missing.status, missing.value) == ("ok", "cdc.watermarks does not exist (needed by cdc resnapshot only)")
+    assert missing.fix.startswith("CREATE TABLE `cdc`.`watermarks` ( slot VARCHAR(64) NOT NULL PRIMARY KEY, mark")
+    assert "GRANT INSERT, UPDATE ON `cdc`.`watermarks` TO 'cdc'@'%';" in missing.fix
+    good = WatermarkTable("cdc", "watermarks", ("slot", "mark"))
+    assert check(good).status == "warn"  # ALL_GRANTS has no INSERT/UPDATE on it
+    writer = ALL_GRANTS + ["GRANT INSERT, UPDATE ON `cdc`.`watermarks` TO `cdc`@`%`"]
+    assert check(good, writer).status == "ok"
+    assert check(good, ["GRANT ALL PRIVILEGES ON `cdc`.* TO `cdc`@`%`"]).status == "ok"
+    assert "read-only" in check(good, writer, read_only="ON").value
+    assert check(WatermarkTable("cdc", "watermarks", ("id",)), writer).status == "warn"
+    assert "watermark_table" not in verdicts(facts())  # no table named: nothing to say

@@ -51,3 +51,27 @@ def test_a_key_added_after_the_parent_change_does_not_cascade_it() -> None:
     ("aurora-mysql", "8.0.mysql_aurora.3.05.2", False), ("mysql", "8.4.3", True), ("rds-mysql", "9.1.0", True)])
 def test_which_servers_write_their_cascades_to_the_binlog(flavour: str, version: str, logged: bool) -> None:
     assert cascades_in_binlog(flavour, version) is logged
+
+
+def test_a_keyless_child_cascades_into_every_copy_of_a_row() -> None:
+    """Issue #24: a child without a key is a multiset; InnoDB changes each identical copy, one derived change each."""
+    dept, log = ("hr", "dept"), ("hr", "log")
+    key = ForeignKey("fk", "hr", "log", ("dept",), "hr", "dept", ("id",), "CASCADE", "SET NULL")
+    parent = TableSchema("hr", "dept", (Column("id", "int(11)", "int", nullable=False),), ("id",), "p0", (), (key,))
+    child = TableSchema("hr", "log", (Column("dept", "int(11)", "int"), Column("note", "text", "text")), (), "p0",
+                        (key,), ())
+    replay = Replay(Graph({dept: [parent], log: [child]}), {dept: ("id",), log: ("dept", "note")}, frozenset({log}))
+    rows = [{"dept": "1", "note": "a"}, {"dept": "1", "note": "a"}, {"dept": "1", "note": "b"}, {"dept": "2", "note": "a"}]
+    replay.add_rows(log, [("1", "a"), ("1", "b"), ("2", "a")], rows)
+    replay.add_rows(log, [("1", "a")], rows[:2])  # loaded again for another value: its copies count once
+    replay.add_changes([Change(dept, "p2", "u", "t", {"id": "1"}, {"id": "7"}),  # SET NULL on update
+                        Change(log, "p3", "c", "t", None, {"dept": "2", "note": "a"}),
+                        Change(dept, "p4", "d", "t", {"id": "2"}, None)])  # CASCADE on delete: both copies
+    replay.needs_loaded |= {(log, ("dept",), ("1",)), (log, ("dept",), ("2",))}
+    derived, missing = replay.run()
+    assert missing == set()
+    assert [(c.position, c.op, c.before, c.after) for c in derived] == [
+        ("p2:k000000", "u", {"dept": "1", "note": "a"}, {"dept": None, "note": "a"}),
+        ("p2:k000001", "u", {"dept": "1", "note": "a"}, {"dept": None, "note": "a"}),
+        ("p2:k000002", "u", {"dept": "1", "note": "b"}, {"dept": None, "note": "b"}),
+        ("p4:k000000", "d", {"dept": "2", "note": "a"}, None), ("p4:k000001", "d", {"dept": "2", "note": "a"}, None)]

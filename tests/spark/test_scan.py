@@ -137,3 +137,22 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state not in ("Z", "X")
+
+
+def test_a_resnapshot_end_line_cuts_at_its_cut_both_ways(tmp_path: Path, spark: Any) -> None:
+    """A `resnapshot` line removes rows older than its `cut`, not than itself; the later of it and a truncate wins."""
+    src = {"file": "mariadb-bin.000009", "gtid": None, "pos": 4, "row": 0, "server_id": 1, "xid": None}
+    cut = "0000000001:000000000004:b000000000000"
+    end = {"cut": cut, "db": T1[0], "ddl": "cdc resnapshot (run r1)", "kind": "resnapshot", "op": "ddl",
+           "position": "0000000009:000000000004:b000000000000", "src": src, "table": T1[1],
+           "ts": "2026-11-22T07:00:02Z", "v": 1}
+    files, lines = _files(tmp_path, [end, {**end, "table": T2[1], "position": "0000000009:000000000008:b000000000000"}])
+    expected = spark_stats(_read_lines(spark, LINE_SCHEMA, files, None))
+    assert local_stats(files, None) == expected
+    found = {(s.db, s.table): s for s in expected}
+    assert (found[T1].truncate_position, found[T1].truncate_at, found[T1].truncate_ts) == (
+        cut, end["position"], "2026-11-22T07:00:02Z")
+    drop = [line for line in lines if line["op"] == "ddl" and line["kind"] in ("truncate", "drop")][-1]
+    assert drop["position"] > cut  # the drop removes more than the re-snapshot's cut: it wins
+    assert (found[T2].truncate_position, found[T2].truncate_at) == (drop["position"], drop["position"])
+    assert not found[T2].as_input().is_partial_cut and found[T1].as_input().is_partial_cut
