@@ -175,6 +175,7 @@ class SchemaHistory:
     mask: Callable[[TableSchema], TableSchema] | None = None
     _cache: dict[tuple[str, str], list[TableSchema]] = field(default_factory=dict)
     _pending: dict[tuple[str, str], TableSchema] = field(default_factory=dict)  # note_pending, per table
+    _repaired: dict[tuple[str, str], str] = field(default_factory=dict)  # mark_repaired: the last re-read cut
     _legacy: set[tuple[str, str]] = field(default_factory=set)  # read from a version 1 file: foreign keys unknown
 
     def path(self, db: str, table: str) -> Path:
@@ -211,6 +212,8 @@ class SchemaHistory:
                 )
                 for v in document["history"]
             ]
+            if repaired := document.get("repaired"):
+                self._repaired[(db, table)] = str(repaired)
             if note := document.get("pending"):
                 self._pending[(db, table)] = TableSchema(db, table, (), (), note["position"], fills=dict(note["fills"]),
                                                          resnapshot=note.get("resnapshot"),
@@ -281,6 +284,8 @@ class SchemaHistory:
             "table": table,
             "history": [v.version_dict() for v in versions],
         }
+        if (repaired := self._repaired.get((db, table))) is not None:
+            document["repaired"] = repaired
         if (note := self._pending.get((db, table))) is not None:
             document["pending"] = {"position": note.position, "fills": note.fills, "renamed": note.renamed,
                                    "resnapshot": note.resnapshot}
@@ -289,9 +294,21 @@ class SchemaHistory:
         self._legacy.discard((db, table))
 
     def resnapshot_reason(self, db: str, table: str) -> str | None:
-        """Why the table's older rows cannot be reproduced from the binlog (an ALTER-time default), if they cannot."""
-        reasons = [f"{v.resnapshot} (ALTER at {v.position})" for v in self.versions(db, table) if v.resnapshot]
+        """Why the table's older rows cannot be reproduced from the binlog (an ALTER-time default), if they cannot.
+
+        A flag is answered by a `cdc resnapshot` of the table that started reading after its ALTER (mark_repaired).
+        """
+        versions = self.versions(db, table)
+        repaired = self._repaired.get((db, table), "")
+        reasons = [f"{v.resnapshot} (ALTER at {v.position})" for v in versions if v.resnapshot and v.position > repaired]
         return "; ".join(reasons) or None
+
+    def mark_repaired(self, db: str, table: str, cut: str) -> None:
+        """A re-snapshot of the table read every row again after `cut` (tail at its end line): older flags are answered."""
+        self.versions(db, table)
+        if cut > self._repaired.get((db, table), ""):
+            self._repaired[(db, table)] = cut
+            self._write(db, table, list(self.versions(db, table)))
 
     def tables(self) -> list[tuple[str, str]]:
         found = []

@@ -177,7 +177,10 @@ class Windows:
         """The table was read whole: every row older than the cut that was not read again is gone from the source."""
         assert mark.cut is not None
         position = event.position(0, snapshot=False)
-        body = {"cut": position_string(mark.cut[0], mark.cut[1], 0, seq_offset=event.seq_offset), "db": mark.db,
+        cut = position_string(mark.cut[0], mark.cut[1], 0, seq_offset=event.seq_offset)
+        # Every row was read after the cut: a flag on an older ALTER (a default only a re-read can know) is answered.
+        self.history.mark_repaired(mark.db, mark.table, cut)
+        body = {"cut": cut, "db": mark.db,
                 "ddl": f"cdc resnapshot (run {mark.run})", "kind": "resnapshot", "op": "ddl", "position": position}
         src = {"file": event.file, "gtid": event.gtid, "pos": event.pos, "row": 0, "server_id": event.server_id}
         add(position, line_template(*split_line(body, src, mark.table)), 1)

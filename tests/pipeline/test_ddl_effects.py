@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.schema import SchemaHistory
+from cdc.snapshot import ResnapshotRequest, run_resnapshot
 from cdc.snowflake import apply, bootstrap, names
 from cdc.source.schema_reads import read_table_schema
 from cdc.spark import merge, read_lake_table
@@ -21,6 +22,7 @@ from tests.capture.workload import expected_rows
 from tests.pipeline.cli import run
 from tests.pipeline.verify_rig import statuses, verify_json
 from tests.rig import MariaDB
+from tests.snapshot.resnapshot_rig import create_marks_table, resnapshot_settings, tail_running
 from tests.snowflake.stand_in import rows
 from tests.snowflake.test_pipeline import _lake_expected, _snowflake_rows, _snowflake_value, _typed
 
@@ -129,3 +131,11 @@ def test_add_drop_rename_columns_reach_lake_and_snowflake_exactly(mariadb: Maria
     status = run("status", "--state-dir", str(state.root), "--offline", "--json")
     assert [(f["table"], f["repair"]) for f in json.loads(status.stdout)["needs_resnapshot"]] == [
         (f"{fresh_db}.{TABLE}", repair)]
+
+    # The repair it names, done online while tail runs: the flag clears, and lake and Snowflake end exact.
+    create_marks_table(mariadb)
+    with tail_running(mariadb, state.root, fresh_db, None):
+        run_resnapshot(resnapshot_settings(mariadb, state.root, fresh_db), ResnapshotRequest((f"{fresh_db}.{TABLE}",)))
+    _replicate_and_compare(mariadb, fresh_db, state, sf, spark, "after cdc resnapshot")
+    status = run("status", "--state-dir", str(state.root), "--offline", "--json")
+    assert json.loads(status.stdout)["needs_resnapshot"] == []
