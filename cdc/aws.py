@@ -58,6 +58,19 @@ def make_client(service: str, aws: AWSSettings) -> Any:
     return session.client(service, endpoint_url=aws.endpoint_url, config=config)
 
 
+def sse_params(aws: AWSSettings) -> dict[str, str]:
+    """The server-side encryption parameters of every PutObject and CreateMultipartUpload (aws.sse).
+
+    UploadPart needs none: SSE-S3 and SSE-KMS are fixed when the upload is created (only SSE-C repeats them).
+    """
+    if aws.sse is None:
+        return {}
+    params = {"ServerSideEncryption": aws.sse}
+    if aws.sse == "aws:kms" and aws.sse_kms_key_id:
+        params["SSEKMSKeyId"] = aws.sse_kms_key_id
+    return params
+
+
 def error_code(exc: BaseException) -> str:
     """The AWS error code of a ClientError ('' for anything else)."""
     response = getattr(exc, "response", None) or {}
@@ -97,7 +110,8 @@ def map_error(exc: Exception, what: str, *, missing_hint: str) -> CdcError:
         return ConnectError(
             f"{what}: access denied ({code or status}: {message})",
             hint="grant the caller the needed IAM actions (kinesis:PutRecords, kinesis:DescribeStreamSummary, "
-            "s3:PutObject, s3:GetObject, s3:ListBucket) or pick the right --profile",
+            "s3:PutObject, s3:GetObject, s3:ListBucket; kms:GenerateDataKey and kms:Decrypt on the key of "
+            "--sse aws:kms) or pick the right --profile",
         )
     if status == 404 or code in ("ResourceNotFoundException", "NoSuchBucket", "NotFound", "404"):
         return CdcError(f"{what}: not found ({code or status}: {message})", hint=missing_hint)

@@ -8,7 +8,6 @@ a MySQL option file (~/.my.cnf or --defaults-file), or a prompt at a TTY.
 
 from __future__ import annotations
 
-import configparser
 import hashlib
 import os
 import tomllib
@@ -19,10 +18,12 @@ from typing import Any
 
 from cdc.durations import parse_duration
 from cdc.errors import CdcError, ConfigError
+from cdc.option_file import Option, flag_value, read_options
 
 SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
-SECRET_KEYS = frozenset({"password", "private_key_passphrase", "aws_secret_access_key", "token"})
+SECRET_KEYS = frozenset({"password", "private_key_passphrase", "aws_secret_access_key", "token", "hash_key"})
 LOG_LEVELS = ("debug", "info", "warning", "error")
+SSE_MODES = ("AES256", "aws:kms")
 LOG_FORMATS = ("text", "json")
 # The flags whose name is not --<last part of the key>.
 _FLAG_NAMES = {"log.level": "--log-level", "log.format": "--log-format"}
@@ -46,10 +47,13 @@ class MySQLSettings:
     databases: tuple[str, ...] = ()
     tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
-    # DB.TABLE.COLUMN globs never written / written as sha256 hex, by snapshot and tail alike
-    # (fixed per state directory: cdc.capture.filters.bind_column_rules).
+    # DB.TABLE.COLUMN globs never written / written as HMAC-SHA-256 hex, by snapshot and tail alike
+    # (fixed per state directory, with the key's fingerprint: cdc.masking.bind_rules).
     exclude_columns: tuple[str, ...] = ()
     hash_columns: tuple[str, ...] = ()
+    # The HMAC key of hash_columns: CDC_MYSQL_HASH_KEY (a secret: refused in cdc.toml), or a 0600 file.
+    hash_key: str | None = field(default=None, repr=False)
+    hash_key_file: str | None = None
     # The table `cdc resnapshot` writes its watermarks to, and tail reads them from (cdc.watermarks).
     watermark_table: str = "cdc.watermarks"
 
@@ -78,6 +82,10 @@ class AWSSettings:
     prefix: str = "cdc"
     roll_size: int = 128  # MiB: ship --to s3 closes a batch (and cuts a table's object) at this payload
     roll_interval: float = 60.0  # seconds the oldest segment of an open S3 batch may wait (--follow)
+    # Server-side encryption of every object cdc writes to S3: AES256 (SSE-S3) or aws:kms (SSE-KMS, with
+    # sse_kms_key_id, else the account's aws/s3 key). None: the bucket's default encryption.
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,8 @@ def load_settings(
     defaults_file = flags.get("mysql.defaults_file") or env.get("CDC_MYSQL_DEFAULTS_FILE") or toml_values.get(
         "mysql.defaults_file"
     )
-    layers.append(("option file", _read_option_file(defaults_file, env)))
+    option_file, tls_why = _read_option_file(defaults_file, env)
+    layers.append(("option file", option_file))
     layers.append((f"config file {toml_path}", toml_values))
     layers.append(("environment", _read_env(env)))
     layers.append(("flag", dict(flags)))
@@ -157,7 +166,25 @@ def load_settings(
         for key, value in values.items():
             merged[key] = value
             sources[key] = _describe_origin(origin, key)
+    if sources.get("mysql.ssl_mode") == "option file":
+        sources["mysql.ssl_mode"] = f"option file {tls_why}"
+    _imply_ssl_mode(merged, sources)
     return _build(merged, sources)
+
+
+def _imply_ssl_mode(merged: dict[str, Any], sources: dict[str, str]) -> None:
+    """A CA or client certificate given without any --ssl-mode asks for TLS: never the unverified default (#26).
+
+    PREFERRED would connect without checking the certificate against the CA the user named; the mariadb client
+    given --ssl-ca refuses a certificate that CA did not sign (ERROR 2026).
+    """
+    if "mysql.ssl_mode" in merged:
+        return
+    for key, mode in (("mysql.ssl_ca", "VERIFY_CA"), ("mysql.ssl_cert", "REQUIRED"), ("mysql.ssl_key", "REQUIRED")):
+        if merged.get(key):
+            merged["mysql.ssl_mode"] = mode
+            sources["mysql.ssl_mode"] = f"implied by {key} (from {sources[key]})"
+            return
 
 
 def load_log_settings(
@@ -259,12 +286,17 @@ _OPTION_FILE_KEYS = {
     "ssl-ca": "mysql.ssl_ca",
     "ssl-cert": "mysql.ssl_cert",
     "ssl-key": "mysql.ssl_key",
-    "ssl-mode": "mysql.ssl_mode",
 }
+# TLS options cdc cannot honour: ignoring one would connect with less checking than the file asks for (#26).
+_UNSUPPORTED_TLS = ("ssl-capath", "ssl-crl", "ssl-crlpath")
+_MODE_STRENGTH = {mode: rank for rank, mode in enumerate(SSL_MODES)}
 
 
-def _read_option_file(defaults_file: str | None, env: Mapping[str, str]) -> dict[str, Any]:
-    """Read [client] and [mysql] of a MySQL option file, as the mysql client does."""
+def _read_option_file(defaults_file: str | None, env: Mapping[str, str]) -> tuple[dict[str, Any], str]:
+    """Read the client groups of a MySQL option file as the mysql client does; TLS options fail closed.
+
+    Returns the settings found and, for mysql.ssl_mode, the option lines that decided it.
+    """
     if defaults_file:
         path = Path(defaults_file).expanduser()
         if not path.exists():
@@ -272,20 +304,55 @@ def _read_option_file(defaults_file: str | None, env: Mapping[str, str]) -> dict
     else:
         path = Path(env.get("HOME", "~")).expanduser() / ".my.cnf"
         if not path.exists():
-            return {}
-    parser = configparser.ConfigParser(allow_no_value=True, interpolation=None, strict=False)
-    try:
-        parser.read_string(path.read_text(encoding="utf-8"))
-    except (configparser.Error, UnicodeDecodeError) as exc:
-        raise ConfigError(f"option file {path} cannot be parsed: {exc}") from exc
+            return {}, ""
     found: dict[str, Any] = {}
-    for section in ("client", "mysql"):
-        if parser.has_section(section):
-            for name, value in parser.items(section):
-                key = _OPTION_FILE_KEYS.get(name.replace("_", "-"))
-                if key and value is not None:
-                    found[key] = value.strip().strip("\"'")
-    return found
+    tls: dict[str, Option] = {}  # what decides the TLS mode: the last line of each kind wins, as in the client
+    for option in read_options(path):
+        key = _OPTION_FILE_KEYS.get(option.name)
+        if key and option.value is not None:
+            found[key] = option.value
+        if option.name in _UNSUPPORTED_TLS:
+            raise ConfigError(f"option file {option.where}: {option.name} is not supported by cdc",
+                              hint="name the CA bundle with ssl-ca (a PEM file) instead")
+        _note_tls(option, tls)
+    mode, why = _option_file_tls_mode(tls)
+    if mode:
+        found["mysql.ssl_mode"] = mode
+    return found, why
+
+
+def _note_tls(option: Option, tls: dict[str, Option]) -> None:
+    name = option.name
+    for prefix, flag in (("skip-", "0"), ("disable-", "0"), ("enable-", "1")):
+        if name.startswith(prefix) and name.removeprefix(prefix) in ("ssl", "ssl-verify-server-cert"):
+            name, option = name.removeprefix(prefix), Option(name.removeprefix(prefix), flag, option.where)
+    if name in ("ssl", "ssl-verify-server-cert", "ssl-mode", "ssl-ca", "ssl-cert", "ssl-key"):
+        tls[name] = option
+
+
+def _option_file_tls_mode(tls: dict[str, Option]) -> tuple[str | None, str]:
+    """The --ssl-mode an option file's TLS lines mean; the strongest one wins (fail closed, #26).
+
+    MySQL 5.7 mapped the old options onto --ssl-mode: `ssl` = REQUIRED, `ssl=0` / `skip-ssl` = DISABLED,
+    `ssl-verify-server-cert` = VERIFY_IDENTITY (https://dev.mysql.com/doc/refman/5.7/en/connection-options.html).
+    The mariadb client verifies the server certificate against an ssl-ca it is given (ERROR 2026 when that CA did
+    not sign it): ssl-ca = VERIFY_CA; a client certificate needs TLS: ssl-cert / ssl-key = REQUIRED.
+    """
+    wanted: list[tuple[str, Option]] = []
+    if "ssl-mode" in tls:
+        wanted.append(((tls["ssl-mode"].value or "").upper(), tls["ssl-mode"]))
+    if "ssl" in tls:
+        wanted.append(("REQUIRED" if flag_value(tls["ssl"]) else "DISABLED", tls["ssl"]))
+    if "ssl-verify-server-cert" in tls and flag_value(tls["ssl-verify-server-cert"]):
+        wanted.append(("VERIFY_IDENTITY", tls["ssl-verify-server-cert"]))
+    if "ssl-ca" in tls:
+        wanted.append(("VERIFY_CA", tls["ssl-ca"]))
+    wanted += [("REQUIRED", tls[name]) for name in ("ssl-cert", "ssl-key") if name in tls]
+    if not wanted:
+        return None, ""
+    # An unknown mode sorts first and is kept only alone: _validate then names it.
+    mode, option = max(wanted, key=lambda item: _MODE_STRENGTH.get(item[0], -1))
+    return mode, f"{option.where}: {option.name}" + (f"={option.value}" if option.value else "")
 
 
 def _build(merged: dict[str, Any], sources: dict[str, str], *, validate: bool = True) -> Settings:
@@ -356,11 +423,22 @@ def _validate(settings: Settings) -> None:
             f"mysql.ssl_mode = {mode} (from {settings.source_of('mysql.ssl_mode')}) needs --ssl-ca",
             hint="pass the CA bundle that signed the server certificate (for RDS: the region's global bundle)",
         )
+    _validate_sse(settings)
     if not 0 <= mysql.server_id < 2**32:
         raise ConfigError(
             f"mysql.server_id = {mysql.server_id} (from {settings.source_of('mysql.server_id')}) "
             "is outside 1..4294967295 (0 lets cdc derive one)"
         )
+
+
+def _validate_sse(settings: Settings) -> None:
+    aws = settings.aws
+    if aws.sse is not None and aws.sse not in SSE_MODES:
+        raise ConfigError(f"aws.sse = {aws.sse!r} (from {settings.source_of('aws.sse')}) is not one of "
+                          + ", ".join(SSE_MODES), hint="AES256 for SSE-S3, aws:kms for SSE-KMS")
+    if aws.sse_kms_key_id and aws.sse != "aws:kms":
+        raise ConfigError(f"aws.sse_kms_key_id (from {settings.source_of('aws.sse_kms_key_id')}) needs aws.sse = "
+                          f"'aws:kms', not {aws.sse!r}", hint="pass --sse aws:kms with --sse-kms-key-id")
 
 
 def _validate_log(settings: Settings) -> None:

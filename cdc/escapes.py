@@ -35,6 +35,27 @@ def visible(text: str, *, newlines: bool = False) -> str:
     return "".join(_spelled(c) if _is_active(c) and not (newlines and c == "\n") else c for c in text)
 
 
+def json_safe(text: str) -> str:
+    """JSON text (as json.dumps writes it with ensure_ascii=False) with every active character `\\u`-escaped.
+
+    JSON escapes only U+0000-U+001F itself: DEL, the C1 controls U+0080-U+009F (U+009B is a one-character CSI
+    to a terminal that honours C1), bidi overrides and U+2028/U+2029 would reach the terminal raw, and --json
+    output is read at a terminal as often as by a program. A `\\uXXXX` escape decodes to the same string, so
+    the data a program reads is unchanged; outside strings JSON text is ASCII, so only strings are touched.
+    """
+    if text.isprintable():
+        return text
+    return "".join(_json_escape(c) if _is_active(c) and c != "\n" else c for c in text)  # "\n": indent=2's lines
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a surrogate pair, as JSON spells a character beyond the BMP
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 def sql_comment(text: str) -> str:
     """`text` safe inside an SQL comment, `-- ...` or `/* ... */`: one line, and no comment delimiter in it."""
     return visible(text).replace("*/", "* /").replace("/*", "/ *")

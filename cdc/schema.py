@@ -1,4 +1,4 @@
-"""Per-table schema history (docs/formats.md): the columns of each table as of each position.
+"""Per-table schema history (docs/formats.md): the columns and foreign keys of each table as of each position.
 
 Events are decoded with the schema in force at their position, never with today's
 information_schema: after an ALTER, older events still have the old column list.
@@ -17,7 +17,12 @@ from typing import Any
 from cdc.errors import PositionError
 from cdc.state import read_json, write_json_atomic
 
-HISTORY_VERSION = 1
+# 2: each version also records the table's foreign keys (`foreign_keys`) and the ones pointing at it from other
+# tables (`referenced_by`). A version 1 file reads with both empty (unknown: cdc then derives no cascades for it).
+HISTORY_VERSION = 2
+# ON DELETE / ON UPDATE rules under which InnoDB changes child rows itself (issue #24). RESTRICT and NO ACTION
+# refuse the parent's change instead; SET DEFAULT is accepted by the parser but refused by InnoDB.
+CASCADING_RULES = frozenset({"CASCADE", "SET NULL", "SET DEFAULT"})
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,64 @@ class Column:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in values.items() if k in known})
 
+# From MySQL 8.4 on (and in 9.x), foreign keys are enforced in the SQL layer and the rows a cascade changes are
+# written to the binlog like any other row change (the brief of issue #24); InnoDB's own cascades (MariaDB, MySQL
+# before 8.4) write none. Aurora MySQL 3 is 8.0-based. Anything that is not MySQL-family 8.4+ counts as silent.
+CASCADES_LOGGED_FROM = (8, 4)
+
+
+def cascades_in_binlog(flavour: str, version: str) -> bool:
+    """Whether this server writes the child rows its foreign-key cascades change as row events."""
+    if "mariadb" in flavour.lower() or "mariadb" in version.lower():
+        return False
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return match is not None and (int(match[1]), int(match[2])) >= CASCADES_LOGGED_FROM
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """One foreign key: child `db.table(columns)` references `ref_db.ref_table(ref_columns)`.
+
+    Rules as information_schema.REFERENTIAL_CONSTRAINTS spells them: CASCADE, SET NULL, SET DEFAULT,
+    RESTRICT, NO ACTION.
+    """
+
+    name: str
+    db: str
+    table: str
+    columns: tuple[str, ...]
+    ref_db: str
+    ref_table: str
+    ref_columns: tuple[str, ...]
+    on_delete: str = "RESTRICT"
+    on_update: str = "RESTRICT"
+
+    @property
+    def cascades(self) -> bool:
+        """InnoDB changes child rows itself for this key (rows the binlog may not show)."""
+        return self.on_delete in CASCADING_RULES or self.on_update in CASCADING_RULES
+
+    @property
+    def child(self) -> str:
+        return f"{self.db}.{self.table}"
+
+    @property
+    def parent(self) -> str:
+        return f"{self.ref_db}.{self.ref_table}"
+
+    def describe(self) -> str:
+        return (f"{self.child}({', '.join(self.columns)}) -> {self.parent}({', '.join(self.ref_columns)}) "
+                f"ON DELETE {self.on_delete} ON UPDATE {self.on_update}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"columns": list(self.columns), "ref_columns": list(self.ref_columns)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ForeignKey:
+        return cls(name=d["name"], db=d["db"], table=d["table"], columns=tuple(d["columns"]), ref_db=d["ref_db"],
+                   ref_table=d["ref_table"], ref_columns=tuple(d["ref_columns"]),
+                   on_delete=d.get("on_delete", "RESTRICT"), on_update=d.get("on_update", "RESTRICT"))
+
 
 @dataclass(frozen=True)
 class TableSchema:
@@ -51,6 +114,8 @@ class TableSchema:
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...]
     position: str = ""
+    foreign_keys: tuple[ForeignKey, ...] = ()  # this table's own (it is the child), in constraint-name order
+    referenced_by: tuple[ForeignKey, ...] = ()  # other tables' keys that reference this one (captured or not)
 
     @property
     def column_names(self) -> list[str]:
@@ -63,13 +128,21 @@ class TableSchema:
         raise KeyError(name)
 
     def same_shape(self, other: TableSchema) -> bool:
+        """Same columns and key (what decoding a row depends on)."""
         return self.columns == other.columns and self.primary_key == other.primary_key
+
+    def same_version(self, other: TableSchema) -> bool:
+        """Same shape and the same foreign keys both ways (what the history records a version for)."""
+        return (self.same_shape(other) and self.foreign_keys == other.foreign_keys
+                and self.referenced_by == other.referenced_by)
 
     def version_dict(self) -> dict[str, Any]:
         return {
             "position": self.position,
             "columns": [asdict(c) for c in self.columns],
             "primary_key": list(self.primary_key),
+            "foreign_keys": [k.to_dict() for k in self.foreign_keys],
+            "referenced_by": [k.to_dict() for k in self.referenced_by],
         }
 
 
@@ -82,6 +155,7 @@ class SchemaHistory:
     # A masked history is read-only: recording through it would write the masked shape.
     mask: Callable[[TableSchema], TableSchema] | None = None
     _cache: dict[tuple[str, str], list[TableSchema]] = field(default_factory=dict)
+    _legacy: set[tuple[str, str]] = field(default_factory=set)  # read from a version 1 file: foreign keys unknown
 
     def path(self, db: str, table: str) -> Path:
         return self.directory / f"{_safe(db)}.{_safe(table)}.json"
@@ -99,6 +173,8 @@ class SchemaHistory:
             return []
         if document.get("version", 0) > HISTORY_VERSION:
             raise PositionError(f"schema history {path} has a newer version than this cdc understands")
+        if document.get("version", 0) < 2:
+            self._legacy.add((db, table))
         try:
             versions = [
                 TableSchema(
@@ -107,6 +183,8 @@ class SchemaHistory:
                     columns=tuple(Column.from_dict(c) for c in v["columns"]),
                     primary_key=tuple(v["primary_key"]),
                     position=v["position"],
+                    foreign_keys=tuple(ForeignKey.from_dict(k) for k in v.get("foreign_keys", ())),
+                    referenced_by=tuple(ForeignKey.from_dict(k) for k in v.get("referenced_by", ())),
                 )
                 for v in document["history"]
             ]
@@ -124,6 +202,11 @@ class SchemaHistory:
                 break
         return found
 
+    def knows_foreign_keys(self, db: str, table: str) -> bool:
+        """False while the table's history is a version 1 file (written before foreign keys were recorded)."""
+        self.versions(db, table)
+        return (db, table) not in self._legacy
+
     def latest(self, db: str, table: str) -> TableSchema | None:
         versions = self.versions(db, table)
         return versions[-1] if versions else None
@@ -135,7 +218,7 @@ class SchemaHistory:
         versions = list(self.versions(schema.db, schema.table))
         # A replay after a crash may record the same version again: drop anything at or after it.
         versions = [v for v in versions if v.position < schema.position]
-        if versions and versions[-1].same_shape(schema):
+        if versions and versions[-1].same_version(schema):
             if len(versions) == len(self.versions(schema.db, schema.table)):
                 return False
         else:
@@ -152,6 +235,7 @@ class SchemaHistory:
         }
         write_json_atomic(self.path(db, table), document)
         self._cache[(db, table)] = versions
+        self._legacy.discard((db, table))
 
     def tables(self) -> list[tuple[str, str]]:
         found = []

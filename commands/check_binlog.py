@@ -40,6 +40,12 @@ def check_binlog(
         ui.table(f"{server['flavour']} {server['version']} at {server['address']} as {server['user']}",
                  ["check", "status", "value", "expected", "fix"],
                  [(c.name, c.status, c.value, c.expected, c.fix) for c in report.checks], status_column=1)
+        if report.tls is not None:
+            ui.note(f"connection: {report.tls.describe()}")
+        if report.cascades:
+            ui.table("cascading foreign keys", ["child", "columns", "parent", "on delete", "on update", "cdc"],
+                     [(f"{k['db']}.{k['table']}", ", ".join(k["columns"]), f"{k['ref_db']}.{k['ref_table']}",
+                       k["on_delete"], k["on_update"], k["handling"]) for k in report.cascades])
         verdict = "ready" if report.ok else "not ready" + (" (--strict)" if strict and not report.count("fail") else "")
         ui.note(f"{report.count('fail')} failed, {report.count('warn')} warning(s): {verdict}")
     raise typer.Exit(int(ExitCode.OK if report.ok else ExitCode.PRECONDITION))

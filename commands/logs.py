@@ -39,6 +39,7 @@ import typer
 
 from cdc.config import LOG_FORMATS, LogSettings, env_name, load_log_settings
 from cdc.errors import ConfigError
+from cdc.escapes import json_safe
 
 _LOG = "Logs"
 
@@ -74,7 +75,7 @@ StatusIntervalOpt = Annotated[Optional[str], typer.Option(
 NOISY = ("py4j", "pyspark", "botocore", "boto3", "s3transfer", "urllib3", "snowflake.connector", "pymysqlreplication",
          "pymysql", "filelock", "asyncio")
 # Environment variables whose values are secrets wherever they turn up.
-SECRET_ENV = ("CDC_MYSQL_PASSWORD", "MYSQL_PWD", "SNOWFLAKE_PASSWORD", "SNOWFLAKE_PRIVATE_KEY_FILE_PWD",
+SECRET_ENV = ("CDC_MYSQL_PASSWORD", "CDC_MYSQL_HASH_KEY", "MYSQL_PWD", "SNOWFLAKE_PASSWORD", "SNOWFLAKE_PRIVATE_KEY_FILE_PWD",
               "SNOWFLAKE_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 REDACTED = "***"
 # What a LogRecord holds of its own; anything else on it came as `extra=` and is a structured field.
@@ -258,7 +259,7 @@ def json_line(record: logging.LogRecord) -> str:
     document.update(ts=timestamp(record), level=record.levelname.lower(), logger=record.name,
                     message=redact(record.getMessage()))
     ordered = {k: document[k] for k in ("ts", "level", "logger", "message")} | document
-    return json.dumps(ordered, default=str, ensure_ascii=False)
+    return json_safe(json.dumps(ordered, default=str, ensure_ascii=False))  # C1 and bidi characters escaped too
 
 
 def _redact_value(value: Any) -> Any:

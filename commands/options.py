@@ -152,8 +152,23 @@ def settings_from(
         NEW_STATE_DIRS.append(Path(settings.state_dir))
     if ask:
         settings = with_password(settings, _prompt_password(settings))
-    logs.add_secrets([settings.mysql.password])  # from an option file or the prompt: never written to a log
+    # the password from an option file or the prompt, the hash key (environment or file): never written to a log
+    logs.add_secrets([settings.mysql.password, settings.mysql.hash_key, _key_file_secret(settings)])
     return settings
+
+
+def _key_file_secret(settings: Settings) -> str | None:
+    """The hash key in mysql.hash_key_file, to redact; a key file that cannot be used is the error of the stage
+    that hashes (a stage that does not need the key must not fail on it)."""
+    if not settings.mysql.hash_key_file:
+        return None
+    from cdc.masking import load_hash_key  # only then: masking loads the schema model, a cost for every command
+
+    try:
+        key = load_hash_key(settings.mysql)
+    except ConfigError:
+        return None
+    return key.secret.decode("utf-8", "replace") if key else None
 
 
 def _prompt_password(settings: Settings) -> str:

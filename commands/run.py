@@ -43,6 +43,9 @@ def run(
         "--from-now", help="Start at the server's current position.", rich_help_panel=_START)] = False,
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="--follow: seconds to wait after a cycle "
                                                  "that captured nothing.")] = 1.0,
+    allow_no_pk: Annotated[bool, typer.Option("--allow-no-pk", help="Snapshot tables without a primary key too "
+                                              "(replicated as multisets of whole rows).", rich_help_panel=_CHAIN)]
+    = False,
     status_interval: StatusIntervalOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
@@ -53,7 +56,7 @@ def run(
     """Run the stages in order (snapshot, tail, ship, spark-merge, snowflake-apply) once or continuously."""
     settings = settings_from(config, state_dir, mysql_flags, **{"log.status_interval": status_interval})
     options = RunOptions(follow, tuple(stages or ()), tuple(skip_stage or ()), not no_snapshot,
-                         StartRequest(start_position, start_gtid, from_now), poll_interval)
+                         StartRequest(start_position, start_gtid, from_now), poll_interval, allow_no_pk)
     with stop_on_signals() as stop, _view(as_json, settings.log.status_seconds()) as view:
         summary = run_pipeline(settings, options, stop=stop, on_progress=view.progress, on_stage=view.stage,
                                on_cycle=view.cycle)

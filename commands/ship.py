@@ -36,6 +36,13 @@ RollIntervalOpt = Annotated[Optional[float], typer.Option(
     "--roll-interval", help="S3 with --follow: ship a batch that is not full once its oldest segment "
     "has waited this many seconds (default 60; cdc.toml \\[aws] roll_interval).")]
 
+SseOpt = Annotated[Optional[str], typer.Option(
+    "--sse", help="S3 server-side encryption of every object: AES256 (SSE-S3) or aws:kms (SSE-KMS; "
+    "cdc.toml \\[aws] sse).", rich_help_panel=_AWS)]
+SseKmsKeyOpt = Annotated[Optional[str], typer.Option(
+    "--sse-kms-key-id", help="With --sse aws:kms: the KMS key (id, ARN or alias/NAME); default the account's "
+    "aws/s3 key.", rich_help_panel=_AWS)]
+
 
 def aws_flags(**values: object) -> dict[str, object]:
     """AWS options as dotted settings keys (flag > CDC_AWS_* > cdc.toml [aws])."""
@@ -63,6 +70,8 @@ def ship(
     multipart_mib: Annotated[int, typer.Option("--multipart-threshold", help="S3 multipart above this many MiB.")] = 64,
     roll_size: RollSizeOpt = None,
     roll_interval: RollIntervalOpt = None,
+    sse: SseOpt = None,
+    sse_kms_key_id: SseKmsKeyOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
@@ -70,7 +79,7 @@ def ship(
     """Ship sealed change-log segments to Kinesis or S3, then advance the checkpoint."""
     settings = settings_from(config, state_dir, **aws_flags(
         stream=stream, bucket=bucket, prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url,
-        roll_size=roll_size, roll_interval=roll_interval))
+        roll_size=roll_size, roll_interval=roll_interval, sse=sse, sse_kms_key_id=sse_kms_key_id))
     if to in ("kinesis", "s3") or to.startswith("s3://"):  # anything else is a usage error, of no stage
         runs_stage(settings, "ship-kinesis" if to == "kinesis" else "ship-s3", f"cdc ship --to {to}")
     target = sinks.ShipTarget(to=to, partition_by=partition_by, explicit_hash_keys=tuple(explicit_hash_key or ()),

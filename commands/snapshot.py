@@ -54,7 +54,7 @@ def snapshot(
     lock: Annotated[str, typer.Option("--lock", help="auto | mariadb | global | tables | none "
                                       "(see docs/guide.md).", autocompletion=choices(LOCK_MODES))] = "auto",
     allow_no_pk: Annotated[bool, typer.Option("--allow-no-pk", help="Copy tables without a primary key "
-                                              "(key = all columns).")] = False,
+                                              "(replicated as multisets of whole rows).")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse (exit 4) when the copy would outlive "
                                          "the binlog retention, instead of warning.")] = False,
     workers: Annotated[int, typer.Option("--workers", help="Processes reading a big table's parts at once "

@@ -62,6 +62,8 @@ def spark_merge(
                  [(t.table, t.changes, t.batch_rows, t.inserts, t.deletes, t.lake_rows) for t in summary.tables])
         ui.note(f"merged segments {summary.segments[0]} .. {summary.segments[-1]} in {summary.seconds:.1f}s; "
                 f"lake {summary.lake}, batch {summary.batch_dir}")
+        for warning in summary.warnings:  # a cascade into a table that is not captured (issue #24)
+            ui.warn(warning)
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from cdc.commands import ui
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, mysql_options, settings_from
 from cdc.durations import human_duration
 from cdc.errors import CdcError
+from cdc.escapes import json_safe
 from cdc.pipeline.failures import iso_time
 from cdc.pipeline.status import DEFAULT_MIN_RUNWAY_HOURS, StageView, StatusReport
 from cdc.pipeline.watch import DEFAULT_WATCH_INTERVAL, StatusOptions, publish_status, watch_status
@@ -142,7 +143,7 @@ class _WatchView:
 
     def report(self, report: StatusReport) -> None:
         if self.as_json:
-            self._print(json.dumps(report.to_dict(), sort_keys=True, default=str, ensure_ascii=False))
+            self._print(json_safe(json.dumps(report.to_dict(), sort_keys=True, default=str, ensure_ascii=False)))
         elif self.live is None:
             self._print(status_line(report))
         else:

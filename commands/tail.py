@@ -37,7 +37,7 @@ def tail(
     tables: Annotated[ListOpt, typer.Option("--tables", help="DB.TABLE globs to capture.", rich_help_panel=_FILTERS, autocompletion=complete_tables)] = None,
     exclude_tables: Annotated[ListOpt, typer.Option("--exclude-tables", help="DB.TABLE globs to skip.", rich_help_panel=_FILTERS, autocompletion=complete_tables)] = None,
     exclude_columns: Annotated[ListOpt, typer.Option("--exclude-columns", help="DB.TABLE.COLUMN never written.", rich_help_panel=_FILTERS)] = None,
-    hash_columns: Annotated[ListOpt, typer.Option("--hash-columns", help="DB.TABLE.COLUMN written as sha256 hex.", rich_help_panel=_FILTERS)] = None,
+    hash_columns: Annotated[ListOpt, typer.Option("--hash-columns", help="DB.TABLE.COLUMN written as HMAC-SHA-256 hex (key: CDC_MYSQL_HASH_KEY or hash_key_file).", rich_help_panel=_FILTERS)] = None,
     flush_interval: Annotated[float, typer.Option("--flush-interval", help="Seal a segment at most this many seconds after a commit.")] = 0.5,
     segment_mib: Annotated[int, typer.Option("--segment-size", help="Seal a segment past this many MiB.")] = 64,
     read_timeout: Annotated[float, typer.Option("--read-timeout", help="Seconds of silence (no event, no heartbeat) before reconnecting.")] = 10.0,

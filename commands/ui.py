@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-from cdc.escapes import visible
+from cdc.escapes import json_safe, visible
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -37,14 +37,14 @@ def is_tty() -> bool:
 
 def print_json(document: Any) -> None:
     """Machine output: one JSON document on stdout, nothing else there."""
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_safe(json.dumps(document, indent=2, sort_keys=True, default=str, ensure_ascii=False)) + "\n")
     sys.stdout.flush()
 
 
 def print_json_line(document: Any, stream: TextIO | None = None) -> None:
     """Machine output for streams of records: one compact JSON object per line (stdout unless told)."""
     stream = stream or sys.stdout
-    stream.write(json.dumps(document, sort_keys=True, default=str, ensure_ascii=False) + "\n")
+    stream.write(json_safe(json.dumps(document, sort_keys=True, default=str, ensure_ascii=False)) + "\n")
     stream.flush()
 
 

@@ -87,7 +87,9 @@ def _count(value: Optional[int]) -> str:
 
 
 def _keys(result: TableResult) -> str:
-    shown = ", ".join(f"{d['kind']} {_key(d['key'])}" for d in result.differing)
+    # A keyless table's differing rows say how many copies differ ("missing 2x a=1,b='x'").
+    shown = ", ".join(f"{d['kind']} {str(d['copies']) + 'x ' if 'copies' in d else ''}{_key(d['key'])}"
+                      for d in result.differing)
     return shown + (f" (+{result.more} more)" if result.more else "")
 
 

@@ -10,6 +10,7 @@ from cdc.errors import ExitCode, UsageError
 from cdc.masking import RULES_FILE, ColumnRules, bind_rules, masked_history, read_rules
 from cdc.schema import Column, SchemaHistory, TableSchema
 from cdc.state import StateDir
+from tests.hash_key import KEY
 
 PEOPLE = TableSchema("shop", "people", (
     Column("id", "int(11)", "int", nullable=False),
@@ -39,9 +40,9 @@ def test_rules_refuse_a_column_both_excluded_and_hashed_and_bad_specs() -> None:
 
 def test_first_capture_fixes_the_rules_and_a_different_run_is_refused(tmp_path: Path) -> None:
     state = StateDir(tmp_path).ensure()
-    rules = ColumnRules(("shop.people.ssn",), ("shop.people.email",))
+    rules = ColumnRules(("shop.people.ssn",), ("shop.people.email",), KEY)
     bind_rules(state, rules)
-    bind_rules(state, ColumnRules(("shop.people.ssn", "shop.people.ssn"), ("shop.people.email",)))  # same set
+    bind_rules(state, ColumnRules(("shop.people.ssn", "shop.people.ssn"), ("shop.people.email",), KEY))  # same set
     before = (tmp_path / RULES_FILE).read_bytes()
     with pytest.raises(UsageError) as refused:
         bind_rules(state, ColumnRules(("shop.people.ssn",)))  # a restart that forgot --hash-columns
@@ -62,7 +63,7 @@ def test_read_rules_of_an_uncaptured_state_is_empty_and_a_corrupt_file_is_an_err
 def test_masked_history_is_what_downstream_sees_and_is_read_only(tmp_path: Path) -> None:
     state = StateDir(tmp_path).ensure()
     SchemaHistory(state.schema).record(PEOPLE)
-    bind_rules(state, ColumnRules(("shop.people.ssn",), ("shop.people.score",)))
+    bind_rules(state, ColumnRules(("shop.people.ssn",), ("shop.people.score",), KEY))
     history = masked_history(state)
     assert history.latest("shop", "people").column_names == ["id", "email", "score"]
     assert SchemaHistory(state.schema).latest("shop", "people") == PEOPLE  # capture keeps the real types

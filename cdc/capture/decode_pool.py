@@ -180,7 +180,9 @@ class DecodePool:
         if key is None:
             key = self._keys[decoder] = self._next_key
             self._next_key += 1
-            self._broadcast(("define", key, decoder.columns, decoder.schema, decoder.exclude, decoder.hashed))
+            # The hash key goes down the worker's pipe with the table: in memory only, as in this process.
+            self._broadcast(("define", key, decoder.columns, decoder.schema, decoder.exclude, decoder.hashed,
+                             decoder.hash_key))
         return key
 
     def forget(self, decoder: RowDecoder) -> None:

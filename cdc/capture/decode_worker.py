@@ -2,7 +2,7 @@
 
 Started by tail as `python -c ...main()`, it talks over its stdin and stdout in frames (an 8-byte length, then
 a pickle) and keeps no state but the table decoders tail sends it. Messages in:
-  ("define", key, columns, schema, exclude, hashed)  a table map's decoder (cdc.rows.decode.RowDecoder)
+  ("define", key, columns, schema, exclude, hashed, hash_key)  a table map's decoder (cdc.rows.decode.RowDecoder)
   ("forget", key)                                     that decoder is no longer used
   ("rows", key, body, meta)                           a full-image rows-event body and its RowsMeta
 and one reply per "rows", in order, not pickled (the blocks are most of the bytes and are used as they arrive):
@@ -88,8 +88,8 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
             replies.write(block)
             replies.flush()
         elif kind == "define":
-            _, key, columns, schema, exclude, hashed = message
-            decoders[key] = RowDecoder(schema, exclude, hashed, columns)
+            _, key, columns, schema, exclude, hashed, hash_key = message
+            decoders[key] = RowDecoder(schema, exclude, hashed, columns, hash_key)
         elif kind == "forget":
             decoders.pop(message[1], None)
 

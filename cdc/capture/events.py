@@ -27,7 +27,7 @@ from cdc.rows.table_map import schema_from_map
 from cdc.schema import SchemaHistory, TableSchema
 from cdc.source.binlog import Event, Position
 from cdc.source.connect import open_connection
-from cdc.source.schema_reads import read_table_schema
+from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 from cdc.state import StateDir
 from cdc.watermarks import Mark, read_added, record_added
 
@@ -187,7 +187,7 @@ class Capture:
             schema = self._schema_for(event)
             self.filters.rules.check_key(schema)
             excluded, hashed = self.filters.columns(schema.db, schema.table)
-            decoder = RowDecoder(schema, excluded, hashed, list(raw.columns))
+            decoder = RowDecoder(schema, excluded, hashed, list(raw.columns), self.filters.hash_key)
         if cached is not None:
             self._forget(cached[1])
         self._decoders[raw.table_id] = ((event.db, event.table, signature), decoder)
@@ -213,15 +213,50 @@ class Capture:
     def _schema_for(self, event: Event) -> TableSchema:
         db, table = event.db or "", event.table or ""
         position = position_string(event.file, event.pos, 0, seq_offset=self.out.seq_offset)
-        hints = [h for h in (self.history.latest(db, table),) if h is not None]
+        latest = self.history.latest(db, table)
+        hints = [latest] if latest is not None else []
         schema = schema_from_map(event.raw, db, table, position, hints)
-        if not hints or not hints[0].same_shape(schema):
-            # New table or changed shape: ask information_schema for what the binlog does not carry (JSON flag).
+        if latest is not None:  # foreign keys change only by DDL (_refresh_foreign_keys), never in a table map
+            schema = replace(schema, foreign_keys=latest.foreign_keys, referenced_by=latest.referenced_by)
+        if latest is None or not latest.same_shape(schema) or not self.history.knows_foreign_keys(db, table):
+            # New table, changed shape or a history from before foreign keys were recorded: ask information_schema
+            # for what the binlog does not carry (JSON flag, foreign keys).
             current = self._read_current(db, table)
             if current is not None:
-                schema = schema_from_map(event.raw, db, table, position, hints + [current])
+                schema = replace(schema_from_map(event.raw, db, table, position, hints + [current]),
+                                 foreign_keys=current.foreign_keys, referenced_by=current.referenced_by)
         self.history.record(schema)
         return schema
+
+    def _refresh_foreign_keys(self, db: str, table: str, position: str) -> None:
+        """After DDL on a table: record, at the DDL's position, any change of its foreign keys or of theirs.
+
+        A foreign key is in two tables' versions (the child's `foreign_keys`, the parent's `referenced_by`),
+        so both ends, before and after the statement, are checked. information_schema says how the keys are
+        now, which is how they are after this DDL unless later DDL already ran (docs/limits.md).
+        """
+        latest = self.history.latest(db, table)
+        ends = {(db, table)}
+        for key in (latest.foreign_keys + latest.referenced_by) if latest is not None else ():
+            ends |= {(key.db, key.table), (key.ref_db, key.ref_table)}
+        try:
+            own, referencing = read_foreign_keys(self._control(), db, table)
+        except pymysql.err.MySQLError as exc:
+            self._close_control()
+            raise TransientError(f"reading the foreign keys of {db}.{table} from {self.mysql.describe()} "
+                                 f"failed: {exc}") from None
+        for key in own + referencing:
+            ends |= {(key.db, key.table), (key.ref_db, key.ref_table)}
+        for end_db, end_table in sorted(ends):
+            known = self.history.latest(end_db, end_table)
+            if known is None or not self.filters.wants(end_db, end_table):
+                continue  # not captured (yet): its first table map reads its keys
+            if (end_db, end_table) == (db, table):
+                keys = (own, referencing)
+            else:
+                keys = read_foreign_keys(self._control(), end_db, end_table)
+            if (known.foreign_keys, known.referenced_by) != keys and known.position < position:
+                self.history.record(replace(known, position=position, foreign_keys=keys[0], referenced_by=keys[1]))
 
     def _control(self) -> pymysql.Connection:
         """A second connection for queries (schemas, lag), opened on first use."""
@@ -331,6 +366,8 @@ class Capture:
             src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index,
                    "server_id": event.server_id}
             self._later(self.out.txn.add, position, line_template(*split_line(body, src, change.table)), 1)
+            if change.kind in ("alter", "create", "rename", "drop"):
+                self._refresh_foreign_keys(change.new_db or change.db, change.new_table or change.table, position)
         self._clear_decoders()  # table ids may be reused for the changed tables
         self._on_commit(event)
 

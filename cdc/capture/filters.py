@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from cdc.config import MySQLSettings
 from cdc.errors import UsageError
-from cdc.masking import ColumnRules
+from cdc.masking import ColumnRules, HashKey
 from cdc.source.tables import is_captured
 
 
@@ -20,6 +20,7 @@ class Filters:
     exclude_tables: tuple[str, ...] = ()
     exclude_columns: tuple[str, ...] = ()
     hash_columns: tuple[str, ...] = ()
+    hash_key: HashKey | None = field(default=None, compare=False, repr=False)
     _cache: dict[tuple[str, str], bool] = field(default_factory=dict, compare=False, repr=False)
     # Tables a running capture was asked to add (`cdc snapshot --add-table`, cdc.capture.windows): captured too.
     added: set[tuple[str, str]] = field(default_factory=set, compare=False, repr=False)
@@ -47,11 +48,18 @@ class Filters:
     @classmethod
     def from_settings(cls, mysql: MySQLSettings) -> Filters:
         """Every rule from the settings (flags > environment > cdc.toml), so all commands capture alike."""
-        return cls(mysql.databases, mysql.tables, mysql.exclude_tables, mysql.exclude_columns, mysql.hash_columns)
+        return cls(mysql.databases, mysql.tables, mysql.exclude_tables, mysql.exclude_columns,
+                   mysql.hash_columns).keyed(mysql)
+
+    def keyed(self, mysql: MySQLSettings) -> Filters:
+        """These filters with the settings' hash key, unless they have one (hash_columns without one: refused)."""
+        if not self.hash_columns or self.hash_key is not None:
+            return self
+        return replace(self, hash_key=self.rules.keyed(mysql).hash_key, _cache={})
 
     @cached_property  # built once: columns() runs for every new table map
     def rules(self) -> ColumnRules:
-        return ColumnRules(self.exclude_columns, self.hash_columns)
+        return ColumnRules(self.exclude_columns, self.hash_columns, self.hash_key)
 
     def columns(self, db: str, table: str) -> tuple[frozenset[str], frozenset[str]]:
         """(excluded, hashed) column names of one table."""

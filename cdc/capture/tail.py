@@ -81,6 +81,8 @@ def run_tail(
     stdout: BinaryIO | None = None,
 ) -> TailSummary:
     """Capture changes from the start position into sealed segments until caught up (or stopped, with --follow)."""
+    # The hash key from the settings, before anything is written: hash_columns without one is refused.
+    options = replace(options, filters=options.filters.keyed(settings.mysql))
     state = StateDir(settings.state_dir).ensure()
     workers = default_workers() if options.decode_workers is None else options.decode_workers
     with state.lock(TailCheckpoint.STAGE):

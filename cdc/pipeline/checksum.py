@@ -15,6 +15,11 @@ differs is bisected in memory (halves of its key order) until the differing keys
 Rows that a collation puts into different ranges on the two sides (MySQL orders `_ci` text its own
 way, the targets by code point) show up as "missing" in one range and "extra" in another with the
 same digest: `TableDiff.finish` cancels those pairs, so the result is exact whatever the order.
+
+A table without a key (`snapshot --allow-no-pk`) is a multiset of rows: no key orders or pairs its
+rows, and two identical rows are two rows. It is compared whole (`compare_multisets`): each side's
+row digests are counted, and the two sides are equal when their counts are, which is when their
+checksums over the sorted digests are; the differing rows are then the counts' differences.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import base64
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -218,3 +224,49 @@ def compare_streams(diff: TableDiff, source_pages: Iterable[list[RowDigest]], ta
         diff.compare_range([], rest)
     diff.finish()
     return diff
+
+
+@dataclass
+class MultisetDiff:
+    """Two sides of a keyless table as multisets of row digests: copies missing from the target, extra in it."""
+
+    source: Counter[bytes] = field(default_factory=Counter)
+    target: Counter[bytes] = field(default_factory=Counter)
+
+    @property
+    def source_rows(self) -> int:
+        return sum(self.source.values())
+
+    @property
+    def target_rows(self) -> int:
+        return sum(self.target.values())
+
+    @property
+    def missing(self) -> Counter[bytes]:
+        return self.source - self.target
+
+    @property
+    def extra(self) -> Counter[bytes]:
+        return self.target - self.source
+
+    @property
+    def equal(self) -> bool:
+        return multiset_checksum(self.source) == multiset_checksum(self.target)
+
+    def differences(self) -> Iterator[tuple[bytes, str, int]]:
+        """(row digest, missing|extra, copies), in digest order."""
+        found = [(d, "missing", n) for d, n in self.missing.items()] + [(d, "extra", n) for d, n in self.extra.items()]
+        return iter(sorted(found))
+
+
+def multiset_checksum(counts: Counter[bytes]) -> bytes:
+    """A digest of the sorted row digests, each as many times as the rows it stands for."""
+    h = hashlib.blake2b(digest_size=16)
+    for digest in sorted(counts):
+        h.update(digest + counts[digest].to_bytes(8, "big"))
+    return h.digest()
+
+
+def compare_multisets(source: Iterable[RowDigest], target: Iterable[RowDigest]) -> MultisetDiff:
+    """Count each side's rows by digest (memory: one entry per distinct row)."""
+    return MultisetDiff(Counter(r.digest for r in source), Counter(r.digest for r in target))

@@ -36,7 +36,7 @@ from cdc.state import StateDir, read_json, write_json_atomic
 FAILURE_VERSION = 1
 _STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 # Environment variables whose values are secrets whatever cdc does with them (AWS keys, Snowflake, MySQL).
-_SECRET_WORDS = ("PASSWORD", "PASSPHRASE", "SECRET", "TOKEN", "PRIVATE_KEY")
+_SECRET_WORDS = ("PASSWORD", "PASSPHRASE", "SECRET", "TOKEN", "PRIVATE_KEY", "HASH_KEY")
 _MIN_SECRET = 4  # shorter values would blank out ordinary words
 REDACTED = "***"
 _MAX_MESSAGE = 4000

@@ -55,6 +55,7 @@ class RunOptions:
     snapshot: bool = True  # False: never snapshot (tail then needs a checkpoint or `start`)
     start: StartRequest = StartRequest()  # tail's first start, as `cdc tail --start-position/...`
     poll_interval: float = 1.0  # --follow: pause after a cycle that captured nothing
+    allow_no_pk: bool = False  # the snapshot copies keyless tables (multisets of rows) instead of refusing them
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def run_pipeline(
     stop = stop or threading.Event()
     chain = plan_stages(settings, options)
     ctx = Context(settings, StateDir(settings.state_dir).ensure(), stop, on_progress or (lambda _p: None),
-                  start=options.start)
+                  start=options.start, allow_no_pk=options.allow_no_pk)
     summary = RunSummary(chain, options.follow)
     began, finished = time.monotonic(), False
     try:

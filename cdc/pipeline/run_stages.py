@@ -56,6 +56,7 @@ class Context:
     stop: threading.Event
     report: Callable[[StageProgress], None]
     start: StartRequest = StartRequest()
+    allow_no_pk: bool = False  # snapshot --allow-no-pk
     spark: Any = None  # one SparkSession for every merge of this run (follow: start-up paid once)
 
     def spark_session(self) -> Any:
@@ -82,7 +83,7 @@ def snapshot(ctx: Context) -> Outcome:
     snapshot = SnapshotStatus.read(ctx.state)
     if snapshot is not None and snapshot.is_done:
         return Outcome(SKIPPED, detail={"reason": "snapshot already done"})
-    summary = run_snapshot(ctx.settings, SnapshotRequest(), on_progress=lambda p: ctx.report(
+    summary = run_snapshot(ctx.settings, SnapshotRequest(allow_no_pk=ctx.allow_no_pk), on_progress=lambda p: ctx.report(
         StageProgress(SnapshotStatus.STAGE, p.table, p.rows)))
     h = summary.checkpoint.handover
     return Outcome(DONE, f"{h.file}:{h.pos}", summary.rows, "rows", detail=summary.to_dict())

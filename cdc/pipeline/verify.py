@@ -27,7 +27,9 @@ Per table and target the status is OK (same rows, same values), DIFF (the differ
 missing from the target, extra in it, or changed), BEHIND, or MISSING (the target has no such table
 while the source has rows; an empty source table with no lake table is OK: there is nothing to hold).
 Values are compared in Python through cdc.pipeline.checksum; rows are read in primary-key ranges on
-both sides (cdc.pipeline.verify_targets).
+both sides (cdc.pipeline.verify_targets). A table without a key is compared as a multiset of full rows:
+each side read whole and counted (a second read finds the differing rows' values), its DIFF lists rows
+with the number of copies missing or extra.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ from cdc.checkpoints import ApplyCheckpoint, Handover, MergeCheckpoint
 from cdc.config import Settings
 from cdc.errors import ExitCode, PreconditionError, UsageError
 from cdc.masking import ColumnRules, read_rules
-from cdc.pipeline.checksum import DEFAULT_SAMPLE, RowHasher, TableDiff, compare_streams
+from cdc.pipeline.checksum import DEFAULT_SAMPLE, RowHasher, TableDiff, compare_multisets, compare_streams, multiset_checksum
 from cdc.pipeline.local import LocalState, SourcePosition, last_line, read_local
-from cdc.pipeline.verify_targets import LakeReader, SnowflakeReader, source_pages
+from cdc.pipeline.verify_targets import LakeReader, SnowflakeReader, source_pages, source_rows
 from cdc.pipeline.wait import Gate, observe
 from cdc.schema import SchemaHistory
 from cdc.snapshot import take_handover
@@ -195,7 +197,8 @@ def _attempts(settings: Settings, state: StateDir, conn: pymysql.Connection, rea
             conn.rollback()  # end this snapshot; the next attempt pins afresh
             sleep(max(min(request.interval, deadline - time.monotonic()), 0.0))
             continue
-        results = _compare_all(conn, info, tables, readers, marks, request, on_progress, read_rules(state))
+        results = _compare_all(conn, info, tables, readers, marks, request, on_progress,
+                               read_rules(state, settings.mysql))  # keyed: verify hashes the source too
         conn.rollback()
         moved = [r.name for r in readers if marks[r.name].reached and _moved(state, r, marks[r.name])]
         if not moved:
@@ -265,7 +268,7 @@ def _compare_all(conn: pymysql.Connection, info: Any, tables: list[TableInfo], r
                  rules: ColumnRules) -> list[TableResult]:
     results = []
     for table in tables:
-        plan = plan_table(conn, table, "", allow_no_pk=False)  # inside the pinned snapshot
+        plan = plan_table(conn, table, "", allow_no_pk=True)  # inside the pinned snapshot
         for reader in readers:
             result = _compare_one(conn, plan, reader, marks[reader.name], request, rules)
             results.append(result)
@@ -282,6 +285,8 @@ def _compare_one(conn: pymysql.Connection, plan: TablePlan, reader: Reader, mark
     # The targets hold what capture wrote: compare them with the source masked the same way.
     schema = rules.mask(plan.schema)
     hasher = RowHasher(schema.columns, plan.key)
+    if not plan.has_pk:
+        return _compare_multiset(conn, plan, reader, request, rules, hasher)
     pages: Iterator[list[Any]] = ([hasher.digest(r) for r in page]
                                   for page in source_pages(conn, plan, request.page, rules))
     rows = reader.rows(schema)
@@ -297,3 +302,41 @@ def _compare_one(conn: pymysql.Connection, plan: TablePlan, reader: Reader, mark
     return TableResult(plan.name, reader.name, OK if diff.equal else DIFF, diff.source_rows, diff.target_rows,
                        sample, max(diff.count - len(sample), 0), detail)
 
+
+def _compare_multiset(conn: pymysql.Connection, plan: TablePlan, reader: Reader, request: VerifyRequest,
+                      rules: ColumnRules, hasher: RowHasher) -> TableResult:
+    """A keyless table: both sides counted by row digest; a DIFF names each differing row and its copies."""
+    schema = rules.mask(plan.schema)
+    rows = reader.rows(schema)
+    source = (hasher.digest(r) for r in source_rows(conn, plan, rules))
+    if rows is None:
+        count = sum(1 for _ in source)
+        return TableResult(plan.name, reader.name, MISSING if count else OK, count, None,
+                           detail=f"no such table in the {reader.name} ({reader.describe()})")
+    diff = compare_multisets(source, (hasher.digest(r) for r in rows))
+    checksum = multiset_checksum(diff.source).hex()
+    if diff.equal:
+        return TableResult(plan.name, reader.name, OK, diff.source_rows, diff.target_rows,
+                           detail=f"no key: compared as a multiset of rows (checksum {checksum})")
+    wanted = list(itertools.islice(diff.differences(), request.sample))
+    # The counts keep digests only: read the sides again for the values of the rows to show.
+    digests = {digest for digest, _, _ in wanted}
+    values = _rows_for(digests, (hasher.digest(r) for r in source_rows(conn, plan, rules)))
+    target = reader.rows(schema)
+    values |= _rows_for(digests - set(values), (hasher.digest(r) for r in target) if target is not None else iter(()))
+    sample = [{"key": hasher.key_dict(values[d]) if d in values else {}, "kind": kind, "copies": copies}
+              for d, kind, copies in wanted]
+    missing, extra = sum(diff.missing.values()), sum(diff.extra.values())
+    return TableResult(plan.name, reader.name, DIFF, diff.source_rows, diff.target_rows, sample,
+                       max(len(diff.missing) + len(diff.extra) - len(sample), 0),
+                       f"no key: compared as a multiset of rows; {missing} row(s) missing, {extra} extra")
+
+
+def _rows_for(digests: set[bytes], rows: Iterator[Any]) -> dict[bytes, bytes]:
+    found: dict[bytes, bytes] = {}
+    for row in rows:
+        if len(found) == len(digests):
+            break
+        if row.digest in digests and row.digest not in found:
+            found[row.digest] = row.key
+    return found

@@ -32,24 +32,35 @@ def source_pages(conn: pymysql.Connection, plan: TablePlan, page: int, rules: Co
     Masked by the column rules before normalising: capture hashes the value as encoded, not its
     normalised form (canonical JSON, zero dates).
     """
-    columns, mask = rules.mask(plan.schema).columns, rules.row_masker(plan.schema)
-    converted = plan.converted_columns()
     last: list[Any] | None = None
     while True:
-        rows, row = [], None
-        for values in stream_rows(conn, select_sql(plan, after_key=last is not None, limit=page),
-                                  None if last is None else keyset_params(last)):
-            row = dict(zip(plan.schema.column_names, values, strict=False))
-            for name, encode in converted:
-                row[name] = encode(row[name])
-            masked = mask(row)
-            rows.append({c.name: normalise(c, masked[c.name]) for c in columns})
-        if rows:
-            yield rows
-        if row is None or len(rows) < page:
+        read = list(_read(conn, plan, rules, select_sql(plan, after_key=last is not None, limit=page),
+                          None if last is None else keyset_params(last)))
+        if read:
+            yield [canonical for _, canonical in read]
+        if len(read) < page:
             return
         # Bind the key back from its change-log form, exactly as snapshot does (DECIMAL, ENUM, BINARY...).
-        last = bindable_key(plan, [row[k] for k in plan.key])
+        last = bindable_key(plan, [read[-1][0][k] for k in plan.key])
+
+
+def source_rows(conn: pymysql.Connection, plan: TablePlan, rules: ColumnRules) -> Iterator[Row]:
+    """A keyless table inside the snapshot transaction: one streamed SELECT, in no order (nothing to page by)."""
+    for _, canonical in _read(conn, plan, rules, select_sql(plan, after_key=False, limit=None), None):
+        yield canonical
+
+
+def _read(conn: pymysql.Connection, plan: TablePlan, rules: ColumnRules, statement: str,
+          params: list[Any] | None) -> Iterator[tuple[Row, Row]]:
+    """(row as snapshot encodes it, its masked canonical form) for each row of one SELECT."""
+    columns, mask = rules.mask(plan.schema).columns, rules.row_masker(plan.schema)
+    converted = plan.converted_columns()
+    for values in stream_rows(conn, statement, params):
+        row = dict(zip(plan.schema.column_names, values, strict=False))
+        for name, encode in converted:
+            row[name] = encode(row[name])
+        masked = mask(row)
+        yield row, {c.name: normalise(c, masked[c.name]) for c in columns}
 
 
 class LakeReader:
@@ -88,7 +99,9 @@ class LakeReader:
         parts = [pq.read_table(path, columns=present) for path in files]
         if not parts:
             return iter(())
-        table = pa.concat_tables(parts).sort_by([(k, "ascending") for k in schema.primary_key])
+        table = pa.concat_tables(parts)
+        if schema.primary_key:  # a keyless table is compared as a multiset, in any order
+            table = table.sort_by([(k, "ascending") for k in schema.primary_key])
         return self._iterate(schema, table)
 
     def _iterate(self, schema: TableSchema, table: Any) -> Iterator[Row]:
@@ -142,24 +155,32 @@ class SnowflakeReader:
         select = (f"SELECT {', '.join([q(c.name) for c in present] + [f'{q(present[i].name)} IS NULL' for i in temporal])}"
                   f" FROM {q(target.name)}")
         live = f"NOT COALESCE({q(CDC_DELETED)}, FALSE)" if CDC_DELETED in have else "TRUE"
+        if target.keyless:  # a multiset, read whole in any order: no key to page by
+            self.cursor.execute(f"{select} WHERE {live}")
+            while page := self.cursor.fetchmany(self.page):
+                yield from (self._row(schema, present, temporal, record) for record in page)
+            return
         order = ", ".join(q(k) for k in target.key)
         key_at = [[c.name for c in present].index(k) for k in target.key]
-        by_mysql = {c.mysql: i for i, c in enumerate(present)}
         last: list[Any] | None = None
         while True:
             where = live if last is None else f"{live} AND ({_keyset(target.key)})"
             self.cursor.execute(f"{select} WHERE {where} ORDER BY {order} LIMIT {int(self.page)}",
                                 None if last is None else keyset_params(last))
             page = self.cursor.fetchall()
-            for record in page:
-                values = list(record[:len(present)])
-                for i, is_null in zip(temporal, record[len(present):], strict=False):
-                    values[i] = None if is_null else values[i]
-                yield {c.name: (encode_target(c, values[by_mysql[c.name]]) if c.name in by_mysql else None)
-                       for c in schema.columns}
+            yield from (self._row(schema, present, temporal, record) for record in page)
             if len(page) < self.page:
                 return
             last = [page[-1][i] for i in key_at]  # bound back as the connector returned them
+
+    @staticmethod
+    def _row(schema: TableSchema, present: list[Any], temporal: list[int], record: Any) -> Row:
+        values = list(record[:len(present)])
+        for i, is_null in zip(temporal, record[len(present):], strict=False):
+            values[i] = None if is_null else values[i]
+        by_mysql = {c.mysql: i for i, c in enumerate(present)}
+        return {c.name: (encode_target(c, values[by_mysql[c.name]]) if c.name in by_mysql else None)
+                for c in schema.columns}
 
     def close(self) -> None:
         self.cursor.close()

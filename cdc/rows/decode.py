@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc.errors import DataError
-from cdc.masking import hash_value
+from cdc.errors import ConfigError, DataError
+from cdc.masking import HashKey, hash_value
 from cdc.rows.compiled import CompiledImageReader
 from cdc.rows.images import EncodedImageReader
 from cdc.rows.mysql_types import encoded_reader_for, fix_for, inline_for, reader_for
@@ -29,16 +29,18 @@ class RowDecoder:
     """Per-table decode state, built once per table map: column fixes, encoders, exclusions, hashes."""
 
     def __init__(self, schema: TableSchema, exclude: frozenset[str] = frozenset(), hashed: frozenset[str] = frozenset(),
-                 columns: list[Any] | None = None):
+                 columns: list[Any] | None = None, hash_key: HashKey | None = None):
+        if hashed and hash_key is None:
+            raise ConfigError(f"{schema.db}.{schema.table}: columns {sorted(hashed)} are to be hashed, but no key was given")
         self.schema = schema
-        self.exclude, self.hashed = exclude, hashed
+        self.exclude, self.hashed, self.hash_key = exclude, hashed, hash_key
         self.plan = [(c.name, encoder_for(c), fix_for(c), c.name in hashed) for c in schema.columns
                      if c.name not in exclude]
         self.key_names = sorted(schema.primary_key) or [c.name for c in schema.columns if c.name not in exclude]
         self._fast: EncodedImageReader | None | bool = False  # False: not built yet (needs the table map)
         self.columns = columns  # the table map's (library) columns, when given: the fast reader is built at once
         if columns is not None:
-            self._fast = fast_reader(columns, schema, exclude, hashed)
+            self._fast = fast_reader(columns, schema, exclude, hashed, hash_key)
 
     @property
     def has_fast_path(self) -> bool:
@@ -56,7 +58,7 @@ class RowDecoder:
             value = values.get(name)
             if fix is not None:
                 value = fix(value, none_sources.get(name))
-            out[name] = hash_value(encode(value)) if hashed else encode(value)
+            out[name] = hash_value(encode(value), self.hash_key) if hashed and self.hash_key else encode(value)
         return out
 
     def key(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +96,7 @@ class RowDecoder:
     def _fast_reader(self, event: Any) -> EncodedImageReader | None:
         if self._fast is False:
             columns = event.table_map[event.table_id].columns
-            self._fast = fast_reader(columns, self.schema, self.exclude, self.hashed)
+            self._fast = fast_reader(columns, self.schema, self.exclude, self.hashed, self.hash_key)
         return self._fast  # type: ignore[return-value]
 
 
@@ -120,7 +122,7 @@ def _read_images(fast: EncodedImageReader, body: bytes, op: str | None) -> list[
 
 
 def fast_reader(lib_columns: list[Any], schema: TableSchema, exclude: frozenset[str],
-                hashed: frozenset[str]) -> EncodedImageReader | None:
+                hashed: frozenset[str], hash_key: HashKey | None = None) -> EncodedImageReader | None:
     """The fast reader of this table's full images, or None if a column type has no fast reader."""
     if len(lib_columns) != len(schema.columns):
         return None
@@ -130,8 +132,8 @@ def fast_reader(lib_columns: list[Any], schema: TableSchema, exclude: frozenset[
         read = _column_reader(lib_column, column)
         if read is None:
             return None
-        if column.name in hashed:
-            read = _hashing(read)
+        if column.name in hashed and hash_key is not None:
+            read = _hashing(read, hash_key)
         plan.append((None if column.name in exclude else column.name, read))
         inlines.append(None if column.name in hashed else inline_for(lib_column, column))
     return CompiledImageReader(plan, inlines)
@@ -153,9 +155,9 @@ def _column_reader(lib_column: Any, column: Column) -> Reader | None:
     return read
 
 
-def _hashing(read: Reader) -> Reader:
+def _hashing(read: Reader, key: HashKey) -> Reader:
     def hashed(buf: Any, pos: int) -> tuple[Any, int]:
         value, pos = read(buf, pos)
-        return hash_value(value), pos
+        return hash_value(value, key), pos
 
     return hashed

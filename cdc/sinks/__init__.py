@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from cdc.aws import make_client
+from cdc.aws import make_client, sse_params
 from cdc.config import AWSSettings
 from cdc.errors import ConfigError, UsageError
 from cdc.s3keys import split_s3_url
@@ -52,7 +52,7 @@ def open_sink(aws: AWSSettings, target: ShipTarget) -> Sink | BatchSink:
         options = KinesisOptions(
             stream=aws.stream, partition_by=target.partition_by,
             explicit_hash_keys=parse_explicit_hash_keys(list(target.explicit_hash_keys)),
-            oversize_url=target.oversize_url,
+            oversize_url=target.oversize_url, oversize_encryption=sse_params(aws),
         )
         s3_client = make_client("s3", aws) if target.oversize_url else None
         return KinesisSink(make_client("kinesis", aws), options, s3_client=s3_client)
@@ -61,6 +61,7 @@ def open_sink(aws: AWSSettings, target: ShipTarget) -> Sink | BatchSink:
             raise ConfigError("ship --to s3 needs a bucket", hint="pass --bucket NAME (or s3://bucket/prefix)")
         roll = RollOptions(size=aws.roll_size * 1024 * 1024, interval=aws.roll_interval)
         options_s3 = S3Options(bucket=aws.bucket, prefix=aws.prefix.strip("/"), compression=target.compression,
-                               multipart_threshold=target.multipart_threshold, roll=roll)
+                               multipart_threshold=target.multipart_threshold, roll=roll,
+                               encryption=sse_params(aws))
         return S3Sink(make_client("s3", aws), options_s3)
     raise UsageError(f"--to {target.to!r} is not kinesis, s3 or s3://bucket/prefix")

@@ -40,6 +40,7 @@ class KinesisOptions:
     # "db.table" -> ExplicitHashKey (decimal, 0..2**128-1): pins a hot table to a chosen shard.
     explicit_hash_keys: Mapping[str, str] = field(default_factory=dict)
     oversize_url: str | None = None  # s3://bucket/prefix for records over the stream's limit
+    oversize_encryption: Mapping[str, str] = field(default_factory=dict)  # cdc.aws.sse_params of those objects
     max_rounds: int = 60  # resubmission rounds per batch before giving up (checkpoint untouched)
     retry_base: float = 0.1
     retry_cap: float = 5.0
@@ -154,7 +155,8 @@ class KinesisSink:
         bucket, prefix = split_s3_url(self.options.oversize_url)
         key = f"{prefix}/_oversize/{segment.stem}/{change.get('position')}.jsonl".lstrip("/")
         digest = hashlib.sha256(line).hexdigest()  # of the record data the pointer stands for
-        put_once(self.s3_client, bucket, key, line + b"\n", content_sha256=digest, what=where)
+        put_once(self.s3_client, bucket, key, line + b"\n", content_sha256=digest, what=where,
+                 encryption=self.options.oversize_encryption)
         pointer = {k: change.get(k) for k in ("db", "table", "key", "op", "position", "src", "ts", "v")}
         pointer["oversize"] = {"url": f"s3://{bucket}/{key}", "bytes": len(line), "sha256": digest}
         return encode_line(pointer).rstrip(b"\n")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -47,6 +47,7 @@ class S3Options:
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
     part_size: int = DEFAULT_PART_SIZE
     roll: RollOptions = field(default_factory=RollOptions)
+    encryption: Mapping[str, str] = field(default_factory=dict)  # cdc.aws.sse_params: on every object
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -102,7 +103,7 @@ class S3Sink:
                     made = put_once(self.client, self.options.bucket, key, part.body, size=part.size,
                                     content_sha256=part.sha256, what=lines.name,
                                     multipart_threshold=self.options.multipart_threshold,
-                                    part_size=self.options.part_size)
+                                    part_size=self.options.part_size, encryption=self.options.encryption)
                 report(part.records, part.uncompressed_bytes, made)
                 requests += made
                 objects.append({
@@ -113,7 +114,7 @@ class S3Sink:
         body = manifest_bytes(batch, objects)
         key = f"{self._head}{MANIFESTS}/{batch.id}.json"
         made = put_once(self.client, self.options.bucket, key, body, content_sha256=hashlib.sha256(body).hexdigest(),
-                        what=f"manifest of batch {batch.id}",
+                        what=f"manifest of batch {batch.id}", encryption=self.options.encryption,
                         accept=lambda: self._is_v1_manifest_of(key, batch, objects))
         report(0, 0, made)
         return Delivery(records=sum(o["records"] for o in objects),
@@ -153,12 +154,14 @@ def put_once(
     client: Any, bucket: str, key: str, body: bytes | IO[bytes], *, content_sha256: str, what: str,
     size: int | None = None, multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
     part_size: int = DEFAULT_PART_SIZE, accept: Callable[[], bool] | None = None,
+    encryption: Mapping[str, str] | None = None,
 ) -> int:
     """Create s3://bucket/key unless it exists with the same content; return the requests made.
 
     `body` is bytes or a file positioned at its start holding `size` bytes (a spooled part): a file
     at or above the multipart threshold is uploaded part by part, never read whole into memory.
-    `accept` may still take an object there with other content (asked only then).
+    `accept` may still take an object there with other content (asked only then). `encryption`: the
+    server-side encryption parameters (cdc.aws.sse_params), on the PutObject or the CreateMultipartUpload.
     """
     source = io.BytesIO(body) if isinstance(body, bytes) else body
     length = len(body) if isinstance(body, bytes) else size
@@ -167,9 +170,10 @@ def put_once(
     where = f"s3://{bucket}/{key} ({what})"
     try:
         if length >= multipart_threshold:
-            return _multipart(client, bucket, key, source, content_sha256, part_size)
+            return _multipart(client, bucket, key, source, content_sha256, part_size, encryption or {})
         client.put_object(Bucket=bucket, Key=key, Body=source.read(), IfNoneMatch="*",
-                          Metadata={SHA_METADATA: content_sha256}, ContentType="application/x-ndjson")
+                          Metadata={SHA_METADATA: content_sha256}, ContentType="application/x-ndjson",
+                          **(encryption or {}))
         return 1
     except Exception as exc:
         if error_code(exc) in ("PreconditionFailed", "412") or http_status(exc) == 412:
@@ -182,10 +186,11 @@ def put_once(
             f"create the bucket (aws s3 mb s3://{bucket}) or check --bucket and --region")) from None
 
 
-def _multipart(client: Any, bucket: str, key: str, source: IO[bytes], digest: str, part_size: int) -> int:
+def _multipart(client: Any, bucket: str, key: str, source: IO[bytes], digest: str, part_size: int,
+               encryption: Mapping[str, str]) -> int:
     """Multipart upload whose completion is conditional (the managed transfer cannot pass If-None-Match)."""
     upload = client.create_multipart_upload(Bucket=bucket, Key=key, Metadata={SHA_METADATA: digest},
-                                            ContentType="application/x-ndjson")["UploadId"]
+                                            ContentType="application/x-ndjson", **encryption)["UploadId"]
     try:
         parts: list[dict[str, Any]] = []
         while chunk := source.read(part_size):

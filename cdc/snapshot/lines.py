@@ -20,6 +20,7 @@ anything it is not sure of, so lines and errors stay this file's (tests/snapshot
 from __future__ import annotations
 
 import binascii
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from cdc.masking import ColumnRules, hash_value
+from cdc.masking import ColumnRules, HashKey, hash_value
 from cdc.schema import Column
 from cdc.snapshot import native as native_api
 from cdc.source.tables import TablePlan, column_encoder
@@ -86,7 +87,7 @@ def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
     """Generate and compile the readers of `plan` for a result with these PyMySQL fields and converters.
 
     Column rules apply here, before a line exists: an excluded column is read past and left out of
-    the line, a hashed one becomes the sha256 hex of its change-log value (as tail writes it).
+    the line, a hashed one becomes the HMAC-SHA-256 hex of its change-log value (as tail writes it).
     `native`: parse with the C reader (True: required, None: when built and not CDC_NATIVE=0) or
     with the generated Python one (False); `row` is always Python.
     """
@@ -98,7 +99,8 @@ def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
         "NULL": b"null", "QUOTED": b'"%b"', "b2a": binascii.b2a_base64, "ESC": _NEEDS_ESCAPE,
         "TEXT": _text_fragment, "LONG": _long_value, "dumps": orjson.dumps, "Decimal": Decimal,
         "RowEncodeError": RowEncodeError, "VALUE_ERRORS": VALUE_ERRORS,
-        "T": _template(plan, parts, excluded), "HASH": _hash_fragment,
+        "T": _template(plan, parts, excluded),
+        "HASH": functools.partial(_hash_fragment, rules.require_key()) if hashed else None,
     }
     # An excluded column's value is never looked at (keys cannot be excluded: ColumnRules.check_key).
     codes = [(native_api.SKIP, "None") if c.name in excluded and c.name not in plan.key
@@ -302,9 +304,9 @@ def _long_value(buf: bytes, p: int) -> tuple[bytes, int]:
     return buf[start:end], end
 
 
-def _hash_fragment(fragment: bytes) -> bytes:
-    """A value's JSON -> the JSON string of its sha256 hex (NULL never gets here: it stays null)."""
-    return b'"%s"' % hash_value(orjson.loads(fragment)).encode()  # type: ignore[union-attr]
+def _hash_fragment(key: HashKey, fragment: bytes) -> bytes:
+    """A value's JSON -> the JSON string of its HMAC-SHA-256 hex (NULL never gets here: it stays null)."""
+    return b'"%s"' % hash_value(orjson.loads(fragment), key).encode()  # type: ignore[union-attr]
 
 
 def _template(plan: TablePlan, parts: LineParts, excluded: frozenset[str]) -> bytes:

@@ -214,11 +214,29 @@ class Applier:
         source = ddl.render("batch_source.sql.j2", staging=staging, columns=[
             {"name": _Q(c.name), "staged": _Q(_staging_name(c.mysql)),
              "variant": have.get(c.name, c.type).upper() in ("VARIANT", "OBJECT")} for c in target.columns])
+        if target.keyless:
+            return self._replace_rows(target, source)
         if target.history in self.existing:
             for statement in ddl.history_statements(target, source):
                 self.execute(statement)
         self.execute(ddl.merge(target, source, soft_delete=names.CDC_DELETED in have), fetch=False)
         return _merge_counts(self.cursor)
+
+    def _replace_rows(self, target: ddl.Target, source: str) -> Counts:
+        """A keyless table: every copy of each row the batch names deleted, then the batch's copies inserted."""
+        found = Counts()
+        for statement, kind in zip(ddl.replace_rows(target, source), ("deleted", "inserted"), strict=True):
+            self.execute(statement, fetch=False)
+            setattr(found, kind, _affected(self.cursor))
+        return found
+
+
+def _affected(cursor: Any) -> int:
+    """Rows a DELETE/INSERT changed: Snowflake returns them as a result row, the rowcount elsewhere."""
+    row = cursor.fetchone() if cursor.description else None
+    if row and isinstance(row[0], int):
+        return row[0]
+    return max(int(cursor.rowcount or 0), 0)
 
 
 @contextmanager

@@ -130,7 +130,7 @@ def plan(targets: list[ddl.Target], options: Options, existing: dict[str, dict[s
                          "applied-batch bookkeeping", changes=names.BOOKKEEPING_TABLE not in existing))
     for target in targets:
         dynamic = options.s3_url is not None and options.apply_mode == "dynamic-table"
-        if not dynamic:
+        if not dynamic or target.keyless:  # a keyless table is never a dynamic table (see _s3_path)
             _table(result, target, existing, options)
     if options.s3_url:
         _s3_path(result, targets, options)
@@ -138,9 +138,14 @@ def plan(targets: list[ddl.Target], options: Options, existing: dict[str, dict[s
 
 
 def _table(result: Plan, target: ddl.Target, existing: dict[str, dict[str, str]], options: Options) -> None:
-    wanted = target.column_types(soft_delete=options.soft_delete)
-    _create_or_extend(result, target.name, wanted, existing, ddl.create_table(target, soft_delete=options.soft_delete))
-    if options.history:
+    # A keyless table's rows have no identity to soft-delete or to version: it gets neither (a note says so).
+    soft_delete = options.soft_delete and not target.keyless
+    if target.keyless and (options.soft_delete or options.history):
+        result.notes.append(f"{target.source} has no key: its rows are deleted, not soft-deleted, and it has no "
+                            "history table (a multiset of rows, docs/guide.md)")
+    wanted = target.column_types(soft_delete=soft_delete)
+    _create_or_extend(result, target.name, wanted, existing, ddl.create_table(target, soft_delete=soft_delete))
+    if options.history and not target.keyless:
         context = ddl.table_context(target)
         history = {c.name: c.type for c in target.columns} | {
             name: kind for name, kind, _ in ddl.HISTORY_COLUMNS}
@@ -187,6 +192,10 @@ def _s3_path(result: Plan, targets: list[ddl.Target], options: Options) -> None:
     result.add(Statement(ddl.render("external_stage.sql.j2", stage=stage, location=sql.quote_literal(location),
                                     integration=integration, file_format=file_format), "external stage"))
     for target in targets:
+        if target.keyless:  # a MERGE of the landed lines cannot count copies of identical rows
+            result.notes.append(f"{target.source} has no key: the S3 path does not apply it; run cdc snowflake-apply "
+                                "on spark-merge's batches for it")
+            continue
         path = f"table={table_component(target.db, target.table)}/"
         context = ddl.table_context(target, stage_path=path)
         for template, what in (("landing_table.sql.j2", "landing table"), ("pipe.sql.j2", "pipe")):

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc import sql
-from cdc.errors import PreconditionError
 from cdc.schema import TableSchema
 from cdc.snowflake import names
 from cdc.snowflake.typemap import snowflake_type
@@ -39,7 +38,12 @@ class Target:
     table: str
     name: str
     columns: tuple[TargetColumn, ...]
-    key: tuple[str, ...]  # Snowflake column names of the primary key
+    key: tuple[str, ...]  # Snowflake column names of the primary key; empty for a table without one
+
+    @property
+    def keyless(self) -> bool:
+        """No key: a multiset of full rows, applied by `replace_rows` instead of a MERGE."""
+        return not self.key
 
     @property
     def source(self) -> str:
@@ -57,13 +61,8 @@ class Target:
 
 
 def build_target(schema: TableSchema, name: str, *, decimal_overflow: str = "varchar") -> Target:
-    """Describe the Snowflake table for one MySQL table; refuse tables cdc cannot key."""
+    """Describe the Snowflake table for one MySQL table (no key: a multiset of rows, see `replace_rows`)."""
     where = f"{schema.db}.{schema.table}"
-    if not schema.primary_key:
-        raise PreconditionError(
-            f"table {where} has no primary key; MERGE needs one to apply changes exactly once per row",
-            hint=f"add a primary key to {where}, or exclude it from replication",
-        )
     mapped = names.column_names(where, schema.column_names)
     columns = tuple(
         TargetColumn(c.name, mapped[c.name], snowflake_type(c, table=where, decimal_overflow=decimal_overflow),
@@ -145,6 +144,12 @@ def add_column(table: str, column: str, kind: str) -> str:
 
 def merge(target: Target, source: str, *, soft_delete: bool) -> str:
     return render("merge.sql.j2", table=table_context(target), source=source, soft_delete=soft_delete)
+
+
+def replace_rows(target: Target, source: str) -> list[str]:
+    """A keyless table's batch: delete every copy of each row it names, then insert its copies."""
+    context = table_context(target)
+    return [render("replace_rows.sql.j2", table=context, source=source, step=step) for step in ("delete", "insert")]
 
 
 def history_statements(target: Target, source: str) -> list[str]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import re
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pymysql
@@ -57,6 +59,41 @@ def _tls_file(option: str, path: str) -> Iterator[None]:
         raise ConfigError(f"{option} {path}: {reason}",
                           hint="check the path (option files and cdc.toml too) and that the file is the PEM bundle"
                           ) from None
+
+
+@dataclass(frozen=True)
+class TlsState:
+    """What protects an open connection: check-binlog reports it (text and --json)."""
+
+    ssl_mode: str
+    encrypted: bool
+    version: str | None = None  # "TLSv1.3"
+    cipher: str | None = None  # "TLS_AES_256_GCM_SHA384"
+    certificate_verified: bool = False  # the chain was checked against --ssl-ca
+    host_name_verified: bool = False  # and the certificate names the host we connected to
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        if not self.encrypted:
+            return f"not encrypted (--ssl-mode {self.ssl_mode})"
+        checked = ("certificate and host name verified" if self.host_name_verified else
+                   "certificate verified, host name not checked" if self.certificate_verified else
+                   "certificate NOT verified")
+        return f"{self.version} {self.cipher}, {checked} (--ssl-mode {self.ssl_mode})"
+
+
+def tls_state(conn: pymysql.Connection, settings: MySQLSettings) -> TlsState:
+    """Read the negotiated TLS off the connection's socket, and what its context checked."""
+    sock = getattr(conn, "_sock", None)  # PyMySQL swaps in the SSLSocket after the TLS handshake
+    if not isinstance(sock, ssl.SSLSocket):
+        return TlsState(settings.ssl_mode.upper(), encrypted=False)
+    cipher = sock.cipher()
+    verified = sock.context.verify_mode == ssl.CERT_REQUIRED
+    return TlsState(settings.ssl_mode.upper(), encrypted=True, version=sock.version(),
+                    cipher=cipher[0] if cipher else None, certificate_verified=verified,
+                    host_name_verified=verified and sock.context.check_hostname)
 
 
 def connection_kwargs(settings: MySQLSettings) -> dict[str, Any]:
@@ -131,9 +168,14 @@ def open_connection(settings: MySQLSettings, *, database: str | None = None, **e
         raise tls_error(str(exc.reason or exc), settings) from None
 
 
+# "Can't connect to MySQL server on 'h' ([SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: ... (_ssl.c:1006))"
+_SSL_REASON = re.compile(r"\[SSL(?:: [A-Z_]+)?\] (?P<reason>.*?)(?: \(_ssl\.c:\d+\))?\)?$")
+
+
 def tls_error(reason: str, settings: MySQLSettings) -> ConnectError:
+    found = _SSL_REASON.search(reason)
     return ConnectError(
-        f"TLS to MySQL at {settings.describe()} failed: {reason}",
+        f"TLS to MySQL at {settings.describe()} failed: {found['reason'] if found else reason}",
         hint="check --ssl-ca (the CA that signed the server certificate), the host name the certificate was issued "
         "for (VERIFY_IDENTITY) and --ssl-mode",
     )

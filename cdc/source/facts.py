@@ -14,9 +14,11 @@ from typing import Any
 
 import pymysql
 
+from cdc.schema import ForeignKey
 from cdc.source.connect import query, variables
 from cdc.source.flavour import binlog_status_statement, replicas_statement
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
+from cdc.source.schema_reads import read_table_schema, select_foreign_keys
 from cdc.source.server import ServerInfo, describe_server
 
 VARIABLES = [
@@ -118,6 +120,11 @@ class Facts:
     position_statement: str
     replica_ids: tuple[int, ...] | None
     errors: Mapping[str, str] = field(default_factory=dict)  # what could not be read, and why
+    # Tables without a primary key but with a UNIQUE NOT NULL key -> that key's columns (the key cdc uses);
+    # tables_without_pk are the others: keyless, replicated as multisets of rows.
+    unique_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Foreign keys whose child or parent is in scope, with ON DELETE / ON UPDATE rules (issue #24).
+    foreign_keys: tuple[ForeignKey, ...] = ()
     watermark: WatermarkTable | None = None
 
 
@@ -142,12 +149,24 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
     user = str(query(conn, "SELECT CURRENT_USER() AS u")[0]["u"])
     grants = parse_grants(user, [str(next(iter(row.values()))) for row in query(conn, "SHOW GRANTS")])
     present = {str(r["s"]) for r in query(conn, "SELECT SCHEMA_NAME AS s FROM information_schema.SCHEMATA")}
+    without_pk = _tables_without_pk(conn, databases)
+    unique_keys = {f"{db}.{table}": key for db, table in without_pk
+                   for key in [_unique_key(conn, db, table)] if key}
     return Facts(
         server=server, variables=found, rds_config=rds_config, grants=grants, databases=databases,
         missing_databases=tuple(db for db in databases if db not in present),
-        tables_without_pk=_tables_without_pk(conn, databases), binlogs=binlogs, position=position,
-        position_statement=status, replica_ids=replica_ids, errors=errors, watermark=_watermark(conn, watermark),
+        tables_without_pk=tuple(name for name in (f"{db}.{table}" for db, table in without_pk)
+                                if name not in unique_keys),
+        binlogs=binlogs, position=position, position_statement=status, replica_ids=replica_ids, errors=errors,
+        unique_keys=unique_keys, watermark=_watermark(conn, watermark),
+        foreign_keys=_try(errors, "foreign_keys", lambda: _foreign_keys(conn, databases)) or (),
     )
+
+
+def _unique_key(conn: pymysql.Connection, db: str, table: str) -> tuple[str, ...]:
+    """The UNIQUE NOT NULL key snapshot and tail use for a table without a primary key (schema_reads' choice)."""
+    schema = read_table_schema(conn, db, table)
+    return () if schema is None else schema.primary_key
 
 
 def _try(errors: dict[str, str], what: str, read: Any) -> Any:
@@ -174,7 +193,7 @@ def _replica_ids(conn: pymysql.Connection, statement: str) -> tuple[int, ...]:
     return tuple(int(value) for row in rows for key, value in row.items() if key.lower() == "server_id")
 
 
-def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> tuple[str, ...]:
+def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> list[tuple[str, str]]:
     if databases:
         where, params = f"t.TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))})", list(databases)
     else:
@@ -190,4 +209,13 @@ def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> 
         f"AND {where} ORDER BY 1, 2",
         params,
     )
-    return tuple(f"{row['db']}.{row['tbl']}" for row in rows)
+    return [(str(row["db"]), str(row["tbl"])) for row in rows]
+
+
+def _foreign_keys(conn: pymysql.Connection, databases: tuple[str, ...]) -> tuple[ForeignKey, ...]:
+    """Every foreign key with its child or its parent in `databases` (all non-system databases if none)."""
+    names = list(databases or SYSTEM_SCHEMAS)
+    marks = ", ".join(["%s"] * len(names))
+    scope = (f"(k.TABLE_SCHEMA IN ({marks}) OR k.REFERENCED_TABLE_SCHEMA IN ({marks}))" if databases
+             else f"k.TABLE_SCHEMA NOT IN ({marks})")
+    return tuple(select_foreign_keys(conn, scope, names * 2 if databases else names))

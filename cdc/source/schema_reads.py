@@ -11,7 +11,7 @@ from typing import Any
 
 import pymysql
 
-from cdc.schema import Column, TableSchema, parse_labels
+from cdc.schema import Column, ForeignKey, TableSchema, parse_labels
 from cdc.source.connect import query
 
 
@@ -34,7 +34,74 @@ def read_table_schema(conn: pymysql.Connection, db: str, table: str, position: s
         "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
         (db, table),
     )
-    return TableSchema(db, table, columns, tuple(str(r["COLUMN_NAME"]) for r in pk_rows), position)
+    key = tuple(_text(r["COLUMN_NAME"]) for r in pk_rows) or _unique_not_null_key(conn, db, table, columns)
+    own, referencing = read_foreign_keys(conn, db, table)
+    return TableSchema(db, table, columns, key, position, own, referencing)
+
+
+def _unique_not_null_key(conn: pymysql.Connection, db: str, table: str, columns: tuple[Column, ...]) -> tuple[str, ...]:
+    """The key of a table without a primary key: its first UNIQUE index whose columns are all NOT NULL, or ().
+
+    The server itself promotes that index to the table's primary key (InnoDB clusters by it, and the
+    binlog's table map flags its columns as the primary key), so snapshot and tail agree on it. Its
+    columns in table order, as the table map lists them. A prefix index (`UNIQUE (name(10))`) is not a
+    key of the full values and is skipped, as the server skips it.
+    """
+    quoted = ".".join("`" + name.replace("`", "``") + "`" for name in (db, table))
+    rows = query(conn, f"SHOW INDEX FROM {quoted}")  # in the server's key order
+    indexes: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        indexes.setdefault(_text(r["Key_name"]), []).append(r)
+    for parts in indexes.values():
+        if all(int(p["Non_unique"]) == 0 and _text(p["Null"] or "") != "YES" and p["Sub_part"] is None
+               and p["Column_name"] is not None for p in parts):  # MySQL 8 functional key parts have no column
+            names = {_text(p["Column_name"]) for p in parts}
+            return tuple(c.name for c in columns if c.name in names)
+    return ()
+
+
+def read_foreign_keys(conn: pymysql.Connection, db: str, table: str) -> tuple[tuple[ForeignKey, ...], tuple[ForeignKey, ...]]:
+    """The table's own foreign keys and the other tables' keys that reference it, each in a stable order.
+
+    Columns and their order from KEY_COLUMN_USAGE, ON DELETE / ON UPDATE from REFERENTIAL_CONSTRAINTS
+    (https://dev.mysql.com/doc/refman/8.0/en/information-schema-referential-constraints-table.html).
+    """
+    keys = select_foreign_keys(
+        conn, "((k.TABLE_SCHEMA = %s AND k.TABLE_NAME = %s) OR (k.REFERENCED_TABLE_SCHEMA = %s "
+        "AND k.REFERENCED_TABLE_NAME = %s))", [db, table, db, table])
+    return (tuple(k for k in keys if (k.db, k.table) == (db, table)),
+            tuple(k for k in keys if (k.ref_db, k.ref_table) == (db, table)))
+
+
+def select_foreign_keys(conn: pymysql.Connection, where: str, params: list[str]) -> list[ForeignKey]:
+    """The foreign keys whose KEY_COLUMN_USAGE row (alias k) matches `where` (bound `params`)."""
+    rows = query(
+        conn,
+        "SELECT k.CONSTRAINT_NAME, k.TABLE_SCHEMA, k.TABLE_NAME, k.COLUMN_NAME, k.REFERENCED_TABLE_SCHEMA, "
+        "k.REFERENCED_TABLE_NAME, k.REFERENCED_COLUMN_NAME, r.UPDATE_RULE, r.DELETE_RULE "
+        "FROM information_schema.KEY_COLUMN_USAGE k JOIN information_schema.REFERENTIAL_CONSTRAINTS r "
+        "ON r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME "
+        f"AND r.TABLE_NAME = k.TABLE_NAME WHERE k.REFERENCED_TABLE_NAME IS NOT NULL AND {where} "
+        "ORDER BY k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION",
+        params,
+    )
+    return foreign_keys_from_rows(rows)
+
+
+def foreign_keys_from_rows(rows: list[dict[str, Any]]) -> list[ForeignKey]:
+    """KEY_COLUMN_USAGE x REFERENTIAL_CONSTRAINTS rows (one per column, in ORDINAL_POSITION order) -> keys."""
+    grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        grouped.setdefault((_text(r["TABLE_SCHEMA"]), _text(r["TABLE_NAME"]), _text(r["CONSTRAINT_NAME"])), []).append(r)
+    keys = []
+    for (db, table, name), parts in grouped.items():
+        first = parts[0]
+        keys.append(ForeignKey(
+            name=name, db=db, table=table, columns=tuple(_text(p["COLUMN_NAME"]) for p in parts),
+            ref_db=_text(first["REFERENCED_TABLE_SCHEMA"]), ref_table=_text(first["REFERENCED_TABLE_NAME"]),
+            ref_columns=tuple(_text(p["REFERENCED_COLUMN_NAME"]) for p in parts),
+            on_delete=_text(first["DELETE_RULE"]).upper(), on_update=_text(first["UPDATE_RULE"]).upper()))
+    return keys
 
 
 def _mariadb_json_columns(conn: pymysql.Connection, db: str, table: str) -> set[str]:

@@ -171,7 +171,7 @@ def plan_table(conn: pymysql.Connection, info: TableInfo, position: str, *, allo
         raise PreconditionError(
             f"table {info.name} has no primary key: its rows cannot be identified, paginated or merged exactly",
             hint=f"add a primary key to {info.name}, exclude it (--exclude-tables), or pass --allow-no-pk "
-            "(the key becomes all columns; duplicate rows collapse downstream)",
+            "(the table is then replicated as a multiset of whole rows: duplicates are kept)",
         )
     return TablePlan(info, schema, tuple(schema.column_names), False)
 

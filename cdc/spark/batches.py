@@ -39,7 +39,7 @@ def batch_frame(result: DataFrame, final: TableSchema) -> DataFrame:
     from pyspark.sql import functions as F
 
     is_delete = F.col("_action") == "DELETE"
-    pk = set(final.primary_key)
+    pk = set(final.primary_key or final.column_names)  # a keyless table's DELETE names its whole row
     values = [
         (F.col(f"c{i}") if c.name in pk else F.when(is_delete, F.lit(None)).otherwise(F.col(f"c{i}"))).alias(c.name)
         for i, c in enumerate(final.columns)

@@ -57,7 +57,7 @@ class TableInput:
         return self.truncate_at is not None and self.truncate_at != self.truncate_position
 
 
-def _typed(raw: SparkColumn, column: Column, final: Column) -> SparkColumn:
+def typed(raw: SparkColumn, column: Column, final: Column) -> SparkColumn:
     value = parse_value(column, raw)
     return value if spark_type(column) == spark_type(final) else value.cast(spark_type(final))
 
@@ -71,7 +71,7 @@ def _values(final: TableSchema) -> list[str]:
     return [f"c{i}" for i in range(len(final.columns)) if f"c{i}" not in keys]
 
 
-def _scoped(versions: list[TableSchema], final: TableSchema, info: TableInput,
+def scoped_versions(versions: list[TableSchema], final: TableSchema, info: TableInput,
             position: SparkColumn) -> list[tuple[TableSchema, SparkColumn | None]]:
     """The schema versions in force during the run, each with its range of `position`s."""
     if not info.rows:
@@ -92,7 +92,7 @@ def _scoped(versions: list[TableSchema], final: TableSchema, info: TableInput,
     return scoped
 
 
-def _by_version(scoped: list[tuple[TableSchema, SparkColumn | None]],
+def by_version(scoped: list[tuple[TableSchema, SparkColumn | None]],
                 value: Callable[[TableSchema], SparkColumn]) -> SparkColumn:
     """value(version) of the version whose range holds the line's position (no CASE for a single version)."""
     if len(scoped) == 1:
@@ -119,7 +119,7 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
 
     A line is one event (its `key`); a key-changing update is two: a delete of the `before` key too.
     """
-    scoped = _scoped(versions, final, info, F.col("position"))
+    scoped = scoped_versions(versions, final, info, F.col("position"))
     _check_key(scoped, final)
     pk = list(final.primary_key)
     lines = raw.filter((F.col("db") == info.db) & (F.col("table") == info.table) & F.col("op").isin(*ROW_OPS))
@@ -132,10 +132,10 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
                           F.when(F.col("op") == "u", image("before")).alias("b"))
 
     def field(image: str, name: str) -> Callable[[TableSchema], SparkColumn]:
-        return lambda version: _typed(F.col(image).getField(name), version.column(name), final.column(name))
+        return lambda version: typed(F.col(image).getField(name), version.column(name), final.column(name))
 
     def key(image: str) -> list[SparkColumn]:
-        return [_by_version(scoped, field(image, k)) for k in pk]
+        return [by_version(scoped, field(image, k)) for k in pk]
 
     new, old = key("k"), key("b")
     moved = (F.col("op") == "u") & ~reduce(lambda x, y: x & y, [n.eqNullSafe(o) for n, o in zip(new, old, strict=False)])
@@ -192,7 +192,7 @@ def last_changes(events: DataFrame, base: DataFrame | None, versions: list[Table
         # file to its estimate, a hash table of every key in the lake in fact).
         lake_keys = base.select(*keys, F.lit(True).alias("_in_lake")).hint("merge")
         won = won.join(lake_keys, keys, "left").withColumn("_in_lake", F.coalesce("_in_lake", F.lit(False)))
-    scoped = _scoped(versions, final, info, F.col("_cdc_position"))
+    scoped = scoped_versions(versions, final, info, F.col("_cdc_position"))
     # Each image parsed once, in its own projection: in the one below, Spark would prune a from_json
     # per column read from it and parse the same text once per column.
     read_as_text = isinstance(events.schema["_after"].dataType, T.StringType)  # else read as a struct
@@ -242,7 +242,7 @@ def _decoded(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableS
         def value(version: TableSchema, c: Column = c) -> SparkColumn:
             if c.name not in version.column_names:
                 return F.lit(None).cast(spark_type(c))
-            return _typed(images[version.position].getField(c.name), version.column(c.name), c)
+            return typed(images[version.position].getField(c.name), version.column(c.name), c)
 
-        out[f"c{i}"] = _by_version(scoped, value).alias(f"c{i}")
+        out[f"c{i}"] = by_version(scoped, value).alias(f"c{i}")
     return out

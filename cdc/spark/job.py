@@ -112,6 +112,7 @@ def merge(
         summary.batch_id, summary.batch_dir = batch, str(batch_dir)
         summary.segments = list(manifest["segments"])
         summary.tables = [TableResult(**entry["result"]) for entry in journal["tables"]]
+        summary.warnings = list(journal.get("warnings", []))
         summary.seconds = time.monotonic() - started
         report("done")
         return summary
@@ -177,8 +178,18 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         report("scanning")
         with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
             infos = scan.spark_stats(raw)
+    max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
+    with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
+        cascades = _cascades(spark, raw, state, history, infos, target, run)
+    # A table created in this run that has no row yet has no schema history either (tail records one at its first
+    # table map): nothing to merge, and no schema to merge it with.
+    infos = [i for i in cascades.stats(infos) if i.rows or history.at(i.db, i.table, i.last_position) is not None]
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
     raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
+    if cascades.lines:
+        from cdc.spark.cascade_reads import read_lines
+
+        raw = raw.unionByName(read_lines(spark, raw.schema, cascades.lines))
     # One table with changes: its read parses only the fields it uses, cheaper than building a cache of
     # every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several:
     # the lines are cached by the first table's read rather than read once per table.
@@ -190,14 +201,29 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
                 report("merging", table=table, step=name, tables_done=done, result=None)
 
             entry = _merge_table(spark, raw, history, info, run, target, state.batch_dir(batch), staging, phases, step)
+            entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
             entries.append(entry)
             result = TableResult(**entry["result"])
             report("merging", step=None, tables_done=done + 1, changes_done=report.now.changes_done + result.changes,
                    result=result)
     finally:
         raw.unpersist()
-    return {"version": 1, "batch_id": batch, "tables": entries,
-            "max_position": max((i.last_position for i in infos), default=merged_upto)}
+    return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
+            "warnings": cascades.warnings}
+
+
+def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
+              run: int) -> Any:
+    """The child-row changes InnoDB's foreign-key cascades made in this run (cdc.spark.cascades)."""
+    from cdc.spark import compact
+    from cdc.spark.cascade_reads import derive
+
+    def lake_base(final: Any) -> Any:
+        directory = lake.table_dir(target, final.db, final.table)
+        base_name = lake.base_version(directory, run)
+        return compact.read_base(spark, str(directory / base_name), final) if base_name else None
+
+    return derive(spark, raw, history, infos, lake_base, state.read_server())
 
 
 def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None, history: SchemaHistory,
@@ -206,7 +232,8 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     from cdc.spark.types import keyed_line_schema
 
     finals = [(i, s) for i in infos if i.rows for s in [history.at(i.db, i.table, i.last_position)] if s]
-    names = [k for _, s in finals for k in s.primary_key]
+    # A keyless table's identity is its whole row: every column any version had is read from `before` too.
+    names = [k for i, s in finals for k in (s.primary_key or _all_columns(history, i))]
     # Every non-key column any version of a merged table had: what the compaction reads from `after`.
     values = [c.name for i, s in finals for v in history.versions(i.db, i.table) for c in v.columns
               if c.name not in s.primary_key]
@@ -214,6 +241,10 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     if schema is None:
         return raw
     return _read_lines(spark, schema, files, merged_upto)
+
+
+def _all_columns(history: SchemaHistory, info: TableStats) -> list[str]:
+    return [c.name for v in history.versions(info.db, info.table) for c in v.columns]
 
 
 def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None) -> Any:
@@ -230,7 +261,7 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from cdc.spark import compact
+    from cdc.spark import compact, multiset
 
     final = history.at(info.db, info.table, info.last_position)
     if final is None:
@@ -242,17 +273,29 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
     base = compact.read_base(spark, str(directory / base_name), final) if base_name else None
     versions = history.versions(info.db, info.table)
     table_input = info.as_input()
-    events = compact.table_events(raw, versions, final, table_input)
-    changed = compact.last_changes(events, base, versions, final, table_input).persist(StorageLevel.MEMORY_AND_DISK)
+    keyless = not final.primary_key  # a multiset of full rows (cdc.spark.multiset)
+    if keyless:
+        events = multiset.row_events(raw, versions, final, table_input)
+        changed = multiset.count_changes(events, base, final, table_input)
+    else:
+        events = compact.table_events(raw, versions, final, table_input)
+        changed = compact.last_changes(events, base, versions, final, table_input)
+    changed = changed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         step("compacting")
         with _timed(phases, "compact"):  # the first action on `changed`: read, compaction, cached
             counts = _counts(changed)
-        rest = None if base is None else compact.untouched(base, changed, final, counts["touched"] <= BROADCAST_KEYS)
-        # The lake has one row per key, so the rows no event touched are its rows minus the touched ones.
+        broadcast = counts["touched"] <= BROADCAST_KEYS
+        rest = None if base is None else (
+            multiset.untouched(base, changed, final) if keyless else compact.untouched(base, changed, final, broadcast))
+        # The rows no event touched are the lake's rows minus the touched ones (their copies, for a keyless table).
         untouched = (lake.version_rows(directory / base_name) - counts["in_lake"]) if base_name else 0
         truncated = table_input.truncate_position is not None
-        if truncated and rest is not None and table_input.is_partial_cut:
+        if truncated and rest is not None and keyless:  # one DELETE per distinct row: apply removes every copy
+            gone = multiset.truncated_rows(rest, final, table_input)
+            changed_rows, untouched = changed.unionByName(gone), gone.count()
+            lake_rows, deletes, rest = counts["kept"], counts["deletes"] + untouched, None
+        elif truncated and rest is not None and table_input.is_partial_cut:
             # A re-snapshot's end: only the untouched rows older than its cut are gone (a DELETE in the batch).
             gone = rest.filter(F.col("_cdc_position") < F.lit(table_input.truncate_position))
             rest = rest.filter(F.col("_cdc_position") >= F.lit(table_input.truncate_position))
@@ -267,13 +310,15 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
         version = lake.version_name(run)
         step("lake")
         with _timed(phases, "lake"):
-            batches.lake_frame(changed, rest, final).write.mode("overwrite").parquet(str(directory / version))
+            kept = multiset.copies(changed) if keyless else changed
+            batches.lake_frame(kept, rest, final).write.mode("overwrite").parquet(str(directory / version))
         name, folder = f"{info.db}.{info.table}", batches.table_folder(info.db, info.table)
         manifest_entry, inserts = None, counts["inserts"]
         if inserts + deletes:
             step("batch")
             with _timed(phases, "batch"):
-                batches.batch_frame(changed_rows, final).write.mode("overwrite").parquet(str(staging / folder))
+                rows = multiset.batch_rows(changed_rows) if keyless else changed_rows
+                batches.batch_frame(rows, final).write.mode("overwrite").parquet(str(staging / folder))
             manifest_entry = {
                 "files": batches.publish_files(staging / folder, batch_dir / folder),
                 "rows": inserts + deletes, "inserts": inserts, "deletes": deletes,
@@ -289,14 +334,21 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: i
 
 
 def _counts(changed: Any) -> dict[str, int]:
-    """Touched keys, kept rows, keys the lake had, the batch's inserts and deletes (one pass over the cache)."""
+    """Touched keys, kept rows, keys the lake had, the batch's inserts and deletes (one pass over the cache).
+
+    A keyless table's changed rows carry their copies (`_n` after the run, `_lake_n` before): rows are
+    counted as copies, and an INSERT is `_n` rows of the batch.
+    """
     from pyspark.sql import functions as F
 
+    counted = "_n" in changed.columns
+    n = F.col("_n") if counted else F.lit(1)
+    lake_n = F.col("_lake_n") if counted else F.when(F.col("_in_lake"), 1)
     row = changed.agg(
         F.count(F.lit(1)).alias("touched"),
-        F.count(F.when(F.col("_keep"), 1)).alias("kept"),
-        F.count(F.when(F.col("_in_lake"), 1)).alias("in_lake"),
-        F.count(F.when(F.col("_action") == "INSERT", 1)).alias("inserts"),
+        F.sum(F.when(F.col("_keep"), n)).alias("kept"),
+        F.sum(lake_n).alias("in_lake"),
+        F.sum(F.when(F.col("_action") == "INSERT", n)).alias("inserts"),
         F.count(F.when(F.col("_action") == "DELETE", 1)).alias("deletes")).first()
     return {k: int(v or 0) for k, v in row.asDict().items()}
 

@@ -81,6 +81,9 @@ class LakeTable:
     rows: list[dict[str, Any]]
 
     def by_key(self) -> dict[tuple[Any, ...], dict[str, Any]]:
+        """Rows by primary key; a keyless table (a multiset: identical rows repeat) is read from `rows` instead."""
+        if not self.primary_key:
+            raise ValueError(f"{self.db}.{self.table} has no key: its rows are a multiset, read LakeTable.rows")
         return {tuple(row[k] for k in self.primary_key): row for row in self.rows}
 
 

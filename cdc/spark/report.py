@@ -25,6 +25,7 @@ class TableResult:
     inserts: int
     deletes: int
     schema_position: str
+    cascaded: int = 0  # changes derived from foreign-key cascades (counted in `changes` too)
 
 
 @dataclass
@@ -42,6 +43,8 @@ class MergeSummary:
     # compact = the table's read + per-key last state of events and lake rows (cached), lake/batch =
     # Parquet writes; session = SparkSession start.
     phases: dict[str, float] = field(default_factory=dict)
+    # What the run could not do exactly and says so (a cascade into a table that is not captured, issue #24).
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "changes": sum(t.changes for t in self.tables)}

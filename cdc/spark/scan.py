@@ -45,6 +45,7 @@ class TableStats:
     last_position: str  # of any line of the table (DDL included)
     truncate_position: str | None  # last truncate/drop of the run (a re-snapshot's: its cut), rows before it gone
     truncate_ts: str | None
+    removals: int = 0  # updates and deletes (what may change a key other tables reference: cdc.spark.cascades)
     truncate_at: str | None = None  # the position of the line that cut (the cut itself for truncate/drop)
 
     def as_input(self) -> Any:
@@ -69,22 +70,24 @@ def spark_stats(raw: Any) -> list[TableStats]:
         F.max("position").alias("last_position"),
         F.max(F.when(cut, F.struct(threshold.alias("threshold"), "ts", "position"))).alias("cut"),
         F.count(F.when((F.col("op") == "ddl") & (F.col("kind") == "rename"), 1)).alias("renames"),
+        F.count(F.when(F.col("op").isin("u", "d"), 1)).alias("removals"),
     ).orderBy("db", "table").collect()
     return [_checked(r["db"], r["table"], r["rows"], r["min_position"], r["max_position"], r["last_position"],
-                     (r["cut"]["threshold"], r["cut"]["ts"], r["cut"]["position"]) if r["cut"] else None, r["renames"])
+                     (r["cut"]["threshold"], r["cut"]["ts"], r["cut"]["position"]) if r["cut"] else None, r["renames"],
+                     r["removals"])
             for r in rows]
 
 
 def _checked(db: Any, table: Any, rows: int, low: str | None, high: str | None, last: str,
-             cut: tuple[str, str | None, str] | None, renames: int) -> TableStats:
+             cut: tuple[str, str | None, str] | None, renames: int, removals: int) -> TableStats:
     if not isinstance(db, str) or not isinstance(table, str):
         raise DataError("a change line has no db/table", hint=_FORMAT_HINT)
     if renames:
         raise DataError(f"{db}.{table} was renamed in this run; spark-merge does not follow renames yet",
                         hint="merge up to the RENAME, then re-snapshot the renamed table")
     if cut is None:
-        return TableStats(db, table, rows, low, high, last, None, None)
-    return TableStats(db, table, rows, low, high, last, cut[0], cut[1], cut[2])
+        return TableStats(db, table, rows, low, high, last, None, None, removals)
+    return TableStats(db, table, rows, low, high, last, cut[0], cut[1], removals, cut[2])
 
 
 def is_local(files: list[str]) -> bool:
@@ -94,7 +97,8 @@ def is_local(files: list[str]) -> bool:
 
 def local_stats(files: list[str], merged_upto: str | None) -> list[TableStats]:
     """spark_stats's facts for the lines after `merged_upto`, read in Python (files: is_local)."""
-    # per (db, table): [rows, min row position, max row position, last position, (cut position, ts), renames]
+    # per (db, table): [rows, min row position, max row position, last position, (cut threshold, ts, position),
+    # renames, removals]
     tables: dict[tuple[Any, Any], list[Any]] = {}
     for path in files:
         for number, change in _changes(path):
@@ -112,10 +116,11 @@ def _count(tables: dict[tuple[Any, Any], list[Any]], change: dict[str, Any], pos
     key = (change.get("db"), change.get("table"))
     acc = tables.get(key)
     if acc is None:
-        acc = tables[key] = [0, None, None, position, None, 0]
+        acc = tables[key] = [0, None, None, position, None, 0, 0]
     op = change.get("op")
     if op in ROW_OPS:
         acc[0] += 1
+        acc[6] += op in ("u", "d")
         if acc[1] is None or position < acc[1]:
             acc[1] = position
         if acc[2] is None or position > acc[2]:

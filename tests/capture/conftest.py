@@ -15,16 +15,18 @@ from typer.testing import CliRunner
 from cdc.capture import Filters, StartRequest, TailOptions, TailSummary, run_tail
 from cdc.changelog import list_segments
 from cdc.config import Settings, load_settings
+from tests.hash_key import ENV, HASH_KEY
 from tests.rig import MariaDB
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def settings_for(server: MariaDB, state_dir: Path, **flags: Any) -> Settings:
-    """Settings for root on a rig server, ignoring the developer's environment and ~/.my.cnf."""
+    """Settings for root on a rig server, ignoring the developer's environment and ~/.my.cnf (the test hash key
+    is in the environment they are resolved from)."""
     values = {"mysql.host": server.host, "mysql.port": server.port, "mysql.user": "root", "state_dir": str(state_dir),
               **flags}
-    return load_settings(values, env={"HOME": str(state_dir)}, cwd=state_dir)
+    return load_settings(values, env={"HOME": str(state_dir), ENV: HASH_KEY}, cwd=state_dir)
 
 
 def env_for(server: MariaDB, **extra: str) -> dict[str, str]:

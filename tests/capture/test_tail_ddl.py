@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from cdc.capture.ddl import TableDdl, parse_ddl
-from cdc.schema import SchemaHistory
+from cdc.schema import ForeignKey, SchemaHistory
+from cdc.state import read_json, write_json_atomic
 from tests.capture.conftest import binlog_start, changelog_lines, tail_once
 from tests.rig import MariaDB
 
@@ -83,3 +84,54 @@ def test_rename_to_another_database_names_the_target_database(mariadb: MariaDB, 
     assert (rename["kind"], rename["db"], rename["table"], rename["new_db"], rename["new_table"]) == (
         "rename", fresh_db, "t", other, "t")
     mariadb.drop_database(other)
+
+
+def test_foreign_keys_are_recorded_at_their_ddl_position_on_both_ends(mariadb: MariaDB, fresh_db: str,
+                                                                        tmp_path: Path) -> None:
+    db = f"`{fresh_db}`"
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE {db}.p (id INT PRIMARY KEY, a INT NOT NULL, b INT NOT NULL, UNIQUE (a, b))")
+    mariadb.execute(f"CREATE TABLE {db}.c (id INT PRIMARY KEY, pid INT, a INT, b INT, "
+                    f"CONSTRAINT fk_p FOREIGN KEY (pid) REFERENCES {db}.p (id) ON DELETE CASCADE)")
+    mariadb.execute(f"INSERT INTO {db}.p VALUES (1, 1, 1)")
+    mariadb.execute(f"INSERT INTO {db}.c VALUES (1, 1, 1, 1)")
+    tail_once(mariadb, tmp_path, fresh_db, start)  # information_schema is read as tail meets each DDL
+    mariadb.execute(f"ALTER TABLE {db}.c ADD CONSTRAINT fk_ab FOREIGN KEY (a, b) REFERENCES {db}.p (a, b) "
+                    "ON DELETE SET NULL ON UPDATE CASCADE")
+    mariadb.execute(f"INSERT INTO {db}.c VALUES (2, 1, 1, 1)")
+    tail_once(mariadb, tmp_path, fresh_db)
+
+    history = SchemaHistory(tmp_path / "schema")
+    child, parent = history.versions(fresh_db, "c"), history.versions(fresh_db, "p")
+    fk_p = ForeignKey("fk_p", fresh_db, "c", ("pid",), fresh_db, "p", ("id",), "CASCADE", "RESTRICT")
+    fk_ab = ForeignKey("fk_ab", fresh_db, "c", ("a", "b"), fresh_db, "p", ("a", "b"), "SET NULL", "CASCADE")
+    assert [v.foreign_keys for v in child] == [(fk_p,), (fk_ab, fk_p)]
+    assert [v.referenced_by for v in parent] == [(fk_p,), (fk_ab, fk_p)]
+    alter = next(line for line in changelog_lines(tmp_path) if "fk_ab" in (line.get("ddl") or ""))
+    assert child[1].position == parent[1].position == alter["position"]
+    assert all(v.columns == child[0].columns for v in child)  # a key is not a shape change
+    assert read_json(history.path(fresh_db, "c"))["version"] == 2
+
+
+def test_a_version_1_history_reads_without_foreign_keys_and_is_filled_by_tail(mariadb: MariaDB, fresh_db: str,
+                                                                              tmp_path: Path) -> None:
+    db = f"`{fresh_db}`"
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE {db}.p (id INT PRIMARY KEY)")
+    mariadb.execute(f"CREATE TABLE {db}.c (id INT PRIMARY KEY, pid INT REFERENCES {db}.p (id) ON DELETE SET NULL)")
+    mariadb.execute(f"INSERT INTO {db}.p VALUES (1)")
+    tail_once(mariadb, tmp_path, fresh_db, start)
+    path = SchemaHistory(tmp_path / "schema").path(fresh_db, "p")
+    old = read_json(path)
+    assert old is not None
+    write_json_atomic(path, {**old, "version": 1, "history": [
+        {k: v for k, v in version.items() if k not in ("foreign_keys", "referenced_by")} for version in old["history"]]})
+    legacy = SchemaHistory(tmp_path / "schema")
+    assert [v.referenced_by for v in legacy.versions(fresh_db, "p")] == [()]
+    assert not legacy.knows_foreign_keys(fresh_db, "p")
+
+    mariadb.execute(f"INSERT INTO {db}.p VALUES (2)")
+    tail_once(mariadb, tmp_path, fresh_db)
+    migrated = SchemaHistory(tmp_path / "schema")
+    assert [len(v.referenced_by) for v in migrated.versions(fresh_db, "p")] == [0, 1]
+    assert migrated.knows_foreign_keys(fresh_db, "p") and read_json(path)["version"] == 2

@@ -1,13 +1,12 @@
 """Column rules end to end: cdc.toml's exclude_columns / hash_columns hold for every stage, snapshot and tail alike.
 
 A column excluded never reaches disk and does not exist in the lake or Snowflake; a hashed one is
-the sha256 hex of its change-log value everywhere (a DECIMAL too: downstream types it as text). A
-run that asks for other rules than the ones the state was captured with is refused.
+the HMAC-SHA-256 hex (the key from CDC_MYSQL_HASH_KEY) of its change-log value everywhere (a DECIMAL too:
+downstream types it as text). A run that asks for other rules than the ones the state was captured with is refused.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -15,7 +14,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cdc.errors import ExitCode
+from tests.hash_key import ENV, HASH_KEY, hmac_hex
 from tests.pipeline.run_rig import ROOT, cdc_run, create_source, more_writes, write_config
 from tests.rig import MariaDB
 
@@ -26,8 +28,14 @@ def written_files(state: Path) -> dict[str, bytes]:
             if p.is_file() and p.suffix in (".json", ".jsonl") and "errors" not in p.relative_to(state).parts}
 
 
+@pytest.fixture(autouse=True)
+def hash_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cdc subprocess here hashes with the test key, given as a user gives it: in the environment."""
+    monkeypatch.setenv(ENV, HASH_KEY)
+
+
 def sha(text: str | None) -> str | None:
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return None if text is None else hmac_hex(text.encode("utf-8"))
 
 
 def masked_config(tmp_path: Path, mariadb: MariaDB, db: str, aws_env: dict[str, str], bucket: str) -> Path:

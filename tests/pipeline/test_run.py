@@ -222,6 +222,23 @@ def test_no_snapshot_needs_a_start_and_a_start_means_no_snapshot(
     assert lines[1]["detail"]["origin"] == "checkpoint"
 
 
+def test_allow_no_pk_lets_the_chain_snapshot_a_keyless_table(
+        tmp_path: Path, mariadb: MariaDB, fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #24: `cdc run` could never copy a table without a primary key; with --allow-no-pk it copies every copy."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("CDC_MYSQL_DATABASES", fresh_db)
+    mariadb.execute("CREATE TABLE bag (a INT, b TEXT)", database=fresh_db)
+    mariadb.execute("INSERT INTO bag VALUES (1, 'x'), (1, 'x'), (NULL, NULL)", database=fresh_db)
+    base = ("run", "-h", mariadb.host, "-P", str(mariadb.port), "-u", "root", "--state-dir", str(state), "--json",
+            "--stages", "snapshot")
+    refused = run(*base)
+    assert refused.exit_code == ExitCode.PRECONDITION and "--allow-no-pk" in refused.stderr
+    copied = run(*base, "--allow-no-pk")
+    assert copied.exit_code == 0, copied.stderr
+    first = json.loads(copied.stdout.splitlines()[0])
+    assert (first["stage"], first["status"], first["count"]) == ("snapshot", "done", 3)
+
+
 @pytest.mark.parametrize(("toml", "options", "chain"), [
     ("", {}, ["snapshot", "tail", "spark-merge"]),
     ('[aws]\nbucket = "b"\nstream = "s"\n[snowflake]\nconnection = "c"\n', {}, [

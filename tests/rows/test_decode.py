@@ -12,6 +12,7 @@ import pytest
 from cdc.masking import hash_value
 from tests.capture.conftest import binlog_start, changelog_lines, tail_once
 from tests.capture.workload import expected_rows
+from tests.hash_key import KEY, hmac_hex
 from tests.rig import MariaDB
 
 # (column type, SQL literal, the change log's JSON value). Each row is one library pitfall or edge.
@@ -88,8 +89,10 @@ def test_value_matches_the_contract_and_a_select(decoded: tuple[list[dict[str, A
     assert oracle[(2,)][name] == CASES[index][2]
 
 
-def test_hash_value_is_sha256_of_the_encoded_value() -> None:
-    assert hash_value("O'Brien") == hashlib.sha256(b"O'Brien").hexdigest()
-    assert hash_value(12) == hashlib.sha256(b"12").hexdigest()
-    assert hash_value(["x", "y"]) == hashlib.sha256(b'["x","y"]').hexdigest()
-    assert hash_value(None) is None
+def test_hash_value_is_hmac_sha256_of_the_encoded_value() -> None:
+    assert hash_value("O'Brien", KEY) == hmac_hex(b"O'Brien")
+    assert hash_value(12, KEY) == hmac_hex(b"12")
+    assert hash_value(["x", "y"], KEY) == hmac_hex(b'["x","y"]')
+    assert hash_value(None, KEY) is None
+    # keyed: the plain SHA-256 anyone can compute (and reverse by brute force for e-mails and ids) is not it (#26)
+    assert hash_value("O'Brien", KEY) != hashlib.sha256(b"O'Brien").hexdigest()

@@ -12,6 +12,7 @@ import pytest
 from cdc.changelog import list_segments, read_segment
 from cdc.commands.main import app  # noqa: F401  (re-exported for the snapshot tests' CliRunner)
 from cdc.config import Settings, load_settings
+from tests.hash_key import ENV, HASH_KEY
 from tests.rig import MariaDB
 
 ARGV = [sys.executable, "-m", "cdc"]
@@ -31,10 +32,11 @@ def mysql_args(server: MariaDB) -> list[str]:
 
 
 def make_settings(server: MariaDB, state: Path, **flags: Any) -> Settings:
-    """Settings for the session server, isolated from the developer's cdc.toml and CDC_* variables."""
+    """Settings for the session server, isolated from the developer's cdc.toml and CDC_* variables (the test hash
+    key is in the environment they are resolved from)."""
     base = {"mysql.host": server.host, "mysql.port": server.port, "mysql.user": "root", "state_dir": str(state)}
-    return load_settings({**base, **{f"mysql.{k}": v for k, v in flags.items()}}, env={"HOME": str(state)},
-                         cwd=state.parent)
+    return load_settings({**base, **{f"mysql.{k}": v for k, v in flags.items()}},
+                         env={"HOME": str(state), ENV: HASH_KEY}, cwd=state.parent)
 
 
 def changelog_lines(state: Path) -> list[dict[str, Any]]:

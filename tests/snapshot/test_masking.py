@@ -10,6 +10,7 @@ from cdc.errors import UsageError
 from cdc.masking import RULES_FILE, hash_value
 from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from tests.capture import workload
+from tests.hash_key import KEY
 from tests.rig import MariaDB
 from tests.snapshot.support import changelog_lines, make_settings
 
@@ -32,10 +33,10 @@ def test_masked_snapshot_is_the_plain_one_with_columns_dropped_and_hashed(
     plain, masked = changelog_lines(tmp_path / "plain"), changelog_lines(tmp_path / "masked")
     assert len(plain) == len(masked) > 20
     for before, after in zip(plain, masked):
-        expected = {k: hash_value(v) if k in hashed else v for k, v in before["after"].items() if k not in EXCLUDED}
+        expected = {k: hash_value(v, KEY) if k in hashed else v for k, v in before["after"].items() if k not in EXCLUDED}
         assert after["after"] == expected
         assert after["key"] == before["key"] and after["key"] == {"id": before["after"]["id"]}
-    assert any(line["after"]["c_varchar"] == hash_value("O'Brien") for line in masked)
+    assert any(line["after"]["c_varchar"] == hash_value("O'Brien", KEY) for line in masked)
     written = b"".join(p.read_bytes() for p in (tmp_path / "masked" / "changelog").iterdir())
     assert b"O'Brien" not in written and b'"c_text"' not in written
 

@@ -34,6 +34,7 @@ from cdc.snapshot.lines import CompiledTable, LineParts, RowEncodeError, compile
 from cdc.snapshot.wire import read_rows
 from cdc.source.tables import RAW_CONVERSIONS, TableInfo, TablePlan, plan_table, prepare_session, select_sql
 from tests.capture import workload
+from tests.hash_key import KEY
 from tests.rig import MariaDB
 from tests.snapshot.test_lines import ODD_TABLE, _create_odd_table
 
@@ -183,7 +184,7 @@ def test_column_rules_read_identically(mariadb: MariaDB, fresh_db: str) -> None:
     table = f"{fresh_db}.{workload.TABLE}"
     excluded = ("c_text", "c_blob", "c_json", "c_float")
     hashed = tuple(c for c in workload.COLUMNS if c not in excluded and c != "id")
-    rules = ColumnRules(tuple(f"{table}.{c}" for c in excluded), tuple(f"{table}.{c}" for c in hashed))
+    rules = ColumnRules(tuple(f"{table}.{c}" for c in excluded), tuple(f"{table}.{c}" for c in hashed), KEY)
     with raw_connection(mariadb) as conn:
         _, lines = read_both(conn, fresh_db, workload.TABLE, rules)
     assert len(lines) > 20
@@ -412,13 +413,13 @@ def test_malformed_and_stopping_packets(synth: Any, name: str) -> None:
 def test_excluded_and_hashed_columns(synth: Any) -> None:
     plan = synth[0]
     table = f"{plan.info.db}.t"
-    rules = ColumnRules((f"{table}.s", f"{table}.b"), (f"{table}.j", f"{table}.ts", f"{table}.dbl"))
+    rules = ColumnRules((f"{table}.s", f"{table}.b"), (f"{table}.j", f"{table}.ts", f"{table}.dbl"), KEY)
     bad_text = packet(0, row_payload(s=b"\xc3\x28", b=b"\xff"))
     (_, n, _), lines = both(synth, bad_text, rules)  # an excluded value is never looked at
     assert n == 4 and b'"s"' not in lines[0] and b'"b"' not in lines[0]
     after = orjson.loads(lines[0])["after"]
-    assert after["j"] == hash_value({"a": 1}) and after["ts"] == hash_value("2026-11-23T01:02:03.456000Z")
-    assert after["dbl"] == hash_value(1.5) and after["d"] == "12.50"
+    assert after["j"] == hash_value({"a": 1}, KEY) and after["ts"] == hash_value("2026-11-23T01:02:03.456000Z", KEY)
+    assert after["dbl"] == hash_value(1.5, KEY) and after["d"] == "12.50"
     bad_hashed = packet(0, row_payload(dbl=b"nope"))
     result, _ = both(synth, bad_hashed, rules, handed_over=1)
     assert result == encode_error("ValueError", "could not convert string to float: b'nope'")

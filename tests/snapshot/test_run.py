@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cdc.changelog import decode_line, encode_line, list_segments, position_string, segment_name
 from cdc.errors import PositionError, PreconditionError, UsageError
-from cdc.schema import SchemaHistory
+from cdc.schema import ForeignKey, SchemaHistory
 from cdc.snapshot.run import SnapshotRequest, read_checkpoint, run_snapshot
 from cdc.source.tables import prepare_session
 from cdc.state import StateDir, read_json, write_json_atomic
@@ -297,3 +297,16 @@ def test_strict_refuses_a_short_runway(mariadb: MariaDB, fresh_db: str, state: P
     assert [w for w in warnings if w.startswith("binlog runway is short: ")] == warnings[:1]
     assert warnings[0].endswith("raise retention with `cdc set-retention`")
     assert summary.to_dict()["rows"] == 400_000 and summary.to_dict()["runway"]["short"] is True
+
+
+def test_the_snapshot_records_foreign_keys_both_ways(mariadb: MariaDB, fresh_db: str, state: Path) -> None:
+    db = f"`{fresh_db}`"
+    mariadb.execute(f"CREATE TABLE {db}.emp (id INT PRIMARY KEY, boss INT, "
+                    f"CONSTRAINT boss FOREIGN KEY (boss) REFERENCES {db}.emp (id) ON DELETE SET NULL ON UPDATE CASCADE)")
+    mariadb.execute(f"INSERT INTO {db}.emp VALUES (1, NULL), (2, 1)")
+    run_snapshot(make_settings(mariadb, state, databases=(fresh_db,)), SnapshotRequest())
+
+    schema = SchemaHistory(state / "schema").latest(fresh_db, "emp")
+    assert schema is not None
+    key = ForeignKey("boss", fresh_db, "emp", ("boss",), fresh_db, "emp", ("id",), "SET NULL", "CASCADE")
+    assert (schema.foreign_keys, schema.referenced_by) == ((key,), (key,))

@@ -186,3 +186,28 @@ def test_every_statement_bootstrap_and_apply_run_parses_with_sqlglot(sf: Any, tm
     assert {"Create", "Put", "Copy", "Merge", "Insert", "Update", "Drop", "Select"} <= kinds
     assert not any("OR REPLACE" in s.upper() for s in recording.statements)
     assert all("O'Brien" not in s and "injected" not in s for s in recording.statements)  # values never in SQL
+
+
+def test_keyless_batches_replace_every_copy_and_replay_harmlessly(sf: Any, tmp_path: Path) -> None:
+    """Issue #24: a keyless table's batch names rows with their copy count (INSERT rows) or none (a DELETE).
+    Rows are matched by every column, NULLs, VARIANT, ARRAY, BINARY and hostile text included."""
+    schema = record_schema(tmp_path, "shop", "items", key=())
+    opts = bootstrap.Options(soft_delete=True, history=True)
+    plan = bootstrap.run(sf, bootstrap.targets_for([schema], opts), opts)
+    assert plan.created == ["ITEMS"] and any("has no key" in n for n in plan.notes)
+    bare = {"name": None, "amount": None, "big": None, "seen": None, "raw": None, "tags": None, "doc": None}
+    write_batch(tmp_path, 1, {"shop.items": [row(1, 1, "c", **value(1))] * 3 + [row(2, 2, "c", **value(2))]
+                              + [row(3, 3, "c", **bare)] * 2 + [row(4, 4, "c", **value(4))]})
+    write_batch(tmp_path, 2, {"shop.items": [row(1, 5, "c", **value(1))] * 2 + [row(2, 6, "d", **value(2))]
+                              + [row(3, 7, "d", **bare), row(5, 8, "c", **value(5))]})
+    first = apply.run(sf, StateDir(tmp_path))
+    assert first.applied == ["b000000000001", "b000000000002"]
+    assert vars(first.tables["shop.items"]) == {"inserted": 10, "updated": 0, "deleted": 3 + 1 + 2}
+    query = f'SELECT {COLS}, "_CDC_POSITION", "_CDC_OP" FROM "ITEMS" ORDER BY "ID", "_CDC_POSITION"'
+    expected = [_expected(1, 5, "c")] * 2 + [_expected(4, 4, "c"), _expected(5, 8, "c")]
+    assert rows(sf, query) == expected
+    # As if killed after the DELETE and INSERT but before the bookkeeping insert: the replay changes nothing.
+    sf.cursor().execute("DELETE FROM \"_CDC_APPLIED_BATCHES\" WHERE \"BATCH_ID\" = 'b000000000002'")
+    again = apply.run(sf, StateDir(tmp_path))
+    assert (again.applied, again.skipped) == (["b000000000002"], ["b000000000001"])
+    assert rows(sf, query) == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -71,10 +72,20 @@ def test_column_collision_is_an_error() -> None:
         names.table_names([("a", "orders"), ("b", "ORDERS")])
 
 
-def test_table_without_primary_key_is_refused() -> None:
-    schema = TableSchema("shop", "log", (Column("line", "text", "text"),), ())
-    with pytest.raises(PreconditionError, match="shop.log has no primary key"):
-        ddl.build_target(schema, "LOG")
+def test_table_without_primary_key_is_replaced_row_by_row_not_merged() -> None:
+    """A keyless table (issue #24): delete every copy of the batch's rows (NULL-safe), insert its copies."""
+    schema = TableSchema("shop", "log", (Column("line", "text", "text"), Column("n", "int(11)", "int")), ())
+    target = ddl.build_target(schema, "LOG")
+    assert target.keyless and target.key == ()
+    delete, insert = ddl.replace_rows(target, 'SELECT * FROM "STAGED"')
+    assert isinstance(sqlglot.parse_one(delete, read="snowflake"), exp.Delete)
+    assert isinstance(sqlglot.parse_one(insert, read="snowflake"), exp.Insert)
+    assert 'AND ("T"."LINE" = "S"."LINE" OR ("T"."LINE" IS NULL AND "S"."LINE" IS NULL))' in delete
+    assert "\"S\".\"_CDC_ACTION\" = 'INSERT'" in insert
+    plan = bootstrap.plan([target], bootstrap.Options(soft_delete=True, history=True, s3_url="s3://b/p",
+                                                      warehouse="etl"), {})
+    assert plan.created == ["LOG"] and not [s for s in plan.statements if "PIPE" in s.sql or "TASK" in s.sql]
+    assert any("shop.log has no key" in n for n in plan.notes)
 
 
 def _target() -> ddl.Target:
@@ -117,6 +128,8 @@ def _statements() -> dict[str, str]:
         + ddl.merge(target, source, soft_delete=True),
         "history_close.sql.j2": close,
         "history_insert.sql.j2": insert,
+        "replace_rows.sql.j2": ";\n\n".join(ddl.replace_rows(ddl.build_target(
+            dataclasses.replace(ALL_TYPES, primary_key=()), "EVERY_TYPE"), source)),
     }
 
 

@@ -1,22 +1,16 @@
 """--ssl-mode against a real TLS server: VERIFY_CA and VERIFY_IDENTITY really verify, REQUIRED never falls back.
 
-The certificates are made here: a CA, a server certificate it signed for IP 127.0.0.1 only, and an
+The certificates are made by tests/rig/tls.py: a CA, a server certificate it signed for IP 127.0.0.1 only, and an
 unrelated CA. PyMySQL given only ssl_ca does not check the chain in every version, so these tests
 connect for real and expect the handshake to fail where the mysql client's would.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from cdc.capture import Filters, StartRequest, TailOptions, run_tail
 from cdc.config import load_settings
@@ -24,60 +18,21 @@ from cdc.errors import ConnectError
 from cdc.source.connect import connection, query
 from tests.capture.conftest import binlog_start, changelog_lines
 from tests.rig import MariaDB
+from tests.rig.tls import make_certs, server_tls_options
 
 PASSWORD = "tls-Pa55 'x\""
-
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[str, ec.EllipticCurvePrivateKey] | None,
-                 *, ca: bool) -> x509.Certificate:
-    now = dt.datetime.now(dt.UTC)
-    issuer_name, issuer_key = (subject, key) if issuer is None else issuer
-    builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer_name))
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=2))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if ca:
-        builder = builder.add_extension(x509.KeyUsage(
-            digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
-            key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
-            critical=True)
-        builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-    else:
-        # The server is 127.0.0.1 and nothing else: VERIFY_IDENTITY to "localhost" must fail.
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                                        critical=False)
-        builder = builder.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
-                                        critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _write(path: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey | None = None) -> None:
-    path.with_suffix(".pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    if key is not None:
-        path.with_suffix(".key").write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """ca.pem, server.pem/server.key (signed by ca, for IP 127.0.0.1), other-ca.pem (signed nothing)."""
-    folder = tmp_path_factory.mktemp("certs")
-    ca_key, server_key, other_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
-    _write(folder / "ca", _certificate("cdc test CA", ca_key, None, ca=True))
-    _write(folder / "server", _certificate("cdc test server", server_key, ("cdc test CA", ca_key), ca=False), server_key)
-    _write(folder / "other-ca", _certificate("another CA", other_key, None, ca=True))
-    return folder
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")
 def tls_server(certs: Path) -> Iterator[MariaDB]:
     """A server with TLS (the session server has none), shared by this module's tests."""
-    server = MariaDB({"ssl-ca": str(certs / "ca.pem"), "ssl-cert": str(certs / "server.pem"),
-                      "ssl-key": str(certs / "server.key")})
+    server = MariaDB(server_tls_options(certs))
     try:
         server.start()
         # REQUIRE SSL: a plaintext connection of this user (control or binlog stream) is refused by the server.

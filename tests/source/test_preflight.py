@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cdc.config import MySQLSettings, Settings
+from cdc.schema import ForeignKey
 from cdc.source import flavour, preflight
 from cdc.source.facts import Facts, parse_grants
 from cdc.source.preflight import Options, evaluate
@@ -89,7 +90,7 @@ def test_good_mysql8_passes_every_check() -> None:
     assert list(checks) == [
         "server", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
         "binlog_compression", "binlog_retention", "server_id", "reader_server_id", "gtid", "grant_replication_slave",
-        "grant_replication_client", "grant_select", "primary_keys", "binlog_files", "binlog_position"]
+        "grant_replication_client", "grant_select", "primary_keys", "foreign_keys", "binlog_files", "binlog_position"]
     assert checks["binlog_retention"].value == "720h (binlog_expire_logs_seconds=2592000): runway 720h for a stopped pipeline"
 
 
@@ -200,6 +201,39 @@ def test_grants_through_roles_only_warn() -> None:
     assert grants.roles == ("`replicator`@`%`",)
 
 
+def _key(child: str, on_delete: str, on_update: str = "RESTRICT", db: str = "shop") -> ForeignKey:
+    return ForeignKey(f"fk_{child}", db, child, ("parent_id",), "shop", "parent", ("id",), on_delete, on_update)
+
+
+def test_cascading_foreign_keys_are_listed_with_how_cdc_handles_them() -> None:
+    keys = (_key("lines", "CASCADE"), _key("notes", "SET NULL"), _key("audit", "RESTRICT"),
+            _key("log", "NO ACTION", "CASCADE", db="other"),
+            ForeignKey("fk_x", "shop", "x", ("a",), "other", "p", ("id",), "CASCADE", "CASCADE"))
+    found = facts(databases=("shop",), foreign_keys=keys)
+    check = verdicts(found)["foreign_keys"]
+    assert (check.status, check.value) == ("warn", "4 cascading foreign key(s): spark-merge reproduces them (the "
+                                          "binlog omits their rows); not reproduced: other.log.fk_log, shop.x.fk_x")
+    notes = preflight.cascade_notes(found)
+    assert [(n["table"], n["handling"].split(":")[0]) for n in notes] == [
+        ("lines", "reproduced by spark-merge"), ("notes", "reproduced by spark-merge"),
+        ("log", "child table other.log is not captured"), ("x", "parent table other.p is not captured")]
+    report = preflight.Report({}, (check,), cascades=tuple(notes))
+    assert report.to_dict()["cascading_foreign_keys"][0] == {
+        "name": "fk_lines", "db": "shop", "table": "lines", "columns": ["parent_id"], "ref_db": "shop",
+        "ref_table": "parent", "ref_columns": ["id"], "on_delete": "CASCADE", "on_update": "RESTRICT",
+        "handling": notes[0]["handling"]}
+
+
+def test_foreign_keys_on_mysql84_are_in_the_binlog_and_none_cascading_is_ok() -> None:
+    mysql84 = server(version="8.4.3")
+    check = verdicts(facts(mysql84, foreign_keys=(_key("lines", "CASCADE"),)))["foreign_keys"]
+    assert (check.status, check.value) == ("ok", "1 cascading foreign key(s): the binlog carries their rows")
+    check = verdicts(facts(foreign_keys=(_key("lines", "RESTRICT"),)))["foreign_keys"]
+    assert (check.status, check.value) == ("ok", "1 foreign key(s), none cascading")
+    assert preflight.cascade_notes(facts(mysql84, foreign_keys=(_key("lines", "SET NULL"),)))[0]["handling"] == (
+        "the binlog carries the changed child rows; spark-merge applies them once, as they are")
+
+
 def test_tables_without_pk_warn_and_strict_fails() -> None:
     tables = tuple(f"shop.t{i:02d}" for i in range(12))
     check = verdicts(facts(tables_without_pk=tables))["primary_keys"]
@@ -207,6 +241,13 @@ def test_tables_without_pk_warn_and_strict_fails() -> None:
     assert check.value.endswith("shop.t09 and 2 more")
     report = preflight.Report({}, tuple(evaluate(facts(tables_without_pk=tables), Options(reader_server_id=9))))
     assert report.ok and not replace(report, strict=True).ok
+
+
+def test_a_unique_not_null_key_is_named_as_the_key_used_and_is_no_warning() -> None:
+    check = verdicts(facts(unique_keys={"shop.orders": ("code", "n")}))["primary_keys"]
+    assert (check.status, check.value) == (
+        "ok", "every table in all non-system databases has a primary key or a UNIQUE NOT NULL key; keyed by their "
+        "UNIQUE NOT NULL key instead: shop.orders (code, n)")
 
 
 # Real MariaDB ---------------------------------------------------------------------------------

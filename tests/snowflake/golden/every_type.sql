@@ -759,6 +759,168 @@ CREATE PIPE IF NOT EXISTS "EVERY_TYPE_PIPE"
     FROM (SELECT $1, METADATA$FILENAME, METADATA$FILE_ROW_NUMBER FROM @"_CDC_CHANGES"/table=shop.every_type/)
     FILE_FORMAT = (FORMAT_NAME = "_CDC_JSON_GZIP");
 
+-- replace_rows.sql.j2
+DELETE FROM "EVERY_TYPE" AS "T"
+USING (SELECT
+"ID" AS "ID",
+"T_I8" AS "T_I8",
+"T_U8" AS "T_U8",
+"T_I16" AS "T_I16",
+"T_U24" AS "T_U24",
+"T_I32" AS "T_I32",
+"T_U32" AS "T_U32",
+"T_I64" AS "T_I64",
+"PRICE" AS "PRICE",
+"HUGE" AS "HUGE",
+"F" AS "F",
+"D" AS "D",
+"FLAGS" AS "FLAGS",
+"B1" AS "B1",
+"BORN" AS "BORN",
+"AT" AS "AT",
+"AT0" AS "AT0",
+"SEEN" AS "SEEN",
+"DUR" AS "DUR",
+"YR" AS "YR",
+"CODE" AS "CODE",
+"Name Of" AS "Name Of",
+"quo""te" AS "quo""te",
+"BIN" AS "BIN",
+"BLOB" AS "BLOB",
+PARSE_JSON("DOC") AS "DOC",
+"STATE" AS "STATE",
+"TAGS" AS "TAGS",
+"GEO" AS "GEO",
+    "_CDC_POSITION", "_CDC_COMMIT_TS", "_CDC_OP", "METADATA$ACTION" AS "_CDC_ACTION"
+FROM "_CDC_STG_RUN_1") AS "S"
+WHERE TRUE
+    AND ("T"."ID" = "S"."ID" OR ("T"."ID" IS NULL AND "S"."ID" IS NULL))
+    AND ("T"."T_I8" = "S"."T_I8" OR ("T"."T_I8" IS NULL AND "S"."T_I8" IS NULL))
+    AND ("T"."T_U8" = "S"."T_U8" OR ("T"."T_U8" IS NULL AND "S"."T_U8" IS NULL))
+    AND ("T"."T_I16" = "S"."T_I16" OR ("T"."T_I16" IS NULL AND "S"."T_I16" IS NULL))
+    AND ("T"."T_U24" = "S"."T_U24" OR ("T"."T_U24" IS NULL AND "S"."T_U24" IS NULL))
+    AND ("T"."T_I32" = "S"."T_I32" OR ("T"."T_I32" IS NULL AND "S"."T_I32" IS NULL))
+    AND ("T"."T_U32" = "S"."T_U32" OR ("T"."T_U32" IS NULL AND "S"."T_U32" IS NULL))
+    AND ("T"."T_I64" = "S"."T_I64" OR ("T"."T_I64" IS NULL AND "S"."T_I64" IS NULL))
+    AND ("T"."PRICE" = "S"."PRICE" OR ("T"."PRICE" IS NULL AND "S"."PRICE" IS NULL))
+    AND ("T"."HUGE" = "S"."HUGE" OR ("T"."HUGE" IS NULL AND "S"."HUGE" IS NULL))
+    AND ("T"."F" = "S"."F" OR ("T"."F" IS NULL AND "S"."F" IS NULL))
+    AND ("T"."D" = "S"."D" OR ("T"."D" IS NULL AND "S"."D" IS NULL))
+    AND ("T"."FLAGS" = "S"."FLAGS" OR ("T"."FLAGS" IS NULL AND "S"."FLAGS" IS NULL))
+    AND ("T"."B1" = "S"."B1" OR ("T"."B1" IS NULL AND "S"."B1" IS NULL))
+    AND ("T"."BORN" = "S"."BORN" OR ("T"."BORN" IS NULL AND "S"."BORN" IS NULL))
+    AND ("T"."AT" = "S"."AT" OR ("T"."AT" IS NULL AND "S"."AT" IS NULL))
+    AND ("T"."AT0" = "S"."AT0" OR ("T"."AT0" IS NULL AND "S"."AT0" IS NULL))
+    AND ("T"."SEEN" = "S"."SEEN" OR ("T"."SEEN" IS NULL AND "S"."SEEN" IS NULL))
+    AND ("T"."DUR" = "S"."DUR" OR ("T"."DUR" IS NULL AND "S"."DUR" IS NULL))
+    AND ("T"."YR" = "S"."YR" OR ("T"."YR" IS NULL AND "S"."YR" IS NULL))
+    AND ("T"."CODE" = "S"."CODE" OR ("T"."CODE" IS NULL AND "S"."CODE" IS NULL))
+    AND ("T"."Name Of" = "S"."Name Of" OR ("T"."Name Of" IS NULL AND "S"."Name Of" IS NULL))
+    AND ("T"."quo""te" = "S"."quo""te" OR ("T"."quo""te" IS NULL AND "S"."quo""te" IS NULL))
+    AND ("T"."BIN" = "S"."BIN" OR ("T"."BIN" IS NULL AND "S"."BIN" IS NULL))
+    AND ("T"."BLOB" = "S"."BLOB" OR ("T"."BLOB" IS NULL AND "S"."BLOB" IS NULL))
+    AND ("T"."DOC" = "S"."DOC" OR ("T"."DOC" IS NULL AND "S"."DOC" IS NULL))
+    AND ("T"."STATE" = "S"."STATE" OR ("T"."STATE" IS NULL AND "S"."STATE" IS NULL))
+    AND ("T"."TAGS" = "S"."TAGS" OR ("T"."TAGS" IS NULL AND "S"."TAGS" IS NULL))
+    AND ("T"."GEO" = "S"."GEO" OR ("T"."GEO" IS NULL AND "S"."GEO" IS NULL));
+
+INSERT INTO "EVERY_TYPE" (
+    "ID",
+    "T_I8",
+    "T_U8",
+    "T_I16",
+    "T_U24",
+    "T_I32",
+    "T_U32",
+    "T_I64",
+    "PRICE",
+    "HUGE",
+    "F",
+    "D",
+    "FLAGS",
+    "B1",
+    "BORN",
+    "AT",
+    "AT0",
+    "SEEN",
+    "DUR",
+    "YR",
+    "CODE",
+    "Name Of",
+    "quo""te",
+    "BIN",
+    "BLOB",
+    "DOC",
+    "STATE",
+    "TAGS",
+    "GEO",
+    "_CDC_POSITION", "_CDC_COMMIT_TS", "_CDC_OP"
+)
+SELECT
+    "S"."ID",
+    "S"."T_I8",
+    "S"."T_U8",
+    "S"."T_I16",
+    "S"."T_U24",
+    "S"."T_I32",
+    "S"."T_U32",
+    "S"."T_I64",
+    "S"."PRICE",
+    "S"."HUGE",
+    "S"."F",
+    "S"."D",
+    "S"."FLAGS",
+    "S"."B1",
+    "S"."BORN",
+    "S"."AT",
+    "S"."AT0",
+    "S"."SEEN",
+    "S"."DUR",
+    "S"."YR",
+    "S"."CODE",
+    "S"."Name Of",
+    "S"."quo""te",
+    "S"."BIN",
+    "S"."BLOB",
+    "S"."DOC",
+    "S"."STATE",
+    "S"."TAGS",
+    "S"."GEO",
+    "S"."_CDC_POSITION", "S"."_CDC_COMMIT_TS", "S"."_CDC_OP"
+FROM (SELECT
+"ID" AS "ID",
+"T_I8" AS "T_I8",
+"T_U8" AS "T_U8",
+"T_I16" AS "T_I16",
+"T_U24" AS "T_U24",
+"T_I32" AS "T_I32",
+"T_U32" AS "T_U32",
+"T_I64" AS "T_I64",
+"PRICE" AS "PRICE",
+"HUGE" AS "HUGE",
+"F" AS "F",
+"D" AS "D",
+"FLAGS" AS "FLAGS",
+"B1" AS "B1",
+"BORN" AS "BORN",
+"AT" AS "AT",
+"AT0" AS "AT0",
+"SEEN" AS "SEEN",
+"DUR" AS "DUR",
+"YR" AS "YR",
+"CODE" AS "CODE",
+"Name Of" AS "Name Of",
+"quo""te" AS "quo""te",
+"BIN" AS "BIN",
+"BLOB" AS "BLOB",
+PARSE_JSON("DOC") AS "DOC",
+"STATE" AS "STATE",
+"TAGS" AS "TAGS",
+"GEO" AS "GEO",
+    "_CDC_POSITION", "_CDC_COMMIT_TS", "_CDC_OP", "METADATA$ACTION" AS "_CDC_ACTION"
+FROM "_CDC_STG_RUN_1") AS "S"
+WHERE "S"."_CDC_ACTION" = 'INSERT';
+
 -- schema.sql.j2
 CREATE SCHEMA IF NOT EXISTS "REPLICA";
 
