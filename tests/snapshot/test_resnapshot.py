@@ -71,7 +71,8 @@ def test_resnapshot_repairs_changes_made_with_sql_log_bin_off(mariadb: MariaDB, 
     assert replay(state, fresh_db, "t") == expected
     lines = [line for line in changelog_lines(state) if line.get("table") == "t"]
     reads = [line for line in lines if line["op"] == "r"]
-    assert len(reads) == len(expected) and all(line["position"].split(":")[2].startswith("s") for line in reads)
+    # Kind b: a segment tail seals may start with them, and tail's recovery takes s segments for the snapshot's.
+    assert len(reads) == len(expected) and all(line["position"].split(":")[2].startswith("b") for line in reads)
     end = [line for line in lines if line["op"] == "ddl" and line["kind"] == "resnapshot"]
     assert len(end) == 1 and end[0]["cut"] < reads[0]["position"] < end[0]["position"]
     validator = jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "changelog.schema.json").read_text()))
