@@ -186,7 +186,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
 
     create_marks_table(mariadb)
     start = binlog_start(mariadb)
-    _table(mariadb, fresh_db, rows=1000)
+    _table(mariadb, fresh_db, rows=2000)
     state = tmp_path / "state"
     with tail_running(mariadb, state, fresh_db, start):
         _silent_changes(mariadb, fresh_db)
@@ -203,7 +203,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
     env = {"CDC_MYSQL_DATABASES": fresh_db, "CDC_MYSQL_WATERMARK_TABLE": f"{MARKS}.watermarks"}
     kills = 0
     # Throttled: a tail killed every few seconds must still catch up with it on a loaded machine.
-    with Workload(mariadb, fresh_db, "t", 1000, seed=3, pause=0.005):
+    with Workload(mariadb, fresh_db, "t", 2000, seed=3, pause=0.005):
         reader = threading.Thread(target=resnapshot, daemon=True)
         reader.start()
         while reader.is_alive():
@@ -211,7 +211,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
             tail = subprocess.Popen([sys.executable, "-m", "cdc", "tail", "--follow", "--flush-interval", "0.05",
                                      "--state-dir", str(state)], cwd=ROOT, env=env_for(mariadb, **env),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            reader.join(rng.uniform(1.0, 3.0))  # a tail process starts in about a second
+            reader.join(rng.uniform(0.8, 2.5))  # a tail process starts in about a second
             tail.send_signal(signal.SIGKILL)
             tail.wait()
             kills += 1
