@@ -114,7 +114,11 @@ class Committer:
     def _checkpoint(self) -> None:
         if self.holds():
             return
-        if self.skip_until is not None and self._key(self.position) > _position_key(self.skip_until):
+        if self.skip_until is not None:
+            if self._key(self.position) <= _position_key(self.skip_until):
+                # Still re-reading what a killed run sealed: a checkpoint here would name the last of those
+                # segments with a position before its end, and a second kill would write its lines again.
+                return
             self.skip_until = None
         TailCheckpoint(
             self.position.file, self.position.pos, self.gtid, self.last_segment, self.server_uuid,

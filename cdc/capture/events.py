@@ -62,6 +62,9 @@ class Capture:
                  flush_interval: float, segment_bytes: int, spill_bytes: int, stdout: BinaryIO | None = None,
                  on_progress: Callable[[Progress], None] | None = None, pool: DecodePool | None = None,
                  control: pymysql.Connection | None = None) -> None:
+        # A copy of the filters, with the tables `cdc snapshot --add-table` added to this state directory's capture
+        # (the caller's instance, maybe a shared default, never learns of them).
+        filters = replace(filters, added=set(filters.added) | set(read_added(state)))
         self.mysql, self.filters, self.on_progress, self.pool = mysql, filters, on_progress, pool
         self.out = Committer(state, start, server_uuid, flush_interval=flush_interval, segment_bytes=segment_bytes,
                              spill_bytes=spill_bytes, stdout=stdout)
@@ -69,7 +72,6 @@ class Capture:
         # Re-snapshot windows (cdc.capture.windows): while one is open, the checkpoint stays before it.
         self.windows = Windows(state, filters, self.history, mysql.watermark_table, self._add_table)
         self.state = state
-        filters.added.update(read_added(state))  # added to an earlier run by `cdc snapshot --add-table`
         self.out.holds = lambda: self.windows.held
         self._marks: set[int] = set()  # table ids of the watermark table: its rows are marks, never change lines
         self.read_position = start.position  # the last commit read; `position` trails it while rows are decoded

@@ -61,8 +61,11 @@ class MarkEvent:
     server_id: int | None
     seq_offset: int
 
-    def position(self, row: int, *, snapshot: bool) -> str:
-        return position_string(self.file, self.pos, row, snapshot=snapshot, seq_offset=self.seq_offset)
+    def position(self, row: int) -> str:
+        """Row `row` of the mark's rows event. Kind `b`, not `s`: a segment tail seals may start with these
+        lines, and recovery (cdc.capture.start.uncheckpointed_segments) takes `s` segments for the initial
+        snapshot's. The mark's own row (row 0) is never written, so the numbers are the emitted lines'."""
+        return position_string(self.file, self.pos, row, seq_offset=self.seq_offset)
 
 
 @dataclass
@@ -124,7 +127,7 @@ class Windows:
             self.add_table(mark.db, mark.table)
         if not self.filters.wants(mark.db, mark.table):
             log.warning(f"re-snapshot mark for {mark.db}.{mark.table}, which this tail does not capture: ignored",
-                        extra={"stage": "tail", "position": event.position(0, snapshot=False)})
+                        extra={"stage": "tail", "position": event.position(0)})
             return
         if mark.mark == LOW:
             self._open[name] = _Window(mark.run, mark.chunk)  # a rerun's low mark replaces a dead window
@@ -148,7 +151,7 @@ class Windows:
             self._redo(mark, directory, why or "its chunk file is missing or incomplete", event)
             return
         assert window is not None
-        first = event.position(0, snapshot=True)
+        first = event.position(0)
         latest = self.history.latest(mark.db, mark.table)
         if latest is None or not latest.same_shape(chunk.schema):
             # The chunk was read with this schema inside the window (no DDL since): it is the table's at this mark.
@@ -157,7 +160,7 @@ class Windows:
         parts = []
         for row, (key, after) in enumerate(kept):
             body = {"after": after, "before": None, "db": mark.db, "key": key, "op": "r",
-                    "position": event.position(row, snapshot=True)}
+                    "position": event.position(row)}
             src = {"file": event.file, "gtid": event.gtid, "pos": event.pos, "row": row, "server_id": event.server_id}
             parts.append(line_template(*split_line(body, src, mark.table)))
         add(first, b"".join(parts), len(kept))
@@ -168,7 +171,7 @@ class Windows:
 
     def _redo(self, mark: Mark, directory: Any, why: str, event: MarkEvent) -> None:
         log.warning(f"re-snapshot {mark.run} chunk {mark.chunk} of {mark.db}.{mark.table} not emitted: {why}; "
-                    "cdc resnapshot reads it again", extra={"stage": "tail", "position": event.position(0, snapshot=False)})
+                    "cdc resnapshot reads it again", extra={"stage": "tail", "position": event.position(0)})
         if directory.is_dir():
             write_bytes_atomic(redo_path(directory, mark.file or f"chunk-{mark.chunk:06d}-00000000.jsonl"),
                                why.encode() + b"\n")
@@ -176,7 +179,7 @@ class Windows:
     def _end(self, mark: Mark, event: MarkEvent, add: AddLines) -> None:
         """The table was read whole: every row older than the cut that was not read again is gone from the source."""
         assert mark.cut is not None
-        position = event.position(0, snapshot=False)
+        position = event.position(0)
         cut = position_string(mark.cut[0], mark.cut[1], 0, seq_offset=event.seq_offset)
         # Every row was read after the cut: a flag on an older ALTER (a default only a re-read can know) is answered.
         self.history.mark_repaired(mark.db, mark.table, cut)

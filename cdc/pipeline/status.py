@@ -183,8 +183,8 @@ def resnapshot_view(state: StateDir) -> tuple[dict[str, Any] | None, str | None]
     parts = [f"{t['table']} {'done' if t['done'] else 'waiting for tail' if t['read_all'] else 'reading'} "
              f"{t['rows']:,}/~{t['est_rows']:,} rows in {t['chunks']} chunk(s)" for t in tables]
     return view, (f"resnapshot {checkpoint.run} (started {checkpoint.started_at}) in progress: " + "; ".join(parts)
-                  + ". If it is not running, rerun the same `cdc resnapshot` to finish it: until then tail keeps "
-                  "its checkpoint before an unfinished chunk")
+                  + ". If it is not running, rerun the same `cdc resnapshot` to finish it (or `cdc resnapshot --cancel`): "
+                  "until then tail keeps its checkpoint before an unfinished chunk")
 
 
 def _ask_server(settings: Settings, report: StatusReport, position: SourcePosition | None, now: float) -> None:

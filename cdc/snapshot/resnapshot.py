@@ -167,7 +167,8 @@ def _begin(state: StateDir, infos: list[TableInfo]) -> tuple[ResnapshotCheckpoin
         if [t.name for t in known.tables] != names:
             raise UsageError(f"re-snapshot {known.run} of {', '.join(t.name for t in known.tables)} is not finished",
                              hint="rerun `cdc resnapshot " + " ".join(t.name for t in known.tables) + "` to finish it "
-                             "first (tail keeps its checkpoint before an unfinished chunk until then)")
+                             "first, or `cdc resnapshot --cancel` to give it up (tail keeps its checkpoint "
+                             "before an unfinished chunk until then)")
         return known, True
     run = time.strftime("r%Y%m%d%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
     tables = tuple(ResnapshotTable(i.db, i.table, est_rows=i.est_rows) for i in infos)

@@ -71,7 +71,8 @@ def test_resnapshot_repairs_changes_made_with_sql_log_bin_off(mariadb: MariaDB, 
     assert replay(state, fresh_db, "t") == expected
     lines = [line for line in changelog_lines(state) if line.get("table") == "t"]
     reads = [line for line in lines if line["op"] == "r"]
-    assert len(reads) == len(expected) and all(line["position"].split(":")[2].startswith("s") for line in reads)
+    # Kind b: a segment tail seals may start with them, and tail's recovery takes s segments for the snapshot's.
+    assert len(reads) == len(expected) and all(line["position"].split(":")[2].startswith("b") for line in reads)
     end = [line for line in lines if line["op"] == "ddl" and line["kind"] == "resnapshot"]
     assert len(end) == 1 and end[0]["cut"] < reads[0]["position"] < end[0]["position"]
     validator = jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "changelog.schema.json").read_text()))
@@ -185,7 +186,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
 
     create_marks_table(mariadb)
     start = binlog_start(mariadb)
-    _table(mariadb, fresh_db, rows=1000)
+    _table(mariadb, fresh_db, rows=2000)
     state = tmp_path / "state"
     with tail_running(mariadb, state, fresh_db, start):
         _silent_changes(mariadb, fresh_db)
@@ -202,7 +203,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
     env = {"CDC_MYSQL_DATABASES": fresh_db, "CDC_MYSQL_WATERMARK_TABLE": f"{MARKS}.watermarks"}
     kills = 0
     # Throttled: a tail killed every few seconds must still catch up with it on a loaded machine.
-    with Workload(mariadb, fresh_db, "t", 1000, seed=3, pause=0.005):
+    with Workload(mariadb, fresh_db, "t", 2000, seed=3, pause=0.005):
         reader = threading.Thread(target=resnapshot, daemon=True)
         reader.start()
         while reader.is_alive():
@@ -210,7 +211,7 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
             tail = subprocess.Popen([sys.executable, "-m", "cdc", "tail", "--follow", "--flush-interval", "0.05",
                                      "--state-dir", str(state)], cwd=ROOT, env=env_for(mariadb, **env),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            reader.join(rng.uniform(1.0, 3.0))  # a tail process starts in about a second
+            reader.join(rng.uniform(0.8, 2.5))  # a tail process starts in about a second
             tail.send_signal(signal.SIGKILL)
             tail.wait()
             kills += 1
