@@ -29,9 +29,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc.schema import Column, TableSchema
-from cdc.spark.compact import META, ROW_OPS, TableInput, by_version, scoped_versions, typed
-from cdc.spark.types import raw_struct, spark_type
+from cdc.schema import Column, TableSchema, carried
+from cdc.spark.compact import META, ROW_OPS, TableInput, by_version, fill_literal, scoped_versions, typed
+from cdc.spark.types import raw_struct
 
 
 def row_columns(final: TableSchema) -> list[str]:
@@ -67,7 +67,8 @@ def row_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema, 
                           F.when(F.col("op").isin("u", "d"), image("before")).alias("b"))
 
     def event(image_name: str, sign: int) -> SparkColumn:
-        values = [by_version(scoped, _field(image_name, c, final)).alias(f"c{i}") for i, c in enumerate(final.columns)]
+        values = [by_version(scoped, _field(image_name, c, final, versions)).alias(f"c{i}")
+                  for i, c in enumerate(final.columns)]
         return F.struct(*values, F.col("op").alias("_cdc_op"), F.col("position").alias("_cdc_position"),
                         F.col("ts").alias("_cdc_commit_ts"), F.lit(sign).alias("_sign"))
 
@@ -78,12 +79,19 @@ def row_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema, 
     return events.dropDuplicates(["_cdc_position", "_sign"])
 
 
-def _field(image: str, column: Column, final: TableSchema) -> Callable[[TableSchema], SparkColumn]:
-    """value(version) of one final column from an image: typed to the final schema, null where the version lacks it."""
+def _field(image: str, column: Column, final: TableSchema,
+           versions: list[TableSchema]) -> Callable[[TableSchema], SparkColumn]:
+    """value(version) of one final column from an image, typed to the final schema.
+
+    A column added after the image's version holds what MySQL gave the existing rows (cdc.schema.carried:
+    its DEFAULT, the type's implicit value or NULL), as the lake's older copies do (compact.read_base); a
+    renamed one is read under its old name. Else a later delete of such a copy would not find it.
+    """
     def value(version: TableSchema) -> SparkColumn:
-        if column.name not in version.column_names:
-            return F.lit(None).cast(spark_type(column))
-        return typed(F.col(image).getField(column.name), version.column(column.name), column)
+        source = carried(versions, column.name, version.position, final.position)
+        if source.source is None:
+            return fill_literal(column, source.fill)
+        return typed(F.col(image).getField(source.source), version.column(source.source), column)
     return value
 
 

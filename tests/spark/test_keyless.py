@@ -245,3 +245,31 @@ def test_shipped_to_s3_then_merged_from_there(aws_env: dict[str, str], moto_serv
         snowflake = _applied(merger, summary.batch_id or "", snowflake)
         assert snowflake == w.rows
     assert w.rows == Counter({dup: 1, (4, None, "4.00"): 2})
+
+
+def test_a_column_added_with_a_default_fills_older_copies_in_the_lake_and_in_the_run(tmp_path: Path,
+                                                                                     spark: Any) -> None:
+    """ADD COLUMN e INT NOT NULL DEFAULT 7: every older copy holds 7 (the lake's and those the run wrote before the
+    ALTER), so a later delete of one, whose before image holds e = 7, finds it (issue #30 on a keyless table)."""
+    state = StateDir(tmp_path / "state")
+    state.ensure()
+    w = Lines(state)
+    for _ in range(2):
+        w.emit("c", None, (1, "x", None))
+    w.write(w.lines)
+    merge(state, spark=spark)
+    w.lines = []
+    w.emit("c", None, (2, None, None))  # the same run, before the ALTER
+    added = w._next()
+    SchemaHistory(state.schema).record(TableSchema("db", "t", (*COLUMNS, Column("e", "int(11)", "int")), (), added,
+                                                   fills={"e": 7}))
+    lines = [("d", {"a": 1, "b": "x", "d": None, "e": 7}, None), ("c", None, {"a": 3, "b": None, "d": "1.00", "e": 6})]
+    for op, before, after in lines:
+        w.lines.append({"after": after, "before": before, "db": "db", "key": after or before, "op": op,
+                        "position": w._next(), "src": {}, "table": "t", "ts": "2026-11-22T07:00:03Z", "v": 1})
+    w.write(w.lines)
+    merge(state, spark=spark)
+    table = read_lake_table(state.root / "lake", "db", "t")
+    assert table is not None
+    got = Counter((r["a"], r["b"], None if r["d"] is None else f"{r['d']:.2f}", r["e"]) for r in table.rows)
+    assert got == Counter({(1, "x", None, 7): 1, (2, None, None, 7): 1, (3, None, "1.00", 6): 1})
