@@ -35,6 +35,7 @@ from cdc.source.schema_reads import read_table_schema
 from cdc.values import encoder_for
 from tests.capture.conftest import binlog_start, settings_for
 from tests.capture.workload import TABLE, create_all_types_table, insert_row, prepare_session, run_workload
+from tests.hash_key import KEY
 from tests.rig import MariaDB
 
 Images = list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]]  # (op, before, after) per row
@@ -82,7 +83,7 @@ def _ours(server: MariaDB, captured: dict[str, Any], exclude: frozenset[str] = f
             continue
         if event.kind == "table_map":
             schema = schema_from_map(event.raw, event.db or "", event.table or "", "-", [captured["schema"]])
-            decoders[event.raw.table_id] = RowDecoder(schema, exclude, hashed)
+            decoders[event.raw.table_id] = RowDecoder(schema, exclude, hashed, hash_key=KEY if hashed else None)
         elif event.kind == "rows":
             images += [(event.op or "", b, a) for b, a in decoders[event.table_id or 0].images(event.raw, event.op)]
     return images, list(decoders.values())
