@@ -139,9 +139,13 @@ def spark_merge(ctx: Context) -> Outcome:
     def progress(p: Any) -> None:  # a cdc.spark.MergeProgress
         ctx.report(StageProgress(MergeCheckpoint.STAGE, p.table or p.phase, p.changes_done))
 
-    summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
-                    on_progress=progress)
-    total = sum(t.changes for t in summary.tables)
+    total = 0
+    while True:  # a run cut before a primary-key change (cdc.spark.rekey): the next one merges on from there
+        summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
+                        on_progress=progress)
+        total += sum(t.changes for t in summary.tables)
+        if summary.key_change is None or ctx.stop.is_set():
+            break
     return Outcome(DONE if summary.batch_id else NOTHING, summary.batch_id, total, "changes",
                    detail=summary.to_dict())
 

@@ -32,6 +32,7 @@ from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
 from cdc.spark import batches, lake, scan
+from cdc.spark.rekey import key_change_cut
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult
 from cdc.spark.scan import TableStats
 from cdc.spark.sources import Segment, list_input
@@ -107,12 +108,15 @@ def merge(
         # last_position (beyond the documented fields): lines re-read at or before it (a tail replay
         # after a crash) were merged by an earlier run and are dropped, never re-applied.
         last_position = max(filter(None, [journal.get("max_position"), checkpoint.last_position]), default=None)
-        MergeCheckpoint(manifest["segments"][1], batch, last_position).write(state)
+        # A run cut before a key change keeps its segment: the next run reads the rest of its input again.
+        segment = checkpoint.last_segment if journal.get("key_change") else manifest["segments"][1]
+        MergeCheckpoint(segment, batch, last_position).write(state)
         shutil.rmtree(batches.staging_dir(state.batches, batch), ignore_errors=True)
         summary.batch_id, summary.batch_dir = batch, str(batch_dir)
         summary.segments = list(manifest["segments"])
         summary.tables = [TableResult(**entry["result"]) for entry in journal["tables"]]
         summary.warnings = list(journal.get("warnings", []))
+        summary.key_change = journal.get("key_change")
         summary.seconds = time.monotonic() - started
         report("done")
         return summary
@@ -161,6 +165,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     infos: the table stats if already known (scan.local_stats), else one Spark aggregate finds them.
     """
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     from cdc.spark.session import tune_for_input
     from cdc.spark.types import LINE_SCHEMA
@@ -178,6 +183,10 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         report("scanning")
         with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
             infos = scan.spark_stats(raw)
+    cut = key_change_cut(history, infos)
+    if cut is not None:  # this run ends before a key change; the next one merges the rest (cdc.spark.rekey)
+        raw = raw.filter(F.col("position") < F.lit(cut))
+        infos = scan.spark_stats(raw)
     max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
     with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
         cascades = _cascades(spark, raw, state, history, infos, target, run)
@@ -185,7 +194,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     # table map): nothing to merge, and no schema to merge it with.
     infos = [i for i in cascades.stats(infos) if i.rows or history.at(i.db, i.table, i.last_position) is not None]
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
-    raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
+    raw = _keyed_lines(spark, raw, files, merged_upto, history, infos, cut)
     if cascades.lines:
         from cdc.spark.cascade_reads import read_lines
 
@@ -209,7 +218,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     finally:
         raw.unpersist()
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
-            "warnings": cascades.warnings}
+            "warnings": cascades.warnings, "key_change": cut}
 
 
 def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
@@ -229,7 +238,7 @@ def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, inf
 
 
 def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None, history: SchemaHistory,
-                 infos: list[TableStats]) -> Any:
+                 infos: list[TableStats], cut: str | None) -> Any:
     """The lines again, `key`/`before` read as structs of the run's primary-key columns (types.keyed_line_schema)."""
     from cdc.spark.types import keyed_line_schema
 
@@ -244,19 +253,21 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     schema = keyed_line_schema(names, values)
     if schema is None:
         return raw
-    return _read_lines(spark, schema, files, merged_upto)
+    return _read_lines(spark, schema, files, merged_upto, cut)
 
 
 def _all_columns(history: SchemaHistory, info: TableStats) -> list[str]:
     return [c.name for v in history.versions(info.db, info.table) for c in v.columns]
 
 
-def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None) -> Any:
-    """The change lines after `merged_upto`, FAILFAST: a damaged line stops the merge, never a row of NULLs."""
+def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:
+    """The change lines after `merged_upto` (and before `cut`), FAILFAST: a damaged line stops the merge, never a
+    row of NULLs."""
     from pyspark.sql import functions as F
 
     lines = spark.read.schema(schema).option("mode", "FAILFAST").json(files)
-    return lines.filter(F.col("position") > merged_upto) if merged_upto else lines
+    lines = lines.filter(F.col("position") > merged_upto) if merged_upto else lines
+    return lines.filter(F.col("position") < F.lit(cut)) if cut else lines
 
 
 def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,
