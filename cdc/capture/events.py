@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import shlex
 import time
 from collections import deque
 from collections.abc import Callable
@@ -31,6 +33,8 @@ from cdc.source.connect import open_connection
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 from cdc.state import StateDir
 from cdc.watermarks import Mark, read_added, record_added
+
+log = logging.getLogger(__name__)
 
 _MAX_QUEUED = 256  # decoded rows events (and the steps between them) waiting behind a job still in a worker
 # ... and the bytes of the change lines among them: 256 events of wide rows would otherwise hold megabytes
@@ -247,6 +251,12 @@ class Capture:
             # information_schema already shows a later change: the next table map gives this ALTER's shape.
             self.history.note_pending(change.db, change.table, position, effects.fills, effects.renamed,
                                       effects.resnapshot)
+        if effects.resnapshot:
+            name = shlex.quote(f"{change.db}.{change.table}")
+            log.warning(f"{change.db}.{change.table}: {effects.resnapshot} (ALTER at {position}): the binlog cannot "
+                        f"carry what it did to the existing rows; they need `cdc resnapshot {name}` (`cdc run` "
+                        "starts it by itself; `cdc status` lists such tables)",
+                        extra={"stage": "tail", "position": position})
 
     def _refresh_foreign_keys(self, db: str, table: str, position: str) -> None:
         """After DDL on a table: record, at the DDL's position, any change of its foreign keys or of theirs.

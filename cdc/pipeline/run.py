@@ -33,6 +33,8 @@ from cdc.capture import StartRequest
 from cdc.config import Settings
 from cdc.errors import CdcError, UsageError
 from cdc.pipeline import failures, run_stages
+from cdc.pipeline.auto_resnapshot import STAGE as AUTO_RESNAPSHOT
+from cdc.pipeline.auto_resnapshot import AutoResnapshot
 from cdc.pipeline.run_stages import Context, Outcome, StageProgress
 from cdc.state import StateDir
 
@@ -169,6 +171,7 @@ def run_pipeline(
                   start=options.start, allow_no_pk=options.allow_no_pk)
     summary = RunSummary(chain, options.follow)
     began, finished = time.monotonic(), False
+    repairs = _repairs(ctx, chain, options)
     try:
         while True:
             summary.cycles += 1
@@ -176,14 +179,26 @@ def run_pipeline(
             summary.seconds = time.monotonic() - began
             if on_cycle:
                 on_cycle(summary)
-            if not options.follow or stop.is_set() or (not busy and stop.wait(options.poll_interval)):
+            # --until-now goes on while a re-snapshot it started runs (cdc.pipeline.auto_resnapshot).
+            repairing = repairs is not None and repairs.poll(finished)
+            if not (options.follow or repairing) or stop.is_set() or (not busy and stop.wait(options.poll_interval)):
                 break
     finally:
+        if repairs is not None:
+            repairs.close()
         ctx.close()
     # --until-now: a signal that came after the last stage finished does not make the run incomplete.
     summary.stopped = SIGNALLED if (stop.is_set() if options.follow else not finished) else CAUGHT_UP
     summary.seconds = time.monotonic() - began
     return summary
+
+
+def _repairs(ctx: Context, chain: list[str], options: RunOptions) -> AutoResnapshot | None:
+    """The automatic re-snapshot of flagged tables: only where this run's tail reads its watermarks."""
+    if "tail" not in chain:
+        return None
+    return AutoResnapshot(ctx.settings, ctx.state, ctx.stop, follow=options.follow,
+                          on_failure=lambda exc: _record(ctx, AUTO_RESNAPSHOT, exc))
 
 
 def _cycle(ctx: Context, chain: list[str], summary: RunSummary,

@@ -252,7 +252,8 @@ class Applier:
         if target.key and rekey.key_changed(schema, self.history.versions(db, table), self._applied_position(batch, key)):
             self.summary.evolved.extend(rekey.rekey(self.execute, target.name, target.key))
             if history is not None:  # SCD2: one row per key and change
-                self.summary.evolved.extend(rekey.rekey(self.execute, target.history, (*target.key, "_CDC_POSITION")))
+                self.summary.evolved.extend(rekey.rekey(self.execute, target.history, (*target.key, "_CDC_POSITION"),
+                                                        drop_unkeyed=False))
 
     def _not_null(self, target: ddl.Target) -> list[str]:
         """Non-key columns Snowflake holds NOT NULL (a bootstrap of an older cdc copied MySQL's): the likely cause

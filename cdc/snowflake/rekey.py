@@ -41,23 +41,32 @@ def declared_key(execute: Execute, table: str) -> list[str]:
     return [str(r[4]) for r in sorted(rows, key=lambda r: int(r[5]))]
 
 
-def rekey(execute: Execute, table: str, key: tuple[str, ...]) -> list[str]:
-    """Declare `key` (Snowflake column names) as `table`'s primary key; what was done (nothing if it already is)."""
+def rekey(execute: Execute, table: str, key: tuple[str, ...], *, drop_unkeyed: bool = True) -> list[str]:
+    """Declare `key` (Snowflake column names) as `table`'s primary key; what was done (nothing if it already is).
+
+    drop_unkeyed: delete the rows with NULL in a new key column first. MySQL's key columns are never NULL: such a
+    row's key was assigned by the ALTER (`ADD COLUMN id INT AUTO_INCREMENT PRIMARY KEY`) and is in no binlog
+    event, so no later change could find the row; the table is flagged for the re-snapshot that brings it back.
+    """
     declared = declared_key(execute, table)
     if sorted(declared) == sorted(key):
         return []
+    done = []
+    if drop_unkeyed:
+        execute(f"DELETE FROM {_Q(table)} WHERE {' OR '.join(f'{_Q(k)} IS NULL' for k in key)}")
+        done.append(f"rows of {table} without a value in the new key deleted (a re-snapshot brings them back)")
     if declared:
         try:
             execute(f"ALTER TABLE {_Q(table)} DROP PRIMARY KEY")
         except CdcError as exc:
             if "syntax error" not in exc.message:
                 raise
-            return _rebuild(execute, table, key)
+            return done + _rebuild(execute, table, key)
     for column in declared:
         if column not in key:
             execute(f"ALTER TABLE {_Q(table)} ALTER COLUMN {_Q(column)} DROP NOT NULL")
     execute(f"ALTER TABLE {_Q(table)} ADD PRIMARY KEY ({', '.join(_Q(k) for k in key)})")
-    return [f"primary key of {table} changed from ({', '.join(declared)}) to ({', '.join(key)})"]
+    return done + [f"primary key of {table} changed from ({', '.join(declared)}) to ({', '.join(key)})"]
 
 
 def _rebuild(execute: Execute, table: str, key: tuple[str, ...]) -> list[str]:
