@@ -24,6 +24,8 @@ from tests.rig import MariaDB
 from tests.snowflake.test_pipeline import _lake_expected, _snowflake_rows, _snowflake_value, _typed
 
 TABLE = "keyed"
+# Awkward names in the key columns (a space, a dot, non-ASCII): quoted through SHOW PRIMARY KEYS, ADD PRIMARY KEY, MERGE.
+B, U = "`b ö-1`", "`u.1`"
 
 
 def merge_all(state: StateDir, spark: Any) -> int:
@@ -71,8 +73,8 @@ def test_primary_key_changes_reach_lake_and_snowflake_exactly(mariadb: MariaDB, 
     state = StateDir(tmp_path / "state")
     table = f"`{fresh_db}`.`{TABLE}`"
     start = binlog_start(mariadb)
-    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, b INT NOT NULL, c VARCHAR(10), "
-                    "u INT NOT NULL UNIQUE)")
+    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, {B} INT NOT NULL, c VARCHAR(10), "
+                    f"{U} INT NOT NULL UNIQUE)")
     mariadb.execute(f"INSERT INTO {table} VALUES " + ", ".join(f"({i}, {i % 2}, 'c{i}', {100 + i})"
                                                              for i in range(1, 9)))
     tail_once(mariadb, state.root, fresh_db, start)
@@ -82,20 +84,20 @@ def test_primary_key_changes_reach_lake_and_snowflake_exactly(mariadb: MariaDB, 
     # allows, beside (1, 1); a key column updated under the new key moves the row.
     mariadb.execute(f"UPDATE {table} SET c = 'before' WHERE id = 2")
     mariadb.execute(f"DELETE FROM {table} WHERE id = 3")
-    mariadb.execute(f"ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY (id, b)")
+    mariadb.execute(f"ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY (id, {B})")
     mariadb.execute(f"INSERT INTO {table} VALUES (1, 7, 'same id', 201)")
-    mariadb.execute(f"UPDATE {table} SET b = 5, c = 'moved' WHERE id = 4 AND b = 0")
+    mariadb.execute(f"UPDATE {table} SET {B} = 5, c = 'moved' WHERE id = 4 AND {B} = 0")
     mariadb.execute(f"UPDATE {table} SET c = 'after' WHERE id = 2")
     mariadb.execute(f"DELETE FROM {table} WHERE id = 5")
     _replicate(mariadb, fresh_db, state, spark, sf, "widened", runs=2)
 
     # Moved to the UNIQUE NOT NULL column, then narrowed back to id in the same input: three runs, two cuts.
     # Under (u), (1, 1) can repeat; it must be gone again before (id) can be the key.
-    mariadb.execute(f"UPDATE {table} SET c = 'x' WHERE u = 106")
-    mariadb.execute(f"ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY (u)")
+    mariadb.execute(f"UPDATE {table} SET c = 'x' WHERE {U} = 106")
+    mariadb.execute(f"ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY ({U})")
     mariadb.execute(f"INSERT INTO {table} VALUES (1, 1, 'twin', 300)")
-    mariadb.execute(f"UPDATE {table} SET u = 307, c = 'u moved' WHERE u = 107")
-    mariadb.execute(f"DELETE FROM {table} WHERE u IN (300, 201)")
+    mariadb.execute(f"UPDATE {table} SET {U} = 307, c = 'u moved' WHERE {U} = 107")
+    mariadb.execute(f"DELETE FROM {table} WHERE {U} IN (300, 201)")
     mariadb.execute(f"ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY (id)")
     mariadb.execute(f"UPDATE {table} SET c = 'narrow' WHERE id = 8")
     mariadb.execute(f"INSERT INTO {table} VALUES (10, 0, 'ten', 110)")
