@@ -15,7 +15,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 /* Raised when this file changes what the Python side passes (cdc/rows/native_plan.py). */
@@ -69,17 +68,28 @@ static uint64_t be(const unsigned char *p, int n) {
     return v;
 }
 
+/* Decimal digits of v, at least `width` of them (zero-padded), at w; returns the end (printf's %0*llu, faster). */
+static char *digits_at(char *w, uint64_t v, int width) {
+    char tmp[24];
+    int n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (n < width) tmp[n++] = '0';
+    while (n) *w++ = tmp[--n];
+    return w;
+}
+
 static int put_int(Buf *out, const unsigned char *p, long size, long is_unsigned) {
-    char text[24];
+    if (buf_reserve(out, 24) < 0) return -1;
     uint64_t raw = le(p, (int)size);
-    int n;
-    if (is_unsigned) {
-        n = snprintf(text, sizeof text, "%llu", (unsigned long long)raw);
-    } else {
+    char *w = out->data + out->len;
+    if (!is_unsigned) {
         int shift = 64 - 8 * (int)size;
-        n = snprintf(text, sizeof text, "%lld", (long long)(int64_t)(raw << shift) >> shift);
+        int64_t v = (int64_t)(raw << shift) >> shift;
+        if (v < 0) { *w++ = '-'; raw = (uint64_t)0 - (uint64_t)v; }
+        else raw = (uint64_t)v;
     }
-    return buf_put(out, text, n);
+    out->len = digits_at(w, raw, 1) - out->data;
+    return 0;
 }
 
 static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
@@ -99,7 +109,7 @@ static int decimal_group(const unsigned char *p, int width, int digits, uint8_t 
         v = v << 8 | byte;
     }
     if (v >= POW10[digits]) return -1; /* not a valid group: Python's arithmetic would differ, let it decide */
-    snprintf(text, 12, "%0*u", digits, (unsigned)v);
+    digits_at(text, v, digits);
     return 0;
 }
 
@@ -146,22 +156,34 @@ bad:
 }
 
 static int put_datetime2(Buf *out, const unsigned char *p, long fsize, long scale) {
+    if (buf_reserve(out, 48) < 0) return -1;
     uint64_t data = be(p, 5);
     unsigned ym = (unsigned)((data >> 22) & 0x1FFFF);
-    char text[48];
-    int n = snprintf(text, sizeof text, "\"%04u-%02u-%02u %02u:%02u:%02u", ym / 13, ym % 13,
-                     (unsigned)(data >> 17) & 0x1F, (unsigned)(data >> 12) & 0x1F, (unsigned)(data >> 6) & 0x3F,
-                     (unsigned)data & 0x3F);
-    if (fsize) n += snprintf(text + n, sizeof text - n, ".%06llu", (unsigned long long)(be(p + 5, (int)fsize) * scale));
-    text[n++] = '"';
-    return buf_put(out, text, n);
+    char *w = out->data + out->len;
+    *w++ = '"';
+    w = digits_at(w, ym / 13, 4); *w++ = '-';
+    w = digits_at(w, ym % 13, 2); *w++ = '-';
+    w = digits_at(w, (data >> 17) & 0x1F, 2); *w++ = ' ';
+    w = digits_at(w, (data >> 12) & 0x1F, 2); *w++ = ':';
+    w = digits_at(w, (data >> 6) & 0x3F, 2); *w++ = ':';
+    w = digits_at(w, data & 0x3F, 2);
+    if (fsize) { *w++ = '.'; w = digits_at(w, be(p + 5, (int)fsize) * (uint64_t)scale, 6); }
+    *w++ = '"';
+    out->len = w - out->data;
+    return 0;
 }
 
 static int put_date(Buf *out, const unsigned char *p) {
+    if (buf_reserve(out, 24) < 0) return -1;
     unsigned v = (unsigned)le(p, 3);
-    char text[24];
-    int n = snprintf(text, sizeof text, "\"%04u-%02u-%02u\"", v >> 9, (v >> 5) & 0xF, v & 0x1F);
-    return buf_put(out, text, n);
+    char *w = out->data + out->len;
+    *w++ = '"';
+    w = digits_at(w, v >> 9, 4); *w++ = '-';
+    w = digits_at(w, (v >> 5) & 0xF, 2); *w++ = '-';
+    w = digits_at(w, v & 0x1F, 2);
+    *w++ = '"';
+    out->len = w - out->data;
+    return 0;
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -462,9 +484,9 @@ static PyObject *rows(PyObject *self, PyObject *args) {
         if (op == 'c' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, &before, bspans) < 0) goto done;
         if (put_bytes(&out, p1) < 0 || put_object(&out, plan->keys, row, rspans) < 0 || put_bytes(&out, p2) < 0)
             goto done;
-        int n = snprintf(digits, sizeof digits, "%012zd", index);
+        Py_ssize_t n = digits_at(digits, (uint64_t)index, 12) - digits;
         if (buf_put(&out, digits, n) < 0 || put_bytes(&out, p3) < 0) goto done;
-        n = snprintf(digits, sizeof digits, "%zd", index);
+        n = digits_at(digits, (uint64_t)index, 1) - digits;
         if (buf_put(&out, digits, n) < 0 || put_bytes(&out, p4) < 0) goto done;
     }
     result = Py_BuildValue("(y#n)", out.data ? out.data : "", out.len, index > first ? index - first : 0);
