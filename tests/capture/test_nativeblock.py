@@ -28,7 +28,6 @@ from tests.hash_key import KEY
 from tests.rows.test_compiled import tables
 
 
-
 @pytest.fixture(autouse=True)
 def _native_decoder_built() -> None:
     """The C decoder is built by `pip install -e .` (scripts/setup.sh): missing or stale fails, unless CDC_NATIVE=0."""

@@ -77,10 +77,9 @@ def _our_events(server: MariaDB, captured: dict[str, Any]) -> Iterator[binlog.Ev
         reader.close()
 
 
-def _ours(server: MariaDB, captured: dict[str, Any], exclude: frozenset[str] = frozenset(),
-          hashed: frozenset[str] = frozenset()) -> tuple[Images, list[RowDecoder]]:
-    images: Images = []
-    decoders: dict[int, RowDecoder] = {}
+def _rows_events(server: MariaDB, captured: dict[str, Any], exclude: frozenset[str], hashed: frozenset[str],
+                 decoders: dict[int, RowDecoder]) -> Iterator[tuple[binlog.Event, RowDecoder]]:
+    """Each rows event of the captured range with its table's decoder (kept in `decoders` by table id)."""
     for event in _our_events(server, captured):
         if event.db != captured["db"]:
             continue
@@ -88,7 +87,15 @@ def _ours(server: MariaDB, captured: dict[str, Any], exclude: frozenset[str] = f
             schema = schema_from_map(event.raw, event.db or "", event.table or "", "-", [captured["schema"]])
             decoders[event.raw.table_id] = RowDecoder(schema, exclude, hashed, hash_key=KEY if hashed else None)
         elif event.kind == "rows":
-            images += [(event.op or "", b, a) for b, a in decoders[event.table_id or 0].images(event.raw, event.op)]
+            yield event, decoders[event.table_id or 0]
+
+
+def _ours(server: MariaDB, captured: dict[str, Any], exclude: frozenset[str] = frozenset(),
+          hashed: frozenset[str] = frozenset()) -> tuple[Images, list[RowDecoder]]:
+    images: Images = []
+    decoders: dict[int, RowDecoder] = {}
+    for event, decoder in _rows_events(server, captured, exclude, hashed, decoders):
+        images += [(event.op or "", b, a) for b, a in decoder.images(event.raw, event.op)]
     return images, list(decoders.values())
 
 
@@ -196,23 +203,15 @@ def _lines(server: MariaDB, captured: dict[str, Any], exclude: frozenset[str] = 
            hashed: frozenset[str] = frozenset()) -> tuple[list[bytes], list[bytes]]:
     """Every rows event's lines from the Python fast path (rows_block over images()) and from the C decoder."""
     python, c = [], []
-    decoders: dict[int, RowDecoder] = {}
-    for event in _our_events(server, captured):
-        if event.db != captured["db"]:
-            continue
-        if event.kind == "table_map":
-            schema = schema_from_map(event.raw, event.db or "", event.table or "", "-", [captured["schema"]])
-            decoders[event.raw.table_id] = RowDecoder(schema, exclude, hashed, hash_key=KEY if hashed else None)
-        elif event.kind == "rows":
-            decoder = decoders[event.table_id or 0]
-            meta = RowsMeta(event.db or "", event.table or "", event.file, event.pos, "0-1-7", event.server_id,
-                            event.op or "")
-            found = decoder.native_body(event.raw)
-            assert found is not None, "the C decoder reads every table the Python fast path reads"
-            lines = native_block(*found, meta)
-            assert lines is not None, f"the C decoder gave up on the event at {event.file}:{event.pos}"
-            c.append(lines[0])
-            python.append(rows_block(decoder.images(event.raw, event.op), decoder.key_names, meta)[0])
+    for event, decoder in _rows_events(server, captured, exclude, hashed, {}):
+        meta = RowsMeta(event.db or "", event.table or "", event.file, event.pos, "0-1-7", event.server_id,
+                        event.op or "")
+        found = decoder.native_body(event.raw)
+        assert found is not None, "the C decoder reads every table the Python fast path reads"
+        lines = native_block(*found, meta)
+        assert lines is not None, f"the C decoder gave up on the event at {event.file}:{event.pos}"
+        c.append(lines[0])
+        python.append(rows_block(decoder.images(event.raw, event.op), decoder.key_names, meta)[0])
     return python, c
 
 
