@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdc.capture.nativeblock import native_block
+from cdc.capture.nativeblock import IS_CURRENT, KNOWN_FIELDS, native_block
 from cdc.capture.rowblock import RowsMeta, rows_block
 from cdc.rows import native
 from cdc.rows.decode import FAST_PATH_ERRORS, RowDecoder
@@ -58,9 +58,18 @@ def _body(data: st.DataObject, decoder: RowDecoder, values: list[Any], images: i
 
 
 def _meta(data: st.DataObject, op: str) -> RowsMeta:
-    return RowsMeta("shop \"db\"", "t\u00e9\n", "mariadb-bin.000007", data.draw(st.integers(4, 2 ** 40)),
+    meta = RowsMeta("shop \"db\"", "t\u00e9\n", "mariadb-bin.000007", data.draw(st.integers(4, 2 ** 40)),
                     data.draw(st.sampled_from([None, "0-1-42"])), data.draw(st.sampled_from([None, 1, 2 ** 32 - 1])),
-                    op, first=data.draw(st.sampled_from([0, 0, 1, 3])))
+                    op, first=data.draw(st.sampled_from([0, 0, 1, 3])), seq_offset=data.draw(st.sampled_from([0, 5])))
+    if "fk_checks" in RowsMeta._fields:  # issue 24's flag: rendered by both paths
+        meta = meta._replace(fk_checks=data.draw(st.booleans()))
+    return meta
+
+
+def test_the_c_pieces_know_every_field_of_rows_meta() -> None:
+    """A field added to RowsMeta may change the lines: cdc.capture.nativeblock.pieces must render it too."""
+    assert set(RowsMeta._fields) <= KNOWN_FIELDS, "teach nativeblock.pieces the new RowsMeta fields, then KNOWN_FIELDS"
+    assert IS_CURRENT
 
 
 def _python(decoder: RowDecoder, body: bytes, meta: RowsMeta) -> tuple[bytes, int] | None:
