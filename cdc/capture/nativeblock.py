@@ -8,6 +8,7 @@ Lines are byte-identical to rows_block's (tests/capture/test_nativeblock.py, tes
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import orjson
@@ -27,12 +28,27 @@ IS_CURRENT = set(RowsMeta._fields) <= KNOWN_FIELDS
 
 def pieces(meta: RowsMeta) -> tuple[bytes, bytes, bytes, bytes]:
     """The fixed pieces of every line of one rows event, for the C decoder."""
-    src_head, src_tail = src_parts(meta)
-    position = meta.position(0)[:-12]
+    checks = getattr(meta, "fk_checks", True)
+    db_key, op_position, src_before_pos, src_tail = _event_parts(meta.db, meta.op, checks, meta.file, meta.gtid,
+                                                                 meta.server_id, meta.table)
+    return (db_key, op_position + _dumps(meta.position(0)[:-12])[:-1],
+            src_before_pos + str(meta.pos).encode() + _POS_END, src_tail)
+
+
+_POS_END = b',"row":'
+
+
+@functools.lru_cache(maxsize=1024)  # the events of one transaction share all but their position
+def _event_parts(db: str, op: str, fk_checks: bool, file: str, gtid: str | None, server_id: int | None,
+                 table: str) -> tuple[bytes, bytes, bytes, bytes]:
+    """pieces() but for the event's position: rowblock's own src parts, cut where the position goes."""
+    src_head, src_tail = src_parts(RowsMeta(db, table, file, 0, gtid, server_id, op))
+    before, found, after = src_head.rpartition(b',"pos":0' + _POS_END)
+    assert found and not after, src_head  # a dumped string never holds a bare quote: the cut is unique
     # `"fk_checks":false` only on events run with foreign_key_checks=0; it sorts between db and key.
-    checks = b"" if getattr(meta, "fk_checks", True) else b',"fk_checks":false'
-    return (b',"db":' + _dumps(meta.db) + checks + b',"key":', b',"op":' + _dumps(meta.op) + b',"position":' +
-            _dumps(position)[:-1], b'"' + src_head, src_tail)
+    checks = b"" if fk_checks else b',"fk_checks":false'
+    return (b',"db":' + _dumps(db) + checks + b',"key":', b',"op":' + _dumps(op) + b',"position":',
+            b'"' + before + b',"pos":', src_tail)
 
 
 def native_block(native: NativeRows, body: bytes, meta: RowsMeta) -> tuple[bytes, int] | None:
