@@ -1,10 +1,10 @@
 /* Tail's row decoder in C: a full-image rows-event body -> the finished change lines of its rows (issue 28).
  *
  * It does what cdc.rows.compiled's reader and cdc.capture.rowblock.rows_block do together in Python,
- * following a column program cdc.rows.native_plan builds once per table map: per column one action
- * (an integer, DECIMAL as its exact text, DATETIME2 and DATE as text, UTF-8 text validated and escaped
- * as orjson escapes it, binary in base64, an ENUM's label), or a call of the column's Python reader
- * and orjson.dumps of its value for every other type (FLOAT, DOUBLE, TIME, TIMESTAMP, YEAR, SET, BIT,
+ * following a column program cdc.rows.native builds once per table map: per column one action (an
+ * integer, DECIMAL as its exact text, DATETIME2, TIMESTAMP2, TIME2 and DATE as text, YEAR, UTF-8 text
+ * validated and escaped as orjson escapes it, binary in base64, an ENUM's label), or a call of the
+ * column's Python reader and orjson.dumps of its value for every other type (FLOAT, DOUBLE, SET, BIT,
  * GEOMETRY, other charsets, hashed columns): the output is the Python fast path's, byte for byte.
  *
  * Exactness rule: on anything this code is not sure of (bytes past the end of the body, invalid UTF-8,
@@ -17,15 +17,17 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Raised when this file changes what the Python side passes (cdc/rows/native_plan.py). */
-#define ABI_VERSION 1
+/* Raised when this file changes what the Python side passes (cdc/rows/native.py). */
+#define ABI_VERSION 2
 
-enum action { A_PYTHON, A_INT, A_DECIMAL, A_TEXT, A_BASE64, A_DATETIME2, A_DATE, A_ENUM, A_COUNT };
+enum action { A_PYTHON, A_INT, A_DECIMAL, A_TEXT, A_BASE64, A_DATETIME2, A_DATE, A_ENUM, A_YEAR, A_TIMESTAMP2, A_TIME2,
+              A_COUNT };
 
 typedef struct {
     int action;
     long a, b;          /* INT: size, unsigned; DECIMAL: precision, scale; TEXT/BASE64: length size, pad;
-                           DATETIME2: fraction bytes, scale; ENUM: size */
+                           DATETIME2: fraction bytes, scale; ENUM: size; TIMESTAMP2, TIME2: fraction bytes,
+                           1 if the column shows fraction digits (its fsp > 0) */
     PyObject *extra;    /* PYTHON: the reader; ENUM: tuple of label fragments (bytes) */
 } Column;
 
@@ -186,6 +188,71 @@ static int put_date(Buf *out, const unsigned char *p) {
     return 0;
 }
 
+/* YEAR as cdc.rows.temporal.read_year + cdc.values: 0 stays 0, else 1900 + the byte. */
+static int put_year(Buf *out, const unsigned char *p) {
+    if (buf_reserve(out, 8) < 0) return -1;
+    out->len = digits_at(out->data + out->len, p[0] ? 1900u + p[0] : 0, 1) - out->data;
+    return 0;
+}
+
+/* TIMESTAMP2 as timestamp2_reader + cdc.values: UTC 'YYYY-MM-DDThh:mm:ss[.ffffff]Z', zero as 0000-00-00T00:00:00. */
+static int put_timestamp2(Buf *out, const unsigned char *p, long fsize, long scale) {
+    static const uint64_t UNIT[4] = {0, 10000, 100, 1}; /* microseconds per unit of 1-3 fraction bytes */
+    uint64_t seconds = be(p, 4), micro = fsize ? be(p + 4, (int)fsize) * UNIT[fsize] : 0;
+    if (micro > 999999) {
+        PyErr_SetString(PyExc_ValueError, "TIMESTAMP fraction out of range");
+        return -1;
+    }
+    if (buf_reserve(out, 40) < 0) return -1;
+    char *w = out->data + out->len;
+    *w++ = '"';
+    if (seconds == 0 && micro == 0) {
+        memcpy(w, "0000-00-00T00:00:00", 19); w += 19;
+    } else { /* days since 1970-01-01 to a civil date (the proleptic Gregorian calendar, as Python's) */
+        int64_t z = (int64_t)(seconds / 86400) + 719468, rest = (int64_t)(seconds % 86400);
+        int64_t era = z / 146097, doe = z - era * 146097;
+        int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+        int64_t day = doy - (153 * mp + 2) / 5 + 1, month = mp < 10 ? mp + 3 : mp - 9;
+        int64_t year = yoe + era * 400 + (month <= 2);
+        w = digits_at(w, (uint64_t)year, 4); *w++ = '-';
+        w = digits_at(w, (uint64_t)month, 2); *w++ = '-';
+        w = digits_at(w, (uint64_t)day, 2); *w++ = 'T';
+        w = digits_at(w, (uint64_t)(rest / 3600), 2); *w++ = ':';
+        w = digits_at(w, (uint64_t)(rest / 60 % 60), 2); *w++ = ':';
+        w = digits_at(w, (uint64_t)(rest % 60), 2);
+    }
+    if (scale) { *w++ = '.'; w = digits_at(w, micro, 6); }
+    *w++ = 'Z';
+    *w++ = '"';
+    out->len = w - out->data;
+    return 0;
+}
+
+/* TIME2 as time2_reader + cdc.values: '[-]hh:mm:ss[.ffffff]' from the total microseconds. */
+static int put_time2(Buf *out, const unsigned char *p, long fsize, long scale) {
+    static const uint64_t UNIT[4] = {0, 10000, 100, 1};
+    int width = 3 + (int)fsize;
+    int64_t raw = (int64_t)be(p, width) - ((int64_t)1 << (8 * width - 1));
+    int negative = raw < 0;
+    uint64_t magnitude = negative ? (uint64_t)(-raw) : (uint64_t)raw;
+    uint64_t intpart = magnitude >> (8 * fsize), frac = magnitude & ((1ull << (8 * fsize)) - 1);
+    uint64_t total = (((intpart >> 12) & 0x3FF) * 3600 + ((intpart >> 6) & 0x3F) * 60 + (intpart & 0x3F)) * 1000000 +
+                     frac * UNIT[fsize];
+    if (buf_reserve(out, 40) < 0) return -1;
+    char *w = out->data + out->len;
+    *w++ = '"';
+    if (negative && total) *w++ = '-';
+    uint64_t secs = total / 1000000;
+    w = digits_at(w, secs / 3600, 2); *w++ = ':';
+    w = digits_at(w, secs / 60 % 60, 2); *w++ = ':';
+    w = digits_at(w, secs % 60, 2);
+    if (scale) { *w++ = '.'; w = digits_at(w, total % 1000000, 6); }
+    *w++ = '"';
+    out->len = w - out->data;
+    return 0;
+}
+
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /* binascii.b2a_base64(data.ljust(pad, b"\0"), newline=False), quoted. */
@@ -289,6 +356,9 @@ static Py_ssize_t fixed_width(const Column *c) {
     case A_DATETIME2: return 5 + c->a;
     case A_DATE: return 3;
     case A_ENUM: return c->a;
+    case A_YEAR: return 1;
+    case A_TIMESTAMP2: return 4 + c->a;
+    case A_TIME2: return 3 + c->a;
     default: return -1;
     }
 }
@@ -308,6 +378,9 @@ static int read_value(Buf *out, const Column *c, PyObject *body, Py_ssize_t *pos
         case A_DECIMAL: return put_decimal(out, p, c->a, c->b);
         case A_DATETIME2: return put_datetime2(out, p, c->a, c->b);
         case A_DATE: return put_date(out, p);
+        case A_YEAR: return put_year(out, p);
+        case A_TIMESTAMP2: return put_timestamp2(out, p, c->a, c->b);
+        case A_TIME2: return put_time2(out, p, c->a, c->b);
         default: {
             uint64_t index = le(p, (int)c->a);
             Py_ssize_t labels = PyTuple_GET_SIZE(c->extra);
@@ -402,7 +475,8 @@ static int parse_column(PyObject *spec, Column *c) {
     case A_DECIMAL: ok = c->a > 0 && c->a <= 65 && c->b >= 0 && c->b <= 30 && c->b <= c->a; break;
     case A_TEXT: case A_BASE64: ok = c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= 255; break;
     case A_DATETIME2: ok = c->a >= 0 && c->a <= 3 && c->b >= 0 && c->b <= 1000000; break;
-    case A_DATE: ok = 1; break;
+    case A_DATE: case A_YEAR: ok = 1; break;
+    case A_TIMESTAMP2: case A_TIME2: ok = c->a >= 0 && c->a <= 3 && (c->b == 0 || c->b == 1); break;
     case A_ENUM: {
         ok = c->a >= 1 && c->a <= 8 && PyTuple_Check(extra) && PyTuple_GET_SIZE(extra) > 0;
         for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(extra); i++) ok = PyBytes_Check(PyTuple_GET_ITEM(extra, i));
@@ -452,7 +526,7 @@ static PyObject *compile_plan(PyObject *self, PyObject *args) {
 static int put_bytes(Buf *out, PyObject *b) { return buf_put(out, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)); }
 
 /* rows(plan, body, op, first, p1, p2, p3, p4) -> (lines, count): every row's line from `first` on,
- * {"after":A,"before":B <p1> K <p2> %012d <p3> %d <p4> (cdc.rows.native_plan builds the pieces). */
+ * {"after":A,"before":B <p1> K <p2> %012d <p3> %d <p4> (cdc.capture.nativeblock builds the pieces). */
 static PyObject *rows(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *capsule, *body, *p1, *p2, *p3, *p4;
@@ -511,7 +585,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (!module) return NULL;
     const struct { const char *name; long value; } constants[] = {
         {"ABI_VERSION", ABI_VERSION}, {"PYTHON", A_PYTHON}, {"INT", A_INT}, {"DECIMAL", A_DECIMAL}, {"TEXT", A_TEXT},
-        {"BASE64", A_BASE64}, {"DATETIME2", A_DATETIME2}, {"DATE", A_DATE}, {"ENUM", A_ENUM},
+        {"BASE64", A_BASE64}, {"DATETIME2", A_DATETIME2}, {"DATE", A_DATE}, {"ENUM", A_ENUM}, {"YEAR", A_YEAR},
+        {"TIMESTAMP2", A_TIMESTAMP2}, {"TIME2", A_TIME2},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++) {
         if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) {

@@ -1,8 +1,8 @@
 """Tail's row decoder in C (cdc/rows/_native.c, built by `pip install -e .`) and its column program per table map.
 
 The C decoder turns a full-image rows-event body straight into change lines (issue 28). Per column it runs
-one action: integers, DECIMAL, DATETIME2, DATE, ENUM, UTF-8 text (CHAR, VARCHAR, TEXT, MariaDB's JSON) and
-binary in base64 are done in C; every other column (FLOAT, DOUBLE, TIME, TIMESTAMP, YEAR, SET, BIT,
+one action: integers, DECIMAL, DATETIME2, TIMESTAMP2, TIME2, DATE, YEAR, ENUM, UTF-8 text (CHAR, VARCHAR,
+TEXT, MariaDB's JSON) and binary in base64 are done in C; every other column (FLOAT, DOUBLE, SET, BIT,
 GEOMETRY, text in other charsets, hashed columns) calls its Python fast-path reader, whose value orjson
 writes. So every table with a Python fast path has a C one too, and its lines are the Python path's.
 
@@ -27,9 +27,10 @@ from cdc.rows.strings import by_shape
 from cdc.schema import Column, TableSchema
 from cdc.values import INTEGER_TYPES
 
-ABI_VERSION = 1  # must match _native.c's: what compile() and rows() take
-_ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM")
-PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM = range(len(_ACTIONS))
+ABI_VERSION = 2  # must match _native.c's: what compile() and rows() take
+_ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2")
+PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2 = range(len(_ACTIONS))
+_CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
 _INT_SIZES = {F.TINY: 1, F.SHORT: 2, F.INT24: 3, F.LONG: 4, F.LONGLONG: 8}
 _STRINGS = (F.VARCHAR, F.STRING, F.BLOB)
 
@@ -73,6 +74,10 @@ def column_spec(lib_column: Any, ours: Column, read: Reader, hashed: bool) -> Sp
         return DATETIME2, size, scale, None
     if kind == F.DATE and ours.data_type == "date":
         return DATE, 0, 0, None
+    if kind == F.YEAR and ours.data_type == "year":
+        return YEAR, 0, 0, None
+    if kind in _CLOCKS and ours.data_type == _CLOCKS[kind][0]:
+        return _CLOCKS[kind][1], fraction(lib_column.fsp or 0)[0], int((ours.fsp or 0) > 0), None
     if kind == F.ENUM and ours.data_type == "enum":
         labels = [orjson.dumps(label) for label in lib_column.enum_values or [""]]
         return ENUM, lib_column.size, 0, (*labels, b'""')  # the last: any index past the labels

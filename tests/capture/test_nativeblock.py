@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import os
 import struct
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pymysqlreplication.constants import FIELD_TYPE as F
 
 from cdc.capture.nativeblock import IS_CURRENT, KNOWN_FIELDS, native_block
 from cdc.capture.rowblock import RowsMeta, rows_block
 from cdc.rows import native
 from cdc.rows.decode import FAST_PATH_ERRORS, RowDecoder
-from cdc.schema import TableSchema
+from cdc.schema import Column, TableSchema
 from tests.hash_key import KEY
 from tests.rows.test_compiled import tables
 
@@ -36,8 +38,26 @@ def _native_decoder_built() -> None:
     assert native.native_module() is not None, native.PROBLEM
 
 
+def _clocks(data: st.DataObject) -> list[tuple[tuple[Any, Column], Any]]:
+    """TIMESTAMP(fsp), TIME(fsp) and YEAR columns (read in C too) with values of their whole binlog range."""
+    fsp = data.draw(st.integers(0, 6))
+    size = (fsp + 1) // 2
+    fractions = st.integers(0, 10 ** (2 * size) - 1) if size else st.just(0)
+    return [
+        ((SimpleNamespace(type=F.TIMESTAMP2, fsp=fsp), Column(name="ts", type="timestamp", data_type="timestamp", fsp=fsp)),
+         st.tuples(st.integers(0, 2 ** 32 - 1), fractions).map(lambda t: t[0].to_bytes(4, "big") + t[1].to_bytes(size, "big"))),
+        ((SimpleNamespace(type=F.TIME2, fsp=fsp), Column(name="tm", type="time", data_type="time", fsp=fsp)),
+         st.integers(0, 256 ** (3 + size) - 1).map(lambda v: v.to_bytes(3 + size, "big"))),
+        ((SimpleNamespace(type=F.YEAR), Column(name="yr", type="year(4)", data_type="year")),
+         st.integers(0, 255).map(lambda v: bytes([v]))),
+    ]
+
+
 def _table(data: st.DataObject) -> tuple[RowDecoder, list[Any]]:
     specs, values = data.draw(tables())
+    for spec, value in _clocks(data):
+        specs.append(spec)
+        values.append(value)
     names = [ours.name for _, ours in specs]
     key = data.draw(st.sampled_from([(), ("id",), ("name", "id")]))
     exclude = frozenset(data.draw(st.sets(st.sampled_from(names), max_size=2))) - set(key)  # tail keeps key columns
@@ -121,11 +141,6 @@ def test_c_decoder_on_truncated_and_corrupted_events(data: st.DataObject) -> Non
 
 
 def test_c_decoder_raises_a_clear_error_on_a_truncated_value() -> None:
-    from types import SimpleNamespace
-
-    from pymysqlreplication.constants import FIELD_TYPE as F
-
-    from cdc.schema import Column
     lib = SimpleNamespace(type=F.VARCHAR, max_length=60, name="name")
     schema = TableSchema("db", "t", (Column(name="name", type="varchar(15)", data_type="varchar", charset="utf8mb4"),), (), "p")
     decoder = RowDecoder(schema, columns=[lib])
@@ -138,11 +153,6 @@ def test_c_decoder_raises_a_clear_error_on_a_truncated_value() -> None:
 
 def test_without_the_extension_the_python_path_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
     """No C compiler at install (or CDC_NATIVE=0): no C decoder, and the Python fast path gives the lines."""
-    from types import SimpleNamespace
-
-    from pymysqlreplication.constants import FIELD_TYPE as F
-
-    from cdc.schema import Column
     schema = TableSchema("db", "t", (Column(name="id", type="int", data_type="int"),), ("id",), "p")
     monkeypatch.setattr(native, "_MODULE", None)
     decoder = RowDecoder(schema, columns=[SimpleNamespace(type=F.LONG, unsigned=False, name="id")])
