@@ -18,6 +18,7 @@ from cdc.capture.decode_pool import DecodePool
 from cdc.capture.fills import alter_effects
 from cdc.capture.filters import Filters
 from cdc.capture.lag import LagMeter
+from cdc.capture.nativeblock import native_block
 from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
 from cdc.capture.start import Start
 from cdc.capture.txn import split_line
@@ -335,6 +336,10 @@ class Capture:
 
     @staticmethod
     def _encode_here(decoder: RowDecoder, event: Event, meta: RowsMeta) -> tuple[bytes, int]:
+        native = decoder.native_body(event.raw)  # the C decoder first (cdc.capture.nativeblock), Python as fallback
+        lines = native_block(*native, meta) if native is not None else None
+        if lines is not None:
+            return lines
         try:
             images = decoder.images(event.raw, meta.op)
         except DataError as exc:
