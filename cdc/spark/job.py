@@ -19,10 +19,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,13 @@ from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
 # wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
 BROADCAST_KEYS = 1_000_000
+# Tables merged at once (Spark jobs submitted from as many threads). A cycle of `cdc run --follow` touches
+# a few rows in many tables: each table's time is then per-job latency (planning on the driver, task
+# launch, the Parquet commit), not work, and while one table's job plans or commits, another's tasks run.
+PARALLEL_TABLES = 4
+# Local input up to this size is scanned in Python (scan.local_stats) even with a session up: a follow
+# cycle's few lines cost milliseconds so, against a Spark job's second or more on a loaded machine.
+LOCAL_SCAN_BYTES = 16 * 1024 * 1024
 
 
 def merge(
@@ -177,7 +187,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if infos is None:
         report("scanning")
         with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
-            infos = scan.spark_stats(raw)
+            small = scan.is_local(files) and sum(s.bytes for s in segments) <= LOCAL_SCAN_BYTES
+            infos = scan.local_stats(files, merged_upto) if small else scan.spark_stats(raw)
     max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
     with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
         cascades = _cascades(spark, raw, state, history, infos, target, run)
@@ -196,20 +207,47 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if sum(1 for i in infos if i.rows) > 1:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        for done, info in enumerate(infos):
-            def step(name: str, table: str = f"{info.db}.{info.table}", done: int = done) -> None:
-                report("merging", table=table, step=name, tables_done=done, result=None)
-
-            entry = _merge_table(spark, raw, history, info, run, target, state.batch_dir(batch), staging, phases, step)
+        merge_one = partial(_merge_table, spark, raw, history, run=run, target=target, batch_dir=state.batch_dir(batch),
+                            staging=staging)
+        for entry in _merge_tables(merge_one, infos, phases, report):
             entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
             entries.append(entry)
-            result = TableResult(**entry["result"])
-            report("merging", step=None, tables_done=done + 1, changes_done=report.now.changes_done + result.changes,
-                   result=result)
     finally:
         raw.unpersist()
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
             "warnings": cascades.warnings}
+
+
+def _merge_tables(merge_one: Callable[..., dict[str, Any]], infos: list[TableStats], phases: dict[str, float],
+                  report: Reporter) -> list[dict[str, Any]]:
+    """Every table's merge, up to PARALLEL_TABLES at once; entries (and each table's finish report) in infos order."""
+    lock = threading.Lock()
+    finished: dict[int, dict[str, Any]] = {}
+    told = [0]  # tables whose finish was reported: in order, so progress reads as before
+
+    def one(index: int, info: TableStats) -> dict[str, Any]:
+        def step(name: str, table: str = f"{info.db}.{info.table}") -> None:
+            with lock:
+                report("merging", table=table, step=name, result=None)
+
+        own: dict[str, float] = {}  # this table's phases, added to the run's under the lock
+        entry = merge_one(info, phases=own, step=step)
+        with lock:
+            for name, seconds in own.items():
+                phases[name] = round(phases.get(name, 0.0) + seconds, 3)
+            finished[index] = entry
+            while told[0] in finished:
+                result = TableResult(**finished[told[0]]["result"])
+                told[0] += 1
+                report("merging", table=result.table, step=None, tables_done=told[0],
+                       changes_done=report.now.changes_done + result.changes, result=result)
+        return entry
+
+    if len(infos) <= 1:
+        return [one(i, info) for i, info in enumerate(infos)]
+    with ThreadPoolExecutor(max_workers=min(PARALLEL_TABLES, len(infos)), thread_name_prefix="merge") as pool:
+        futures = [pool.submit(one, i, info) for i, info in enumerate(infos)]
+        return [f.result() for f in futures]
 
 
 def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
@@ -259,7 +297,7 @@ def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | No
     return lines.filter(F.col("position") > merged_upto) if merged_upto else lines
 
 
-def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,
+def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run: int, target: Path,
                  batch_dir: Path, staging: Path, phases: dict[str, float],
                  step: Callable[[str], None]) -> dict[str, Any]:
     from pyspark import StorageLevel
