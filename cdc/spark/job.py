@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from functools import partial
@@ -35,6 +33,7 @@ from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
 from cdc.spark import batches, lake, scan
+from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult
 from cdc.spark.scan import TableStats
 from cdc.spark.sources import Segment, list_input
@@ -44,10 +43,6 @@ from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
 # wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
 BROADCAST_KEYS = 1_000_000
-# Tables merged at once (Spark jobs submitted from as many threads). A cycle of `cdc run --follow` touches
-# a few rows in many tables: each table's time is then per-job latency (planning on the driver, task
-# launch, the Parquet commit), not work, and while one table's job plans or commits, another's tasks run.
-PARALLEL_TABLES = 4
 # Local input up to this size is scanned in Python (scan.local_stats) even with a session up: a follow
 # cycle's few lines cost milliseconds so, against a Spark job's second or more on a loaded machine.
 LOCAL_SCAN_BYTES = 16 * 1024 * 1024
@@ -93,8 +88,10 @@ def merge(
                 spark, infos = _start(settings or SparkSettings(), segments, checkpoint.last_position, summary.phases,
                                       report)
             try:
+                # A fresh JVM (own session) merges table after table: its first queries are compiled as they run,
+                # and concurrent ones measured no faster there (docs/performance.md, "Freshness").
                 journal = _run(spark, state, segments, run, target_dir, checkpoint.last_position, report,
-                               summary.phases, infos)
+                               summary.phases, infos, 1 if own else PARALLEL_TABLES)
             finally:
                 if own:
                     from cdc.spark.session import stop_session
@@ -165,7 +162,8 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
 
 
 def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
-         report: Reporter, phases: dict[str, float], infos: list[TableStats] | None) -> dict[str, Any]:
+         report: Reporter, phases: dict[str, float], infos: list[TableStats] | None,
+         at_once: int = PARALLEL_TABLES) -> dict[str, Any]:
     """Steps 1 of a run: every table's lake version and batch files; returns the run journal.
 
     infos: the table stats if already known (scan.local_stats), else one Spark aggregate finds them.
@@ -209,45 +207,13 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     try:
         merge_one = partial(_merge_table, spark, raw, history, run=run, target=target, batch_dir=state.batch_dir(batch),
                             staging=staging)
-        for entry in _merge_tables(merge_one, infos, phases, report):
+        for entry in merge_tables(merge_one, infos, phases, report, at_once):
             entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
             entries.append(entry)
     finally:
         raw.unpersist()
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
             "warnings": cascades.warnings}
-
-
-def _merge_tables(merge_one: Callable[..., dict[str, Any]], infos: list[TableStats], phases: dict[str, float],
-                  report: Reporter) -> list[dict[str, Any]]:
-    """Every table's merge, up to PARALLEL_TABLES at once; entries (and each table's finish report) in infos order."""
-    lock = threading.Lock()
-    finished: dict[int, dict[str, Any]] = {}
-    told = [0]  # tables whose finish was reported: in order, so progress reads as before
-
-    def one(index: int, info: TableStats) -> dict[str, Any]:
-        def step(name: str, table: str = f"{info.db}.{info.table}") -> None:
-            with lock:
-                report("merging", table=table, step=name, result=None)
-
-        own: dict[str, float] = {}  # this table's phases, added to the run's under the lock
-        entry = merge_one(info, phases=own, step=step)
-        with lock:
-            for name, seconds in own.items():
-                phases[name] = round(phases.get(name, 0.0) + seconds, 3)
-            finished[index] = entry
-            while told[0] in finished:
-                result = TableResult(**finished[told[0]]["result"])
-                told[0] += 1
-                report("merging", table=result.table, step=None, tables_done=told[0],
-                       changes_done=report.now.changes_done + result.changes, result=result)
-        return entry
-
-    if len(infos) <= 1:
-        return [one(i, info) for i, info in enumerate(infos)]
-    with ThreadPoolExecutor(max_workers=min(PARALLEL_TABLES, len(infos)), thread_name_prefix="merge") as pool:
-        futures = [pool.submit(one, i, info) for i, info in enumerate(infos)]
-        return [f.result() for f in futures]
 
 
 def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
