@@ -315,7 +315,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1000, help="rows per table before the workload")
     parser.add_argument("--sample", type=float, default=0.2, help="fraction of written rows followed")
     parser.add_argument("--poll-interval", type=float, default=0.2, help="`cdc run --poll-interval`")
-    parser.add_argument("--drain", type=float, default=120.0, help="seconds to wait for the last rows after it")
+    parser.add_argument("--drain", type=float, default=300.0, help="seconds to wait for the last rows after it")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (state, run.err)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="cdc-fresh-"))
