@@ -283,7 +283,7 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         for t in threads:
             t.start()
         try:
-            if not book.first_cycle.wait(300):
+            if not book.first_cycle.wait(900):
                 raise SystemExit(f"cdc run did not finish a cycle: {(workdir / 'run.err').read_text()[-3000:]}")
             print(f"first cycle done (snapshot of {args.tables} x {args.rows} rows loaded); workload starts",
                   flush=True)

@@ -9,6 +9,7 @@ checkpoint itself: the stages keep their own, which is why `cdc run` after a cra
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ NOTHING = "nothing new"
 DONE = "done"
 STOPPED = "stopped"
 SKIPPED = "skipped"
+SNOWFLAKE_IDLE_SECONDS = 600.0  # a kept Snowflake connection unused for longer is replaced by a new login
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Context:
     allow_no_pk: bool = False  # snapshot --allow-no-pk
     spark: Any = None  # one SparkSession for every merge of this run (follow: start-up paid once)
     snowflake: Any = None  # one Snowflake connection for bootstrap and apply, every cycle (a login each costs)
+    snowflake_used: float = 0.0  # time.monotonic() of its last use
     bootstrapped: tuple[Any, ...] | None = None  # the schema history (files) the last bootstrap of this run saw
     tailed: bool = False  # tail ran once in this run (caught up with the backlog there was at the start)
 
@@ -70,10 +73,14 @@ class Context:
         return self.spark
 
     def snowflake_connection(self) -> Any:
+        # A session idle for long may have expired on the server (Snowflake: after 4 hours by default): log in again.
+        if self.snowflake is not None and time.monotonic() - self.snowflake_used > SNOWFLAKE_IDLE_SECONDS:
+            self.drop_snowflake()
         if self.snowflake is None:
             from cdc.snowflake import connect_snowflake
 
             self.snowflake = connect_snowflake(self.settings.snowflake)
+        self.snowflake_used = time.monotonic()
         return self.snowflake
 
     def drop_snowflake(self) -> None:
