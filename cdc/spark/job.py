@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
 from cdc.spark import batches, lake, scan
+from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
 from cdc.spark.rekey import key_change_cut
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult
 from cdc.spark.scan import TableStats
@@ -42,6 +44,9 @@ from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
 # wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
 BROADCAST_KEYS = 1_000_000
+# Local input up to this size is scanned in Python (scan.local_stats) even with a session up: a follow
+# cycle's few lines cost milliseconds so, against a Spark job's second or more on a loaded machine.
+LOCAL_SCAN_BYTES = 16 * 1024 * 1024
 
 
 def merge(
@@ -84,8 +89,10 @@ def merge(
                 spark, infos = _start(settings or SparkSettings(), segments, checkpoint.last_position, summary.phases,
                                       report)
             try:
+                # A fresh JVM (own session) merges table after table: its first queries are compiled as they run,
+                # and concurrent ones measured no faster there (docs/performance.md, "Freshness").
                 journal = _run(spark, state, segments, run, target_dir, checkpoint.last_position, report,
-                               summary.phases, infos)
+                               summary.phases, infos, 1 if own else PARALLEL_TABLES)
             finally:
                 if own:
                     from cdc.spark.session import stop_session
@@ -159,7 +166,8 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
 
 
 def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
-         report: Reporter, phases: dict[str, float], infos: list[TableStats] | None) -> dict[str, Any]:
+         report: Reporter, phases: dict[str, float], infos: list[TableStats] | None,
+         at_once: int = PARALLEL_TABLES) -> dict[str, Any]:
     """Steps 1 of a run: every table's lake version and batch files; returns the run journal.
 
     infos: the table stats if already known (scan.local_stats), else one Spark aggregate finds them.
@@ -182,7 +190,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if infos is None:
         report("scanning")
         with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
-            infos = scan.spark_stats(raw)
+            small = scan.is_local(files) and sum(s.bytes for s in segments) <= LOCAL_SCAN_BYTES
+            infos = scan.local_stats(files, merged_upto) if small else scan.spark_stats(raw)
     cut = key_change_cut(history, infos)
     if cut is not None:  # this run ends before a key change; the next one merges the rest (cdc.spark.rekey)
         raw = raw.filter(F.col("position") < F.lit(cut))
@@ -205,16 +214,11 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if sum(1 for i in infos if i.rows) > 1:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        for done, info in enumerate(infos):
-            def step(name: str, table: str = f"{info.db}.{info.table}", done: int = done) -> None:
-                report("merging", table=table, step=name, tables_done=done, result=None)
-
-            entry = _merge_table(spark, raw, history, info, run, target, state.batch_dir(batch), staging, phases, step)
+        merge_one = partial(_merge_table, spark, raw, history, run=run, target=target, batch_dir=state.batch_dir(batch),
+                            staging=staging)
+        for entry in merge_tables(merge_one, infos, phases, report, at_once):
             entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
             entries.append(entry)
-            result = TableResult(**entry["result"])
-            report("merging", step=None, tables_done=done + 1, changes_done=report.now.changes_done + result.changes,
-                   result=result)
     finally:
         raw.unpersist()
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
@@ -270,7 +274,7 @@ def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | No
     return lines.filter(F.col("position") < F.lit(cut)) if cut else lines
 
 
-def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,
+def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run: int, target: Path,
                  batch_dir: Path, staging: Path, phases: dict[str, float],
                  step: Callable[[str], None]) -> dict[str, Any]:
     from pyspark import StorageLevel
