@@ -12,6 +12,8 @@ from cdc.changelog import file_seq
 from cdc.source.binlog import Position
 from cdc.source.connect import query
 
+_RETRY_AFTER_FAILURE = 10.0  # seconds
+
 
 def bytes_behind(binlogs: list[tuple[str, int]], position: Position) -> int:
     """Bytes of binlog from `position` to the server's end, from SHOW BINARY LOGS (the last file's size is its end)."""
@@ -42,4 +44,7 @@ class LagMeter:
             except (pymysql.err.MySQLError, OSError):  # lost control connection, missing BINLOG MONITOR
                 self._binlogs = None
                 self._on_failure()
+                # Not again for a while: while the network is down, each try waits out a connect timeout in
+                # tail's only thread, and the lag is only for show.
+                self._read_at = now + _RETRY_AFTER_FAILURE
         return None if self._binlogs is None else bytes_behind(self._binlogs, position)

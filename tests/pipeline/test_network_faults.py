@@ -1,0 +1,58 @@
+"""Network faults between cdc and its servers (issue #27): a FaultProxy (tests/rig/faultproxy.py) drops, stalls,
+half-closes and resets connections at random moments while a workload writes; the real CLI must notice a dead
+link within its read timeout, reconnect, and end with targets equal to the source, nothing doubled or lost.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.capture.conftest import changelog_lines
+from tests.capture.workload import TABLE, create_all_types_table, expected_rows, replay, run_workload
+from tests.pipeline.campaign import Writer
+from tests.pipeline.netfaults import cdc_env, reconnect_delays, spawn_cdc, stop, wait_for_tail
+from tests.rig.faultproxy import Chaos, FaultProxy
+
+READ_TIMEOUT = 2.0
+# A dead binlog stream is noticed after READ_TIMEOUT seconds of silence (no event, no heartbeat), or twice that
+# when tail was just then waiting on a lag or schema query (bounded by READ_TIMEOUT too); the first reconnect
+# follows within half a second (backoff), so the proxy sees a new connection within this bound.
+DETECTION_BOUND = 2 * READ_TIMEOUT + 1.5
+
+
+def test_tail_follow_through_a_faulty_network_replays_to_select_star(mariadb_factory: Any, tmp_path: Path) -> None:
+    server = mariadb_factory()
+    db = "netfaults"
+    server.execute(f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4")
+    file, pos = server.binlog_position()
+    with server.connect(autocommit=False) as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=1, transactions=20)
+    state = tmp_path / "state"
+    with FaultProxy(server.host, server.port) as proxy:
+        tail = spawn_cdc(cdc_env(proxy), "tail", "--follow", "--json", "--read-timeout", str(READ_TIMEOUT),
+                         "--reconnect-timeout", "120", "--start-position", f"{file}:{pos}", "--databases", db,
+                         "--state-dir", str(state))
+        try:
+            with Writer(server, db, TABLE, seed=27), \
+                    Chaos(proxy, random.Random(27), calm_seconds=(1.5, 4.0), drop_seconds=2 * READ_TIMEOUT) as chaos:
+                time.sleep(30)
+            caught_up = wait_for_tail(state, server, timeout=60)
+        finally:
+            out, err = stop(tail)
+    assert caught_up is not None, f"tail did not catch up within 60s of the network healing: {err[-5000:]}"
+    assert tail.returncode == 0, err[-3000:]
+    summary = json.loads(out.splitlines()[-1])
+    lines = changelog_lines(state)
+    positions = [line["position"] for line in lines]
+    assert positions == sorted(set(positions)), "a change was written twice or out of order"
+    with server.connect() as conn:
+        assert replay(lines, db, TABLE) == expected_rows(conn, db, TABLE)
+    assert set(chaos.counts()) == {"drop", "stall", "half-close", "reset"}, chaos.log
+    assert summary["reconnects"] >= chaos.counts()["reset"], (summary, chaos.log)
+    delays = reconnect_delays(chaos.log, proxy.accepted)
+    assert max(delays) <= DETECTION_BOUND, (delays, chaos.log)
