@@ -9,6 +9,7 @@ from typing import Any
 import pymysql
 
 from cdc.changelog import file_seq
+from cdc.errors import CdcError
 from cdc.source.binlog import Position
 from cdc.source.connect import query
 
@@ -41,7 +42,9 @@ class LagMeter:
             try:
                 rows = query(self._control(), "SHOW BINARY LOGS")
                 self._binlogs = [(str(r["Log_name"]), int(r["File_size"])) for r in rows]
-            except (pymysql.err.MySQLError, OSError):  # lost control connection, missing BINLOG MONITOR
+            # A lost control connection, missing BINLOG MONITOR, or (CdcError) no new one: the network is down. Tail
+            # may be winding down after a lost stream right now: this must not end it (issue #27).
+            except (pymysql.err.MySQLError, OSError, CdcError):
                 self._binlogs = None
                 self._on_failure()
                 # Not again for a while: while the network is down, each try waits out a connect timeout in

@@ -38,6 +38,8 @@ def test_tail_follow_through_a_faulty_network_replays_to_select_star(mariadb_fac
                          "--reconnect-timeout", "120", "--start-position", f"{file}:{pos}", "--databases", db,
                          "--state-dir", str(state))
         try:
+            # Faults once tail follows (a first checkpoint): a failure while it starts is an exit 10, by design.
+            assert wait_for_tail(state, server, timeout=60) is not None, "tail did not start"
             with Writer(server, db, TABLE, seed=27), \
                     Chaos(proxy, random.Random(27), calm_seconds=(1.5, 4.0), drop_seconds=2 * READ_TIMEOUT) as chaos:
                 time.sleep(30)
