@@ -6,16 +6,24 @@ link within its read timeout, reconnect, and end with targets equal to the sourc
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
+
+from cdc import sinks
 from tests.capture.conftest import changelog_lines
 from tests.capture.workload import TABLE, create_all_types_table, expected_rows, replay, run_workload
 from tests.pipeline.campaign import Writer
 from tests.pipeline.netfaults import cdc_env, reconnect_delays, spawn_cdc, stop, wait_for_tail
+from tests.rig import MotoServer
 from tests.rig.faultproxy import Chaos, FaultProxy
+from tests.sinks.changes import lines_of, make_changes, read_s3_lines, write_changelog
 
 READ_TIMEOUT = 2.0
 # A dead binlog stream is noticed after READ_TIMEOUT seconds of silence (no event, no heartbeat), or twice that
@@ -58,3 +66,38 @@ def test_tail_follow_through_a_faulty_network_replays_to_select_star(mariadb_fac
     assert summary["reconnects"] >= chaos.counts()["reset"], (summary, chaos.log)
     delays = reconnect_delays(chaos.log, proxy.accepted)
     assert max(delays) <= DETECTION_BOUND, (delays, chaos.log)
+
+
+@pytest.mark.parametrize("kind", ["s3", "kinesis"])
+def test_ship_through_a_faulty_link_delivers_every_record(aws_env: dict[str, str], moto_server: MotoServer,
+                                                          stream: str, kinesis: Any, s3: Any, bucket: str,
+                                                          tmp_path: Path, kind: str) -> None:
+    """ship reruns (exit 10 after botocore's retries) until done: S3 ends with every line exactly once (a retried
+    PUT rewrites the same key), Kinesis with every record at least once and exactly once per position."""
+    state = tmp_path / "state"
+    changes = make_changes(6000, big_every=60 if kind == "s3" else 0, big_size=20_000)
+    write_changelog(state / "changelog", changes, per_segment=100)
+    host, port = moto_server.endpoint_url.removeprefix("http://").split(":")
+    codes = []
+    with FaultProxy(host, int(port)) as proxy:
+        target = ["--to", "kinesis", "--stream", stream] if kind == "kinesis" else [
+            "--to", f"s3://{bucket}/faulty", "--roll-size", "1"]
+        argv = ["ship", *target, "--state-dir", str(state), "--endpoint-url", proxy.url]
+        with Chaos(proxy, random.Random(kind), calm_seconds=(0.3, 1.2), stall_seconds=(0.5, 3.0),
+                   drop_seconds=2.0) as chaos:
+            while not codes or codes[-1] != 0:
+                assert len(codes) < 30, f"ship did not finish in 30 runs: exit codes {codes}"
+                ship = spawn_cdc(dict(os.environ), *argv)
+                out, err = ship.communicate(timeout=600)
+                assert ship.returncode in (0, 10), err[-3000:]
+                codes.append(ship.returncode)
+    print(f"\nship {kind}: exit codes {codes}, faults {chaos.counts()}")
+    assert len(chaos.log) >= 4, chaos.log
+    expected = lines_of(changes)
+    if kind == "s3":
+        assert read_s3_lines(s3, bucket, "faulty/")[0] == expected  # nothing missing, nothing doubled
+        return
+    received = list(sinks.read_stream(kinesis, stream))
+    assert set(received) == set(expected)  # nothing missing, nothing foreign
+    by_position = {orjson.loads(data)["position"]: data for data in received}  # the consumer's dedup
+    assert Counter(by_position.values()) == expected
