@@ -217,7 +217,7 @@ class _Retry:
         now = time.monotonic()
         if self.failing_since is None:
             self.failing_since = now
-        if exc.exit_code != ExitCode.TRANSIENT or now - self.failing_since > self.limit:
+        if exc.exit_code != ExitCode.TRANSIENT or self.limit <= 0 or now - self.failing_since > self.limit:
             raise exc
         self.failures += 1
         log.warning(f"{exc.message}; retrying the cycle ({self.failures} in a row, giving up after "
