@@ -65,6 +65,8 @@ def test_tail_follow_through_a_faulty_network_replays_to_select_star(mariadb_fac
     assert set(chaos.counts()) == {"drop", "stall", "half-close", "reset"}, chaos.log
     assert summary["reconnects"] >= chaos.counts()["reset"], (summary, chaos.log)
     delays = reconnect_delays(chaos.log, proxy.accepted)
+    print(f"\ntail: faults {chaos.counts()}, reconnects {summary['reconnects']}, drop noticed and reconnected after "
+          f"{[round(d, 1) for d in delays]} s, {len(lines)} lines, {summary['transactions']} transactions")
     assert max(delays) <= DETECTION_BOUND, (delays, chaos.log)
 
 
