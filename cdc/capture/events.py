@@ -30,7 +30,7 @@ from cdc.rows.decode import RowDecoder
 from cdc.rows.table_map import schema_from_map
 from cdc.schema import SchemaHistory, TableSchema
 from cdc.source.binlog import Event, Position
-from cdc.source.connect import open_connection
+from cdc.source.connect import bounded_waits, open_connection
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 from cdc.state import StateDir
 from cdc.watermarks import Mark, read_added, record_added
@@ -66,7 +66,7 @@ class Capture:
     def __init__(self, state: StateDir, mysql: MySQLSettings, filters: Filters, start: Start, server_uuid: str, *,
                  flush_interval: float, segment_bytes: int, spill_bytes: int, stdout: BinaryIO | None = None,
                  on_progress: Callable[[Progress], None] | None = None, pool: DecodePool | None = None,
-                 control: pymysql.Connection | None = None) -> None:
+                 control: pymysql.Connection | None = None, control_timeout: float | None = None) -> None:
         # A copy of the filters, with the tables `cdc snapshot --add-table` added to this state directory's capture
         # (the caller's instance, maybe a shared default, never learns of them).
         filters = replace(filters, added=set(filters.added) | set(read_added(state)))
@@ -86,6 +86,8 @@ class Capture:
         self._txn_gtid: str | None = None
         self._seen = False  # the open transaction was captured before a --rebase: read past it, write nothing
         self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
+        # Reopened with every wait bounded (cdc.source.connect.bounded_waits): a query into a dead link must fail.
+        self._ctl_options: dict[str, Any] = {} if control_timeout is None else bounded_waits(mysql, control_timeout)
         # Effects in binlog order: (function, args), or (None, (decoder, event, meta)) for a job in the pool.
         self._pending: deque[tuple[Callable[..., None] | None, tuple[Any, ...]]] = deque()
         self._queued_bytes = 0  # of the blocks decoded here that wait in _pending
@@ -292,7 +294,7 @@ class Capture:
     def _control(self) -> pymysql.Connection:
         """A second connection for queries (schemas, lag), opened on first use."""
         if self._ctl is None or not self._ctl.open:
-            self._ctl = open_connection(self.mysql)
+            self._ctl = open_connection(self.mysql, **self._ctl_options)
         return self._ctl
 
     def _read_current(self, db: str, table: str) -> TableSchema | None:

@@ -22,10 +22,11 @@ from cdc.capture.rebase import rebase_start
 from cdc.capture.start import Start, StartRequest, resolve_start
 from cdc.checkpoints import TailCheckpoint
 from cdc.config import Settings
+from cdc.durations import backoff
 from cdc.errors import CdcError, TransientError
 from cdc.masking import bind_rules
 from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
-from cdc.source.connect import open_connection
+from cdc.source.connect import bounded_waits, open_connection
 from cdc.source.gtids import state_at
 from cdc.source.server import ServerInfo, describe_server
 from cdc.state import StateDir
@@ -98,7 +99,8 @@ def run_tail(
 def _run(state: StateDir, settings: Settings, options: TailOptions, pool: DecodePool | None,
          should_stop: Callable[[], bool], on_progress: Callable[[Progress], None] | None,
          on_note: Callable[[str], None] | None, stdout: BinaryIO | None) -> TailSummary:
-    conn = open_connection(settings.mysql)  # kept as the capture's control connection: one connect less
+    # Kept as the capture's control connection (one connect less); every wait on it is bounded like the stream's.
+    conn = open_connection(settings.mysql, **bounded_waits(settings.mysql, options.read_timeout))
     try:
         info = describe_server(conn)
         start = _start(state, options, conn, info, f"the server at {settings.mysql.describe()}")
@@ -108,7 +110,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
         capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
                           flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
                           spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress, pool=pool,
-                          control=conn)
+                          control=conn, control_timeout=options.read_timeout)
     except BaseException:
         conn.close()
         raise
@@ -167,6 +169,7 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
     heartbeat = min(options.heartbeat, options.flush_interval / 2, options.read_timeout / 4)
     reader_options = ReaderOptions(heartbeat=heartbeat, read_timeout=options.read_timeout)
     failing_since: float | None = None
+    failures = 0  # reconnects in a row without an event read in between: the backoff's exponent
     while True:
         if _finished(capture, target, should_stop, summary):
             capture.finish()
@@ -182,13 +185,16 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
             _wind_down(capture)
             now = time.monotonic()
             if failing_since is None or capture.events != seen:  # events came since the last failure
-                failing_since = now
+                failing_since, failures = now, 0
             if now - failing_since > options.reconnect_timeout:
                 raise TransientError(f"{exc.message}; gave up after {options.reconnect_timeout:.0f}s of retries "
                                      f"(checkpoint at {capture.position})", hint=exc.hint) from None
             summary.reconnects += 1
             note(f"{exc.message}; reconnecting at {capture.position} (last commit)")
-            time.sleep(min(1.0, options.read_timeout / 4))
+            # Full jitter: the first retry within half a second (a reset link is usually fine again at once),
+            # then up to 5 s apart, so a server coming back is not met by every reader at the same instant.
+            time.sleep(backoff(failures, min(0.5, options.read_timeout / 4), 5.0))
+            failures += 1
         except CdcError:
             _wind_down(capture)
             raise
