@@ -56,6 +56,9 @@ class MySQLSettings:
     hash_key_file: str | None = None
     # The table `cdc resnapshot` writes its watermarks to, and tail reads them from (cdc.watermarks).
     watermark_table: str = "cdc.watermarks"
+    # host or host:port of every server of one replication topology: tail reads the writable one and follows a
+    # failover or switchover to another by GTIDs (cdc.source.topology). Empty: host/port only, --rebase by hand.
+    hosts: tuple[str, ...] = ()
 
     def reader_server_id(self) -> int:
         """Our replica server_id: the configured one, else a stable value derived from host/port/user.
@@ -424,11 +427,39 @@ def _validate(settings: Settings) -> None:
             hint="pass the CA bundle that signed the server certificate (for RDS: the region's global bundle)",
         )
     _validate_sse(settings)
+    _validate_hosts(settings)
     if not 0 <= mysql.server_id < 2**32:
         raise ConfigError(
             f"mysql.server_id = {mysql.server_id} (from {settings.source_of('mysql.server_id')}) "
             "is outside 1..4294967295 (0 lets cdc derive one)"
         )
+
+
+def parse_host(entry: str, default_port: int) -> tuple[str, int]:
+    """`host`, `host:port` or `[v6 address]:port` of mysql.hosts; ValueError names what is wrong."""
+    text = entry.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else rest
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, ""
+    if not host or (port_text and not port_text.isdigit()):
+        raise ValueError(f"{entry!r} is not host or host:port")
+    port = int(port_text) if port_text else default_port
+    if not 0 < port < 65536:
+        raise ValueError(f"{entry!r} has no TCP port")
+    return host, port
+
+
+def _validate_hosts(settings: Settings) -> None:
+    for entry in settings.mysql.hosts:
+        try:
+            parse_host(entry, settings.mysql.port)
+        except ValueError as exc:
+            raise ConfigError(f"mysql.hosts (from {settings.source_of('mysql.hosts')}): {exc}",
+                              hint='write e.g. hosts = ["db-a.example.com:3306", "db-b.example.com:3306"]') from None
 
 
 def _validate_sse(settings: Settings) -> None:
