@@ -18,7 +18,15 @@ import pytest
 
 from cdc.errors import ExitCode
 from tests.capture.conftest import ROOT, env_for
-from tests.capture.test_tail_rebase import GTID_SERVER, Writer, checkpoint, lines_in_order, state_files
+from tests.capture.test_tail_rebase import (
+    Writer,
+    a_stranger,
+    checkpoint,
+    lines_in_order,
+    primary_and_replica,
+    snapshot_after_writes,
+    state_files,
+)
 from tests.capture.workload import create_all_types_table, expected_rows, replay, run_workload
 from tests.rig import MariaDB
 from tests.rig._process import stop_process, wait_until
@@ -31,17 +39,9 @@ def topology(mariadb_factory: Callable[..., MariaDB], cli: Callable[..., Any],
              tmp_path: Path) -> dict[str, Any]:
     """A primary with a read-only GTID replica (as replicas run in production), a snapshot of `shop` taken on the
     primary, and a cdc.toml that lists both servers."""
-    primary = mariadb_factory({**GTID_SERVER, "server-id": 1})
-    replica = mariadb_factory({**GTID_SERVER, "server-id": 2, "read-only": 1})
-    for _ in range(3):  # the replica's binlog numbers start lower, as after a failover in production
-        primary.execute("FLUSH BINARY LOGS")
-    replica.replicate_from(primary)
-    primary.execute(f"CREATE DATABASE {DB}")
-    with primary.connect() as conn:
-        create_all_types_table(conn, DB)
-        run_workload(conn, DB, seed=3, transactions=40)
+    primary, replica = primary_and_replica(mariadb_factory, **{"read-only": 1})
     state = tmp_path / "state"
-    assert cli("snapshot", "--databases", DB, server=primary, state=state).exit_code == 0
+    snapshot_after_writes(primary, DB, cli, state)
     config = write_config(tmp_path, primary, replica)
     return {"primary": primary, "replica": replica, "state": state, "config": config}
 
@@ -164,11 +164,7 @@ def test_hosts_still_refuse_an_unrelated_server(
         tmp_path: Path) -> None:
     primary, state = topology["primary"], topology["state"]
     assert cli("tail", "--until-now", "--databases", DB, server=primary, state=state).exit_code == 0
-    stranger = mariadb_factory({**GTID_SERVER, "server-id": 1})  # same server_id and domain: GTIDs 0-1-N too
-    stranger.execute(f"CREATE DATABASE {DB}")
-    with stranger.connect() as conn:
-        create_all_types_table(conn, DB)
-        run_workload(conn, DB, seed=3, transactions=80)
+    stranger = a_stranger(mariadb_factory, DB)
     primary.kill()
     before = state_files(state)
     config = write_config(tmp_path, primary, stranger)
@@ -176,3 +172,26 @@ def test_hosts_still_refuse_an_unrelated_server(
     assert result.exit_code == ExitCode.POSITION, result.output
     assert "not a replica of it" in " ".join(result.output.split())
     assert state_files(state) == before
+
+
+def test_run_follow_moves_to_the_promoted_replica_too(topology: dict[str, Any]) -> None:
+    """`cdc run --follow` (its tail stage) after a kill -9 of the primary and a promotion, by the same hosts list."""
+    primary, replica, state = topology["primary"], topology["replica"], topology["state"]
+    argv = [sys.executable, "-m", "cdc", "run", "--follow", "--stages", "tail", "--poll-interval", "0.5",
+            "--config", str(topology["config"]), "--state-dir", str(state)]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env_for(primary), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        with primary.connect() as conn:
+            run_workload(conn, DB, seed=5, transactions=40, first_key=10_000)
+        wait_captured(state, primary, proc)
+        replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
+        primary.kill()
+        replica.promote()
+        with replica.connect() as conn:
+            run_workload(conn, DB, seed=9, transactions=40, first_key=50_000)
+        wait_captured(state, replica, proc)
+        stop_follow(proc)
+    finally:
+        stop_process(proc)
+    old_lines = sum(1 for line in lines_in_order(state) if line["src"]["server_id"] == 1)
+    assert_exact(state, replica, old_lines)
