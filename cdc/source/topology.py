@@ -47,15 +47,17 @@ def candidates(mysql: MySQLSettings) -> list[MySQLSettings]:
 
 
 def probe(settings: MySQLSettings) -> Candidate:
-    """Whether the server answers and takes writes (read_only, and MySQL's super_read_only, off)."""
+    """Whether the server answers and takes writes (read_only, innodb_read_only and MySQL's super_read_only off)."""
     try:
         conn = open_connection(replace(settings, connect_timeout=min(settings.connect_timeout, PROBE_TIMEOUT)),
                                read_timeout=PROBE_TIMEOUT)
     except CdcError as exc:
         return Candidate(settings, False, False, exc.message)
     try:
-        row = query(conn, "SELECT @@GLOBAL.read_only AS ro")[0]
-        return Candidate(settings, True, not int(row["ro"] or 0))
+        # Aurora's reader instances run innodb_read_only (their read_only may be off); MySQL's super_read_only
+        # turns read_only on by itself.
+        row = query(conn, "SELECT @@GLOBAL.read_only AS ro, @@GLOBAL.innodb_read_only AS iro")[0]
+        return Candidate(settings, True, not int(row["ro"] or 0) and not int(row["iro"] or 0))
     except pymysql.err.MySQLError as exc:
         return Candidate(settings, False, False, str(exc.args[-1]))
     finally:
