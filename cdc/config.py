@@ -172,7 +172,23 @@ def load_settings(
     if sources.get("mysql.ssl_mode") == "option file":
         sources["mysql.ssl_mode"] = f"option file {tls_why}"
     _imply_ssl_mode(merged, sources)
+    _host_from_hosts(merged, sources)
     return _build(merged, sources)
+
+
+def _host_from_hosts(merged: dict[str, Any], sources: dict[str, str]) -> None:
+    """mysql.hosts without mysql.host: the commands that connect to one server (snapshot, resnapshot, verify,
+    status) use the first of the list, not 127.0.0.1; tail picks among them all (cdc.source.topology)."""
+    if "mysql.host" in merged or "mysql.socket" in merged or not merged.get("mysql.hosts"):
+        return
+    try:
+        first = _split_list(merged["mysql.hosts"])[0]
+        host, port = parse_host(first, int(merged.get("mysql.port", MySQLSettings.port)))
+    except (ValueError, IndexError, TypeError):
+        return  # reported by validation, with where the list came from
+    origin = f"the first of mysql.hosts ({sources.get('mysql.hosts', 'default')})"
+    merged["mysql.host"], sources["mysql.host"] = host, origin
+    merged["mysql.port"], sources["mysql.port"] = port, origin
 
 
 def _imply_ssl_mode(merged: dict[str, Any], sources: dict[str, str]) -> None:

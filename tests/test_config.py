@@ -127,3 +127,12 @@ def test_hosts_list_from_toml_or_environment(tmp_path: Path) -> None:
 def test_a_bad_host_in_hosts_is_a_config_error(entry: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"mysql.hosts \(from environment CDC_MYSQL_HOSTS\)"):
         load_settings(env={"CDC_MYSQL_HOSTS": f"db-b,{entry}"}, cwd=tmp_path)
+
+
+def test_hosts_alone_give_the_other_commands_their_first_server(tmp_path: Path) -> None:
+    (tmp_path / "cdc.toml").write_text('[mysql]\nhosts = ["db-a:3310", "db-b"]\n')
+    settings = load_settings(env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    assert (settings.mysql.host, settings.mysql.port) == ("db-a", 3310)
+    assert settings.source_of("mysql.host").startswith("the first of mysql.hosts")
+    both = load_settings({"mysql.host": "db-c"}, env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    assert (both.mysql.host, both.mysql.port) == ("db-c", 3306)  # an explicit host wins
