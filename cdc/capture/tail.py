@@ -28,7 +28,7 @@ from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_pos
 from cdc.source.connect import open_connection
 from cdc.source.gtids import state_at
 from cdc.source.server import ServerInfo, describe_server
-from cdc.source.topology import choose, switch_to
+from cdc.source.topology import choose, is_replaced, switch_to
 from cdc.state import StateDir
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,11 @@ def _run_on_topology(state: StateDir, settings: Settings, options: TailOptions, 
         runs.append(summary)
         if moved is None:
             return _combined(runs)
-        log.warning(f"tail moves from {mysql.describe()} to {moved.describe()}: it takes the writes now",
-                    extra={"stage": TailCheckpoint.STAGE, "position": summary.end})
+        why = (f"another server answers at {moved.describe()} now" if moved.describe() == mysql.describe() else
+               f"tail moves from {mysql.describe()} to {moved.describe()}: it takes the writes now")
+        log.warning(why, extra={"stage": TailCheckpoint.STAGE, "position": summary.end})
         if on_note is not None:
-            on_note(f"moving from {mysql.describe()} to {moved.describe()}")
+            on_note(why)
         mysql = moved
 
 
@@ -169,7 +170,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
             on_note(summary.notes[-1])
     began = time.monotonic()
     try:
-        moved = _loop(capture, settings, options, target, summary, should_stop, note)
+        moved = _loop(capture, settings, options, target, summary, should_stop, note, info.server_uuid)
     finally:
         capture.close()
     summary.end, summary.seconds = str(capture.position), time.monotonic() - began
@@ -198,7 +199,8 @@ def _rebase_note(start: Start, where: str) -> str:
 
 
 def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Position | None,
-          summary: TailSummary, should_stop: Callable[[], bool], note: Callable[[str], None]) -> MySQLSettings | None:
+          summary: TailSummary, should_stop: Callable[[], bool], note: Callable[[str], None],
+          server_uuid: str) -> MySQLSettings | None:
     """Read until done (None), or until another server of mysql.hosts takes the writes (that server)."""
     # Tail checks whether the open segment is old enough only when something arrives: when the writes pause,
     # the last transactions wait for the server's next heartbeat. One every half flush interval while idle
@@ -212,7 +214,7 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
             return None
         reader = BinlogReader(settings.mysql, capture.position, reader_options)
         seen = capture.events
-        watch = _Watch(settings.mysql, options.switch_check if target is None else 0.0)
+        watch = _Watch(settings.mysql, options.switch_check if target is None else 0.0, server_uuid)
         try:
             moved = _read(capture, reader, target, summary, should_stop, options.read_timeout, watch)
             capture.finish()
@@ -243,8 +245,8 @@ class _Watch:
     """With mysql.hosts: whether another server of the list took the writes (the switchover's old primary stays
     up, read-only, and sends nothing more; a killed one closes the stream)."""
 
-    def __init__(self, mysql: MySQLSettings, every: float) -> None:
-        self.mysql, self.every = mysql, every
+    def __init__(self, mysql: MySQLSettings, every: float, server_uuid: str) -> None:
+        self.mysql, self.every, self.server_uuid = mysql, every, server_uuid
         self.last = time.monotonic()
 
     def when_idle(self) -> MySQLSettings | None:
@@ -260,7 +262,10 @@ class _Watch:
         if not self.mysql.hosts:
             return None
         try:
-            return switch_to(self.mysql, self.mysql)
+            moved = switch_to(self.mysql, self.mysql)
+            # The same address may lead to another server now (an endpoint moved to the promoted replica): tail
+            # then starts again there, by GTIDs, never at the old file:pos.
+            return moved if moved is not None or not is_replaced(self.mysql, self.server_uuid) else self.mysql
         except TransientError:
             return None  # nothing answers: the reconnect loop retries (and gives up after reconnect_timeout)
 

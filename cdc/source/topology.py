@@ -20,6 +20,7 @@ import pymysql
 from cdc.config import MySQLSettings, parse_host
 from cdc.errors import CdcError, TransientError
 from cdc.source.connect import open_connection, query
+from cdc.source.server import describe_server
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,22 @@ def switch_to(mysql: MySQLSettings, current: MySQLSettings) -> MySQLSettings | N
         return None
     chosen = choose(mysql, current)
     return None if _same(chosen, current) else chosen
+
+
+def is_replaced(settings: MySQLSettings, server_uuid: str) -> bool:
+    """Whether the address now leads to another server than `server_uuid`: an endpoint (RDS, Aurora, a DNS name or
+    virtual IP) moved to the promoted replica. False when it cannot tell (no answer): the caller retries."""
+    try:
+        conn = open_connection(replace(settings, connect_timeout=min(settings.connect_timeout, PROBE_TIMEOUT)),
+                               read_timeout=PROBE_TIMEOUT)
+    except CdcError:
+        return False
+    try:
+        return describe_server(conn).server_uuid != server_uuid
+    except pymysql.err.MySQLError:
+        return False
+    finally:
+        conn.close()
 
 
 def _same(a: MySQLSettings, b: MySQLSettings) -> bool:

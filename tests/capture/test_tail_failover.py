@@ -8,8 +8,10 @@ captured from one server only (nothing doubled). An unrelated server in the list
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,6 +176,22 @@ def test_hosts_still_refuse_an_unrelated_server(
     assert state_files(state) == before
 
 
+def fail_over(primary: MariaDB, replica: MariaDB, state: Path, proc: subprocess.Popen[bytes],
+              then: Callable[[], None] = lambda: None) -> None:
+    """Writes tail captures from the primary; the replica has them; the primary killed, the replica promoted
+    (`then`: what else the failover does), writes on it until tail has captured them too."""
+    with primary.connect() as conn:
+        run_workload(conn, DB, seed=5, transactions=40, first_key=10_000)
+    wait_captured(state, primary, proc)
+    replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
+    primary.kill()
+    replica.promote()
+    then()
+    with replica.connect() as conn:
+        run_workload(conn, DB, seed=9, transactions=40, first_key=50_000)
+    wait_captured(state, replica, proc)
+
+
 def test_run_follow_moves_to_the_promoted_replica_too(topology: dict[str, Any]) -> None:
     """`cdc run --follow` (its tail stage) after a kill -9 of the primary and a promotion, by the same hosts list."""
     primary, replica, state = topology["primary"], topology["replica"], topology["state"]
@@ -181,17 +199,79 @@ def test_run_follow_moves_to_the_promoted_replica_too(topology: dict[str, Any]) 
             "--config", str(topology["config"]), "--state-dir", str(state)]
     proc = subprocess.Popen(argv, cwd=ROOT, env=env_for(primary), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        with primary.connect() as conn:
-            run_workload(conn, DB, seed=5, transactions=40, first_key=10_000)
-        wait_captured(state, primary, proc)
-        replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
-        primary.kill()
-        replica.promote()
-        with replica.connect() as conn:
-            run_workload(conn, DB, seed=9, transactions=40, first_key=50_000)
-        wait_captured(state, replica, proc)
+        fail_over(primary, replica, state, proc)
         stop_follow(proc)
     finally:
         stop_process(proc)
+    old_lines = sum(1 for line in lines_in_order(state) if line["src"]["server_id"] == 1)
+    assert_exact(state, replica, old_lines)
+
+
+class Endpoint(threading.Thread):
+    """A TCP forwarder standing for an endpoint name (RDS, Aurora, a virtual IP) that moves to the promoted replica:
+    one address, another server behind it after `move_to` (which drops the open connections, as a failover does)."""
+
+    def __init__(self, target: MariaDB) -> None:
+        super().__init__(daemon=True)
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open: list[socket.socket] = []
+
+    def run(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection((self.target.host, self.target.port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            end.close()
+
+    def move_to(self, target: MariaDB) -> None:
+        self.target = target
+        for end in self.open:
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.open.clear()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.move_to(self.target)
+
+
+def test_follow_through_an_endpoint_that_moves_to_the_promoted_replica(topology: dict[str, Any],
+                                                                        tmp_path: Path) -> None:
+    primary, replica, state = topology["primary"], topology["replica"], topology["state"]
+    endpoint = Endpoint(primary)
+    endpoint.start()
+    config = tmp_path / "endpoint.toml"
+    config.write_text(f'[mysql]\nhosts = ["127.0.0.1:{endpoint.port}"]\ndatabases = ["{DB}"]\n')
+    proc = spawn_follow(primary, state, config)
+    try:
+        fail_over(primary, replica, state, proc, then=lambda: endpoint.move_to(replica))
+        err = stop_follow(proc)
+    finally:
+        stop_process(proc)
+        endpoint.close()
+    assert f"another server answers at 127.0.0.1:{endpoint.port} now" in err, err[-2000:]
     old_lines = sum(1 for line in lines_in_order(state) if line["src"]["server_id"] == 1)
     assert_exact(state, replica, old_lines)
