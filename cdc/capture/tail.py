@@ -22,7 +22,7 @@ from cdc.capture.rebase import rebase_start
 from cdc.capture.start import Start, StartRequest, resolve_start
 from cdc.checkpoints import TailCheckpoint
 from cdc.config import MySQLSettings, Settings
-from cdc.errors import CdcError, TransientError
+from cdc.errors import CdcError, PositionError, TransientError
 from cdc.masking import bind_rules
 from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
 from cdc.source.connect import open_connection
@@ -260,6 +260,12 @@ class _Watch:
 
     def after_loss(self) -> MySQLSettings | None:
         if not self.mysql.hosts:
+            if is_replaced(self.mysql, self.server_uuid):  # its binlog positions are not ours: never read them
+                raise PositionError(
+                    f"another server answers at {self.mysql.describe()} since the connection was lost (a failover "
+                    "behind the same address?); tail's checkpoint is the old server's", hint="run `cdc tail "
+                    "--until-now --rebase` once to continue by GTIDs, or list the address in mysql.hosts so tail "
+                    "does it by itself (docs/guide.md#failover)")
             return None
         try:
             moved = switch_to(self.mysql, self.mysql)

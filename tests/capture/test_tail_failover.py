@@ -14,7 +14,8 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -275,3 +276,32 @@ def test_follow_through_an_endpoint_that_moves_to_the_promoted_replica(topology:
     assert f"another server answers at 127.0.0.1:{endpoint.port} now" in err, err[-2000:]
     old_lines = sum(1 for line in lines_in_order(state) if line["src"]["server_id"] == 1)
     assert_exact(state, replica, old_lines)
+
+
+def test_without_hosts_another_server_behind_the_address_stops_tail(topology: dict[str, Any], tmp_path: Path) -> None:
+    """The same endpoint moved without `hosts`: tail stops (exit 5) rather than read the new server at the old
+    file:pos, and says how to go on."""
+    primary, replica, state = topology["primary"], topology["replica"], topology["state"]
+    endpoint = Endpoint(primary)
+    endpoint.start()
+    config = tmp_path / "plain.toml"
+    config.write_text(f'[mysql]\ndatabases = ["{DB}"]\n')
+    address = cast(MariaDB, SimpleNamespace(host="127.0.0.1", port=endpoint.port))  # CDC_MYSQL_HOST/PORT
+    proc = spawn_follow(address, state, config)
+    try:
+        with primary.connect() as conn:
+            run_workload(conn, DB, seed=5, transactions=20, first_key=10_000)
+        wait_captured(state, primary, proc)
+        before = state_files(state)
+        replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
+        primary.kill()
+        replica.promote()
+        endpoint.move_to(replica)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        stop_process(proc)
+        endpoint.close()
+    text = " ".join(err.decode().split())
+    assert proc.returncode == ExitCode.POSITION, text[-2000:]
+    assert f"another server answers at 127.0.0.1:{endpoint.port}" in text and "--rebase" in text
+    assert state_files(state) == before
