@@ -387,6 +387,9 @@ class Capture:
                    "server_id": event.server_id}
             if change.kind == "alter":
                 self._record_alter(change, position)
+            elif change.kind == "rename" and change.new_table and self.filters.wants(body["new_db"], change.new_table):
+                # The table goes on under its new name from the RENAME's position (spark-merge and apply follow it).
+                self.history.record_move(change.db, change.table, body["new_db"], change.new_table, position)
             self._later(self.out.txn.add, position, line_template(*split_line(body, src, change.table)), 1)
             if change.kind in ("alter", "create", "rename", "drop"):
                 self._refresh_foreign_keys(change.new_db or change.db, change.new_table or change.table, position)
