@@ -125,8 +125,10 @@ class Applier:
             if table.startswith(names.STAGING_PREFIX):
                 self.execute(f"DROP TABLE IF EXISTS {_Q(table)}")
         self.summary.transactional = self._probe_transactions()
-        rows = self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}')
-        return {str(r[0]) for r in rows}
+        applied = {str(r[0]) for r in self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}')}
+        for batch_id in applied:  # a run killed after a batch with renames was recorded left its marker
+            moves.finish(lambda statement: self.execute(statement, fetch=False), self.existing, batch_id)
+        return applied
 
     def _probe_transactions(self) -> bool:
         """Can MERGE run inside BEGIN ... COMMIT here? (Snowflake: yes; fakesnow: no.)"""
