@@ -22,6 +22,9 @@ from cdc.state import read_json, write_json_atomic
 # 3: each version also records `fills` (the value rows older than the version hold in each column it adds),
 # `renamed` (new name -> old) and `resnapshot` (why those values cannot be known; issue #30). Versions 1 and 2
 # read with none of them (columns added before were NULL in older rows, as cdc then merged them).
+# Also in 3, optional: a version's `origin` (the table arrived under this name by RENAME TABLE from that name, or
+# {} for a new table under a name an earlier table was renamed away from) and the document's `moved` (the
+# position of the last RENAME TABLE that took the table away from this name). Absent in older files: no renames.
 HISTORY_VERSION = 3
 # ON DELETE / ON UPDATE rules under which InnoDB changes child rows itself (issue #24). RESTRICT and NO ACTION
 # refuse the parent's change instead; SET DEFAULT is accepted by the parser but refused by InnoDB.
@@ -127,6 +130,9 @@ class TableSchema:
     resnapshot: str | None = field(default=None, compare=False)
     # New name -> old name of the columns this version renamed (RENAME COLUMN, CHANGE old new).
     renamed: dict[str, str] = field(default_factory=dict, compare=False)
+    # Where the table this version starts came from: {"db", "table"} it was renamed from (RENAME TABLE), {} for a
+    # new table under a name another table was renamed away from; None: the same table as the version before.
+    origin: dict[str, str] | None = field(default=None, compare=False)
 
     @property
     def column_names(self) -> list[str]:
@@ -160,6 +166,7 @@ class TableSchema:
             "fills": dict(self.fills),
             "renamed": dict(self.renamed),
             "resnapshot": self.resnapshot,
+            **({"origin": dict(self.origin)} if self.origin is not None else {}),
             "foreign_keys": [k.to_dict() for k in self.foreign_keys],
             "referenced_by": [k.to_dict() for k in self.referenced_by],
         }
@@ -177,15 +184,49 @@ class SchemaHistory:
     _pending: dict[tuple[str, str], TableSchema] = field(default_factory=dict)  # note_pending, per table
     _repaired: dict[tuple[str, str], str] = field(default_factory=dict)  # mark_repaired: the last re-read cut
     _legacy: set[tuple[str, str]] = field(default_factory=set)  # read from a version 1 file: foreign keys unknown
+    _moved: dict[tuple[str, str], str] = field(default_factory=dict)  # record_move: last rename away from the name
 
     def path(self, db: str, table: str) -> Path:
         return self.directory / f"{_safe(db)}.{_safe(table)}.json"
 
-    def versions(self, db: str, table: str) -> list[TableSchema]:
+    def own_versions(self, db: str, table: str) -> list[TableSchema]:
+        """The versions recorded under this name, whichever table held it (the file's own list)."""
         key = (db, table)
         if key not in self._cache:
             self._cache[key] = self._load(db, table)
         return self._cache[key]
+
+    def versions(self, db: str, table: str) -> list[TableSchema]:
+        """The versions of the table that holds this name now, renames followed back (issue #30).
+
+        From the last version that started a table under this name (`origin`): one renamed here brings the
+        versions it had under its earlier names before the RENAME, relabelled with this name, so a row written
+        under the old name is read, and its columns carried, exactly as one written under this name.
+        """
+        return [replace(v, db=db, table=table) if (v.db, v.table) != (db, table) else v
+                for v in self._lineage(db, table)]
+
+    def lineage(self, db: str, table: str) -> list[tuple[str, str, str, str | None]]:
+        """(db, table, from, to) of each name the table had, oldest first: it held the name at positions >= from
+        and < to (to None: still holds it). A table renamed twice has three entries."""
+        found: list[tuple[str, str, str, str | None]] = []
+        end: str | None = None
+        name: tuple[str, str] | None = (db, table)
+        while name is not None:
+            own = [v for v in self.own_versions(*name) if end is None or v.position < end]
+            start = next((i for i in range(len(own) - 1, -1, -1) if own[i].origin is not None), None)
+            begin = own[start].position if start is not None else ""
+            found.append((name[0], name[1], begin, end))
+            origin = own[start].origin if start is not None else None
+            name, end = ((origin["db"], origin["table"]), begin) if origin else (None, None)
+        return found[::-1]
+
+    def _lineage(self, db: str, table: str) -> list[TableSchema]:
+        found: list[TableSchema] = []
+        for name_db, name_table, begin, upto in self.lineage(db, table):
+            found += [v for v in self.own_versions(name_db, name_table)
+                      if v.position >= begin and (upto is None or v.position < upto)]
+        return found
 
     def _load(self, db: str, table: str) -> list[TableSchema]:
         path = self.path(db, table)
@@ -209,9 +250,12 @@ class SchemaHistory:
                     fills=dict(v.get("fills") or {}),  # versions 1 and 2: none recorded
                     resnapshot=v.get("resnapshot"),
                     renamed=dict(v.get("renamed") or {}),
+                    origin=dict(v["origin"]) if v.get("origin") is not None else None,
                 )
                 for v in document["history"]
             ]
+            if moved := document.get("moved"):
+                self._moved[(db, table)] = str(moved)
             if repaired := document.get("repaired"):
                 self._repaired[(db, table)] = str(repaired)
             if note := document.get("pending"):
@@ -234,22 +278,25 @@ class SchemaHistory:
 
     def knows_foreign_keys(self, db: str, table: str) -> bool:
         """False while the table's history is a version 1 file (written before foreign keys were recorded)."""
-        self.versions(db, table)
+        self.own_versions(db, table)
         return (db, table) not in self._legacy
 
     def latest(self, db: str, table: str) -> TableSchema | None:
-        versions = self.versions(db, table)
+        versions = self.own_versions(db, table)
         return versions[-1] if versions else None
 
     def record(self, schema: TableSchema) -> bool:
         """Append a version if the shape changed; idempotent for a replayed position. True if written."""
         if self.mask is not None:
             raise RuntimeError("a masked schema history is read-only")
-        versions = list(self.versions(schema.db, schema.table))
+        versions = list(self.own_versions(schema.db, schema.table))
         # A replay after a crash may record the same version again: drop anything at or after it.
         versions = [v for v in versions if v.position < schema.position]
-        if versions and versions[-1].same_version(schema):
-            if len(versions) == len(self.versions(schema.db, schema.table)):
+        moved = self._moved.get((schema.db, schema.table), "")
+        if versions and moved > versions[-1].position and schema.origin is None:
+            schema = replace(schema, origin={})  # a new table under a name an earlier one was renamed away from
+        if versions and versions[-1].same_version(schema) and schema.origin is None:
+            if len(versions) == len(self.own_versions(schema.db, schema.table)):
                 return False
         else:
             added = set(schema.column_names) - set(versions[-1].column_names if versions else ())
@@ -272,10 +319,33 @@ class SchemaHistory:
         For an ALTER whose resulting shape could not be read at its position (information_schema already shows
         a later change): the next table map gives the shape, this note the fills.
         """
-        self.versions(db, table)
+        self.own_versions(db, table)
         self._pending[(db, table)] = TableSchema(db, table, (), (), position, fills=fills, resnapshot=resnapshot,
                                                  renamed=renamed)
-        self._write(db, table, list(self.versions(db, table)))
+        self._write(db, table, list(self.own_versions(db, table)))
+
+    def record_move(self, db: str, table: str, new_db: str, new_table: str, position: str) -> bool:
+        """RENAME TABLE db.table TO new_db.new_table at `position`: the table goes on under the new name.
+
+        The new name gets the table's latest version at the RENAME's position (its `origin` says where it came
+        from), so its history follows on from the old one; the old name is marked moved away (`tables` leaves
+        it out until a table is created under it again). Idempotent for a replayed position. True if written.
+        """
+        if self.mask is not None:
+            raise RuntimeError("a masked schema history is read-only")
+        latest = self.latest(db, table)
+        if latest is not None and self._moved.get((db, table), "") < position:
+            self._moved[(db, table)] = position
+            self._write(db, table, list(self.own_versions(db, table)))
+        if latest is None or (latest.db, latest.table) == (new_db, new_table):
+            return False
+        return self.record(replace(latest, db=new_db, table=new_table, position=position, fills={}, renamed={},
+                                   resnapshot=None, origin={"db": db, "table": table}))
+
+    def is_moved_away(self, db: str, table: str) -> bool:
+        """The last table under this name was renamed away, and no table was created under it since."""
+        latest = self.latest(db, table)
+        return latest is not None and self._moved.get((db, table), "") > latest.position
 
     def _write(self, db: str, table: str, versions: list[TableSchema]) -> None:
         document = {
@@ -286,6 +356,8 @@ class SchemaHistory:
         }
         if (repaired := self._repaired.get((db, table))) is not None:
             document["repaired"] = repaired
+        if (moved := self._moved.get((db, table))) is not None:
+            document["moved"] = moved
         if (note := self._pending.get((db, table))) is not None:
             document["pending"] = {"position": note.position, "fills": note.fills, "renamed": note.renamed,
                                    "resnapshot": note.resnapshot}
@@ -298,23 +370,24 @@ class SchemaHistory:
 
         A flag is answered by a `cdc resnapshot` of the table that started reading after its ALTER (mark_repaired).
         """
-        versions = self.versions(db, table)
+        versions = self.own_versions(db, table)
         repaired = self._repaired.get((db, table), "")
         reasons = [f"{v.resnapshot} (ALTER at {v.position})" for v in versions if v.resnapshot and v.position > repaired]
         return "; ".join(reasons) or None
 
     def mark_repaired(self, db: str, table: str, cut: str) -> None:
         """A re-snapshot of the table read every row again after `cut` (tail at its end line): older flags are answered."""
-        self.versions(db, table)
+        self.own_versions(db, table)
         if cut > self._repaired.get((db, table), ""):
             self._repaired[(db, table)] = cut
-            self._write(db, table, list(self.versions(db, table)))
+            self._write(db, table, list(self.own_versions(db, table)))
 
     def tables(self) -> list[tuple[str, str]]:
+        """Every table with a history, except names a table was renamed away from (and none created under since)."""
         found = []
         for path in sorted(self.directory.glob("*.json")):
             document = read_json(path) or {}
-            if "db" in document and "table" in document:
+            if "db" in document and "table" in document and not self.is_moved_away(document["db"], document["table"]):
                 found.append((document["db"], document["table"]))
         return found
 

@@ -89,6 +89,20 @@ def _unquote_string(literal: str) -> str:
     return "".join(out)
 
 
+def split_clauses(specs: str) -> list[str]:
+    """An ALTER's clause list split at its top-level commas, each clause's text as written (stripped)."""
+    parts, start, depth = [], 0, 0
+    for match in _TOKEN.finditer(specs):
+        text = match.group().strip()
+        if text in ("(", ")"):
+            depth += 1 if text == "(" else -1
+        elif text == "," and depth == 0:
+            parts.append(specs[start:match.start()].strip())
+            start = match.end()
+    parts.append(specs[start:].strip())
+    return [p for p in parts if p]
+
+
 def _split(tokens: list[Token]) -> list[list[Token]]:
     """Split on commas outside parentheses."""
     parts: list[list[Token]] = [[]]

@@ -16,7 +16,6 @@ _VERSIONED = re.compile(r"/\*!\d*\s*(.*?)\*/", re.DOTALL)
 _IF = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
 
 _ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_IF}{_NAME}(.*)$", re.I | re.S)
-_RENAME_IN_ALTER = re.compile(rf"(?:^|,)\s*RENAME\s+(?:TO\s+|AS\s+)?(?!COLUMN\b|INDEX\b|KEY\b){_NAME}\s*$", re.I | re.S)
 _RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.*)$", re.I | re.S)
 _RENAME_PAIR = re.compile(rf"\s*{_NAME}\s+TO\s+{_NAME}\s*", re.I | re.S)
 _TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_NAME}\s*$", re.I | re.S)
@@ -61,10 +60,13 @@ def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
     text = _clean(sql)
     if match := _ALTER.match(text):
         db, table = _split_name(match[1], default_db)
-        if rename := _RENAME_IN_ALTER.search(match[2]):
-            new_db, new_table = _split_name(rename[1], db)
-            return [TableDdl("rename", db, table, new_db, new_table)]
-        return [TableDdl("alter", db, table, clauses=match[2])]
+        renamed, others = _rename_clause(match[2])
+        if renamed is None:
+            return [TableDdl("alter", db, table, clauses=match[2])]
+        new_db, new_table = _split_name(renamed, db)
+        # The other clauses act on the renamed table: after the move (their fills read under the new name).
+        rest = [TableDdl("alter", new_db, new_table, clauses=match[2])] if others else []
+        return [TableDdl("rename", db, table, new_db, new_table), *rest]
     if match := _RENAME.match(text):
         found = []
         for pair in _split_top_level(match[1]):
@@ -80,6 +82,20 @@ def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
     if match := _CREATE.match(text):
         return [TableDdl("create", *_split_name(match[1], default_db))]
     return []
+
+
+def _rename_clause(clauses: str) -> tuple[str | None, bool]:
+    """An ALTER's `RENAME [TO|AS] name` clause (the new name as written), and whether other clauses come with it."""
+    from cdc.capture.alter import split_clauses
+
+    parts = split_clauses(clauses)
+    for part in parts:
+        words = part.split(None, 1)
+        if len(words) == 2 and words[0].upper() == "RENAME":
+            name = re.sub(r"^(?:TO|AS)\s+", "", words[1].strip(), flags=re.I)
+            if re.fullmatch(_NAME, name) and not re.match(r"(?:COLUMN|INDEX|KEY)\b", name, re.I):
+                return name, len(parts) > 1
+    return None, False
 
 
 def _split_top_level(text: str) -> list[str]:

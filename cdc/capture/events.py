@@ -261,6 +261,15 @@ class Capture:
                         "starts it by itself; `cdc status` lists such tables)",
                         extra={"stage": "tail", "position": position})
 
+    def _check_rules(self, change: TableDdl, new_db: str, event: Event) -> None:
+        """Refuse a RENAME TABLE across column rules: values hashed or left out under the old name would be
+        written in clear under the new one (the rules are fixed per state directory)."""
+        if self.filters.columns(change.db, change.table) != self.filters.columns(new_db, change.new_table or ""):
+            raise DataError(f"RENAME TABLE {change.db}.{change.table} TO {new_db}.{change.new_table} at "
+                            f"{event.file}:{event.pos}: exclude_columns/hash_columns differ between the two names",
+                            hint="rules that match both names (a pattern such as db.*.email) keep the table masked; "
+                                 "changing the rules needs a new state directory and snapshot")
+
     def _refresh_foreign_keys(self, db: str, table: str, position: str) -> None:
         """After DDL on a table: record, at the DDL's position, any change of its foreign keys or of theirs.
 
@@ -404,6 +413,10 @@ class Capture:
                    "server_id": event.server_id}
             if change.kind == "alter":
                 self._record_alter(change, position)
+            elif change.kind == "rename" and change.new_table and self.filters.wants(body["new_db"], change.new_table):
+                # The table goes on under its new name from the RENAME's position (spark-merge and apply follow it).
+                self._check_rules(change, body["new_db"], event)
+                self.history.record_move(change.db, change.table, body["new_db"], change.new_table, position)
             self._later(self.out.txn.add, position, line_template(*split_line(body, src, change.table)), 1)
             if change.kind in ("alter", "create", "rename", "drop"):
                 self._refresh_foreign_keys(change.new_db or change.db, change.new_table or change.table, position)

@@ -33,7 +33,7 @@ from cdc.checkpoints import ApplyCheckpoint
 from cdc.errors import CdcError, DataError, PreconditionError
 from cdc.masking import masked_history
 from cdc.schema import TableSchema
-from cdc.snowflake import ddl, evolve, names, rekey
+from cdc.snowflake import ddl, evolve, moves, names, rekey
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import refused
 from cdc.state import StateDir, read_json
@@ -103,6 +103,7 @@ class Applier:
         self.summary = Summary()
         self._staged = 0
         self._manifests: list[Batch] | None = None
+        self._vacated: set[str] = set()  # Snowflake names the batch being applied renamed a table away from
 
     def execute(self, statement: str, params: Any = None, *, fetch: bool = True) -> list[tuple[Any, ...]]:
         from snowflake.connector.errors import Error
@@ -124,8 +125,10 @@ class Applier:
             if table.startswith(names.STAGING_PREFIX):
                 self.execute(f"DROP TABLE IF EXISTS {_Q(table)}")
         self.summary.transactional = self._probe_transactions()
-        rows = self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}')
-        return {str(r[0]) for r in rows}
+        applied = {str(r[0]) for r in self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}')}
+        for batch_id in applied:  # a run killed after a batch with renames was recorded left its marker
+            moves.finish(lambda statement: self.execute(statement, fetch=False), self.existing, batch_id)
+        return applied
 
     def _probe_transactions(self) -> bool:
         """Can MERGE run inside BEGIN ... COMMIT here? (Snowflake: yes; fakesnow: no.)"""
@@ -142,6 +145,10 @@ class Applier:
 
     def apply(self, batch: Batch) -> dict[str, Counts]:
         """Load and merge one batch, record it; returns the MERGE counts per table."""
+        run = lambda statement: self.execute(statement, fetch=False)  # noqa: E731
+        renamed = moves.renamed_tables(batch.manifest)
+        self.summary.evolved += moves.move_tables(run, self.existing, batch.batch_id, renamed)
+        self._vacated = moves.vacated(renamed)
         staged = [self._stage(batch, key, spec) for key, spec in sorted(batch.manifest.get("tables", {}).items())]
         counts: dict[str, Counts] = {}
         if self.summary.transactional:
@@ -164,6 +171,7 @@ class Applier:
             if self.summary.transactional:
                 self.execute("ROLLBACK")
             raise
+        moves.finish(run, self.existing, batch.batch_id)
         for _, _, staging in staged:
             self.execute(f"DROP TABLE IF EXISTS {staging}")
         self._cleanup(f"REMOVE @{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/")
@@ -206,6 +214,9 @@ class Applier:
         target = ddl.build_target(schema, names.snowflake_name(table))
         if target.name in self.existing:
             self._evolve(batch, key, schema, target)
+        elif target.name in self._vacated:  # a new table under a name this batch renamed a table away from
+            self.execute(ddl.create_table(target, soft_delete=False))
+            self.existing[target.name] = target.column_types(soft_delete=False)
         have = self.existing.get(target.name)
         in_file = {f.name for f in arrow} - set(METADATA)
         missing = [c.name for c in target.columns if c.mysql in in_file and (have is None or c.name not in have)]
@@ -272,10 +283,13 @@ class Applier:
         """The schema position of the table in the last batch before `batch` that had it (all applied by now)."""
         if self._manifests is None:
             self._manifests = list_batches(self.state)
+        # A renamed table's earlier batches are under the names it had then (each for the positions it had it).
+        held = [(f"{d}.{t}", start, end) for d, t, start, end in self.history.lineage(*key.partition(".")[::2])]
         for earlier in reversed(self._manifests):
-            spec = earlier.manifest.get("tables", {}).get(key) if earlier.batch_id < batch.batch_id else None
-            if spec is not None and spec.get("schema_position"):
-                return str(spec["schema_position"])
+            for name, start, end in held if earlier.batch_id < batch.batch_id else ():
+                found = str((earlier.manifest.get("tables", {}).get(name) or {}).get("schema_position") or "")
+                if found and found >= start and (end is None or found < end):
+                    return found
         return None
 
     def _merge(self, target: ddl.Target, staging: str) -> Counts:

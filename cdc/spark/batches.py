@@ -86,9 +86,16 @@ def publish_files(staged: Path, final_dir: Path) -> list[str]:
     return names
 
 
-def write_manifest(path: Path, batch: str, segments: tuple[str, str], tables: dict[str, Any]) -> dict[str, Any]:
-    """Seal the batch (StateDir.manifest_path(batch)): written last, after every file of it."""
-    document = {"version": MANIFEST_VERSION, "batch_id": batch, "segments": list(segments), "tables": tables}
+def write_manifest(path: Path, batch: str, segments: tuple[str, str], tables: dict[str, Any],
+                   renames: list[dict[str, list[str]]] | None = None) -> dict[str, Any]:
+    """Seal the batch (StateDir.manifest_path(batch)): written last, after every file of it.
+
+    renames: the tables the batch's run renamed ({"from": [db, table], "to": [db, table]}), done before its rows.
+    """
+    document: dict[str, Any] = {"version": MANIFEST_VERSION, "batch_id": batch, "segments": list(segments),
+                                "tables": tables}
+    if renames:
+        document["renames"] = renames
     write_json_atomic(path, document)
     return document
 

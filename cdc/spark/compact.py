@@ -105,9 +105,16 @@ def by_version(scoped: list[tuple[TableSchema, SparkColumn | None]],
     return chain
 
 
-def _check_key(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema) -> None:
+def _key_source(versions: list[TableSchema], name: str, version: TableSchema, final: TableSchema) -> str:
+    """Key column `name` of the final version as `version` names it (a key column renamed since: its old name)."""
+    return carried(versions, name, version.position, final.position).source or name
+
+
+def _check_key(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema,
+               versions: list[TableSchema]) -> None:
     for version, _ in scoped:
-        if not version.same_key(final):
+        # A key column renamed (RENAME COLUMN id TO item_id, CHANGE id item_id INT) is the same key.
+        if sorted(_key_source(versions, k, version, final) for k in final.primary_key) != sorted(version.primary_key):
             raise DataError(
                 f"{final.db}.{final.table}: primary key changed from {list(version.primary_key)} at "
                 f"{version.position} to {list(final.primary_key)} at {final.position} inside one merge run",
@@ -121,19 +128,24 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
     A line is one event (its `key`); a key-changing update is two: a delete of the `before` key too.
     """
     scoped = scoped_versions(versions, final, info, F.col("position"))
-    _check_key(scoped, final)
+    _check_key(scoped, final, versions)
     pk = list(final.primary_key)
     lines = raw.filter((F.col("db") == info.db) & (F.col("table") == info.table) & F.col("op").isin(*ROW_OPS))
     read_as_text = isinstance(raw.schema["key"].dataType, T.StringType)  # else types.keyed_line_schema
 
+    key_fields = sorted({_key_source(versions, k, v, final) for v, _ in scoped for k in pk})
+
     def image(name: str) -> SparkColumn:
-        return F.from_json(name, raw_struct(pk)) if read_as_text else F.col(name)
+        return F.from_json(name, raw_struct(key_fields)) if read_as_text else F.col(name)
 
     parsed = lines.select("op", "position", "ts", "after", image("key").alias("k"),
                           F.when(F.col("op") == "u", image("before")).alias("b"))
 
     def field(image: str, name: str) -> Callable[[TableSchema], SparkColumn]:
-        return lambda version: typed(F.col(image).getField(name), version.column(name), final.column(name))
+        def value(version: TableSchema) -> SparkColumn:
+            source = _key_source(versions, name, version, final)
+            return typed(F.col(image).getField(source), version.column(source), final.column(name))
+        return value
 
     def key(image: str) -> list[SparkColumn]:
         return [by_version(scoped, field(image, k)) for k in pk]

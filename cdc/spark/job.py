@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from cdc.config import AWSSettings, SparkSettings
 from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
-from cdc.spark import batches, lake, scan
+from cdc.spark import batches, lake, renames, scan
 from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
 from cdc.spark.rekey import key_change_cut
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult
@@ -102,7 +101,7 @@ def merge(
             write_json_atomic(journal_path, journal)
             tables = {t["result"]["table"]: t["manifest"] for t in journal["tables"] if t["manifest"]}
             manifest = batches.write_manifest(state.manifest_path(batch), batch, (segments[0].name, segments[-1].name),
-                                              tables)
+                                              tables, journal.get("renames", []))
         stored = read_json(journal_path)
         if stored is None:
             raise DataError(f"batch {batch_dir} is sealed but its run journal {journal_path} is missing",
@@ -112,6 +111,8 @@ def merge(
             report("writing")
         for entry in journal["tables"]:
             lake.switch(target_dir / entry["dir"], entry["pointer"])
+        for name in journal.get("removed", []):  # renamed away: the table lives on under its new name
+            shutil.rmtree(target_dir / name, ignore_errors=True)
         # last_position (beyond the documented fields): lines re-read at or before it (a tail replay
         # after a crash) were merged by an earlier run and are dropped, never re-applied.
         last_position = max(filter(None, [journal.get("max_position"), checkpoint.last_position]), default=None)
@@ -197,13 +198,15 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         raw = raw.filter(F.col("position") < F.lit(cut))
         infos = scan.spark_stats(raw)
     max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
+    raw, infos, plan = renames.follow(raw, infos)  # each line under its table's name at the run's end
     with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
-        cascades = _cascades(spark, raw, state, history, infos, target, run)
+        cascades = _cascades(spark, raw, state, history, infos, target, run, plan)
     # A table created in this run that has no row yet has no schema history either (tail records one at its first
     # table map): nothing to merge, and no schema to merge it with.
     infos = [i for i in cascades.stats(infos) if i.rows or history.at(i.db, i.table, i.last_position) is not None]
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
     raw = _keyed_lines(spark, raw, files, merged_upto, history, infos, cut)
+    raw = plan.relabel(raw) if plan is not None else raw
     if cascades.lines:
         from cdc.spark.cascade_reads import read_lines
 
@@ -214,25 +217,31 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if sum(1 for i in infos if i.rows) > 1:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        merge_one = partial(_merge_table, spark, raw, history, run=run, target=target, batch_dir=state.batch_dir(batch),
-                            staging=staging)
+        def merge_one(info: TableStats, **progress: Any) -> dict[str, Any]:
+            return _merge_table(spark, raw, history, info, run=run, target=target,
+                                base_dir=renames.lake_base(target, plan, info.db, info.table),
+                                batch_dir=state.batch_dir(batch), staging=staging, **progress)
+
         for entry in merge_tables(merge_one, infos, phases, report, at_once):
             entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
             entries.append(entry)
     finally:
         raw.unpersist()
+    moved = renames.journal(plan, target, {e["dir"] for e in entries}) if plan is not None else {}
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
-            "warnings": cascades.warnings, "key_change": cut}
+            "warnings": cascades.warnings, "key_change": cut, **moved}
 
 
 def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
-              run: int) -> Any:
+              run: int, plan: renames.RenamePlan | None) -> Any:
     """The child-row changes InnoDB's foreign-key cascades made in this run (cdc.spark.cascades)."""
     from cdc.spark import compact
     from cdc.spark.cascade_reads import derive
 
     def lake_base(final: Any) -> Any:
-        directory = lake.table_dir(target, final.db, final.table)
+        directory = renames.lake_base(target, plan, final.db, final.table)
+        if directory is None:
+            return None
         base_name = lake.base_version(directory, run)
         since = lake.base_schema_position(directory, run)
         versions = history.versions(final.db, final.table)
@@ -249,8 +258,10 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     # Every table of the run, row changes or not: one with only DDL (an ALTER alone) is merged too, and its
     # (empty) events are still read through these structs.
     finals = [(i, s) for i in infos for s in [history.at(i.db, i.table, i.last_position)] if s]
-    # A keyless table's identity is its whole row: every column any version had is read from `before` too.
-    names = [k for i, s in finals for k in (s.primary_key or _all_columns(history, i))]
+    # A keyless table's identity is its whole row: every column any version had is read from `before` too; a key
+    # column renamed is read under each name it had.
+    names = [k for i, s in finals for v in history.versions(i.db, i.table)
+             for k in (v.primary_key if s.primary_key else v.column_names)]
     # Every non-key column any version of a merged table had: what the compaction reads from `after`.
     values = [c.name for i, s in finals for v in history.versions(i.db, i.table) for c in v.columns
               if c.name not in s.primary_key]
@@ -258,10 +269,6 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     if schema is None:
         return raw
     return _read_lines(spark, schema, files, merged_upto, cut)
-
-
-def _all_columns(history: SchemaHistory, info: TableStats) -> list[str]:
-    return [c.name for v in history.versions(info.db, info.table) for c in v.columns]
 
 
 def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:
@@ -275,6 +282,7 @@ def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | No
 
 
 def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run: int, target: Path,
+                 base_dir: Path | None,
                  batch_dir: Path, staging: Path, phases: dict[str, float],
                  step: Callable[[str], None]) -> dict[str, Any]:
     from pyspark import StorageLevel
@@ -288,10 +296,12 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run
                         f"({history.path(info.db, info.table)})",
                         hint="snapshot/tail record the schema before the changes; rerun them for this table")
     directory = lake.table_dir(target, info.db, info.table)
-    base_name = lake.base_version(directory, run)
+    # A renamed table merges onto the lake table of its name when the run started (cdc.spark.renames).
+    base_name = lake.base_version(base_dir, run) if base_dir else None
+    base_path = base_dir / base_name if base_dir and base_name else None
     versions = history.versions(info.db, info.table)
-    base_position = lake.base_schema_position(directory, run)
-    base = compact.read_base(spark, str(directory / base_name), final, versions, base_position) if base_name else None
+    base_position = lake.base_schema_position(base_dir, run) if base_dir else ""
+    base = compact.read_base(spark, str(base_path), final, versions, base_position) if base_path else None
     table_input = info.as_input()
     keyless = not final.primary_key  # a multiset of full rows (cdc.spark.multiset)
     if keyless:
@@ -309,7 +319,7 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run
         rest = None if base is None else (
             multiset.untouched(base, changed, final) if keyless else compact.untouched(base, changed, final, broadcast))
         # The rows no event touched are the lake's rows minus the touched ones (their copies, for a keyless table).
-        untouched = (lake.version_rows(directory / base_name) - counts["in_lake"]) if base_name else 0
+        untouched = (lake.version_rows(base_path) - counts["in_lake"]) if base_path else 0
         truncated = table_input.truncate_position is not None
         if truncated and rest is not None and keyless:  # one DELETE per distinct row: apply removes every copy
             gone = multiset.truncated_rows(rest, final, table_input)

@@ -47,6 +47,7 @@ class TableStats:
     truncate_ts: str | None
     removals: int = 0  # updates and deletes (what may change a key other tables reference: cdc.spark.cascades)
     truncate_at: str | None = None  # the position of the line that cut (the cut itself for truncate/drop)
+    renames: int = 0  # rename lines (RENAME TABLE from this name: cdc.spark.renames follows them)
 
     def as_input(self) -> Any:
         from cdc.spark.compact import TableInput
@@ -82,12 +83,9 @@ def _checked(db: Any, table: Any, rows: int, low: str | None, high: str | None, 
              cut: tuple[str, str | None, str] | None, renames: int, removals: int) -> TableStats:
     if not isinstance(db, str) or not isinstance(table, str):
         raise DataError("a change line has no db/table", hint=_FORMAT_HINT)
-    if renames:
-        raise DataError(f"{db}.{table} was renamed in this run; spark-merge does not follow renames yet",
-                        hint="merge up to the RENAME, then re-snapshot the renamed table")
     if cut is None:
-        return TableStats(db, table, rows, low, high, last, None, None, removals)
-    return TableStats(db, table, rows, low, high, last, cut[0], cut[1], removals, cut[2])
+        return TableStats(db, table, rows, low, high, last, None, None, removals, renames=renames)
+    return TableStats(db, table, rows, low, high, last, cut[0], cut[1], removals, cut[2], renames)
 
 
 def is_local(files: list[str]) -> bool:

@@ -30,7 +30,8 @@ LINE_SCHEMA = T.StructType([
     T.StructField("db", T.StringType()), T.StructField("key", T.StringType()),
     T.StructField("op", T.StringType()), T.StructField("position", T.StringType()),
     T.StructField("table", T.StringType()), T.StructField("ts", T.StringType()),
-    T.StructField("kind", T.StringType()), T.StructField("new_table", T.StringType()),
+    T.StructField("kind", T.StringType()), T.StructField("new_db", T.StringType()),
+    T.StructField("new_table", T.StringType()),
     T.StructField("cut", T.StringType()),
 ])
 

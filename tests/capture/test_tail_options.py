@@ -112,3 +112,22 @@ def test_start_gtid_starts_after_that_transaction(cli: Callable[..., Any], maria
     result = cli("tail", "--stdout", "--databases", fresh_db, "--start-gtid", gtid)
     assert result.exit_code == 0, result.output
     assert [orjson.loads(line)["key"] for line in result.stdout.splitlines()] == [{"id": 2}]
+
+
+def test_rename_across_column_rules_stops_tail(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    """A table renamed to a name its exclude/hash rules do not match would be written in clear: refused (#30)."""
+    import pytest
+
+    from cdc.capture import Filters, StartRequest, TailOptions, run_tail
+    from cdc.errors import DataError
+    from tests.capture.conftest import settings_for
+
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.people (id INT PRIMARY KEY, ssn CHAR(11))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.people VALUES (1, '123-45-6789')")
+    mariadb.execute(f"RENAME TABLE `{fresh_db}`.people TO `{fresh_db}`.persons")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.persons VALUES (2, '987-65-4321')")
+    filters = Filters(databases=(fresh_db,), exclude_columns=(f"{fresh_db}.people.ssn",))
+    with pytest.raises(DataError, match="exclude_columns/hash_columns differ"):
+        run_tail(settings_for(mariadb, tmp_path), TailOptions(StartRequest(position=start), filters=filters))
+    assert b"987-65-4321" not in changelog_bytes(tmp_path)

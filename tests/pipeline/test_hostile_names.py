@@ -23,6 +23,8 @@ DB = "Shop Ü-1"
 TABLES = ["Order Details", "select", 'wé"ird%name', "dot.ted"]
 COLUMNS = ["Mixed Case", "from", 'say "quoted"', "dot.col", "ünï code"]
 ADDED = 'ädded "col".x'  # by an ALTER between the two runs
+RENAMED = 'rén "sel".x `y`'  # RENAME TABLE targets in the third run
+MOVED = "Ördér Détails"
 
 
 def q(name: str) -> str:
@@ -68,7 +70,29 @@ def test_hostile_names_replicate_and_verify(hostile: dict[str, Any], sf: Any) ->
     assert {r[0] for r in server.execute(f"SELECT {q(ADDED)} FROM {q(DB)}.{q('Order Details')}")} == {
         'O\'Brien \\ "x" 🎉'}
 
-    for table in TABLES:
+    _check(server, config, sf, TABLES)
+
+    # Hostile names through RENAME TABLE (issue #30): a name renamed away and taken again in one statement, and
+    # ALTER ... RENAME TO with another clause; rows under the old names before and under the new ones after.
+    server.execute(f"UPDATE {q(DB)}.{q('select')} SET {q('from')} = 'before' WHERE {q('Mixed Case')} = 1")
+    server.execute(f"RENAME TABLE {q(DB)}.{q('select')} TO {q(DB)}.{q(RENAMED)}, "
+                   f"{q(DB)}.{q('dot.ted')} TO {q(DB)}.{q('select')}")
+    server.execute(f"ALTER TABLE {q(DB)}.{q('Order Details')} ADD INDEX ({q('from')}), RENAME TO {q(DB)}.{q(MOVED)}")
+    server.execute(f"UPDATE {q(DB)}.{q(RENAMED)} SET {q('from')} = 'after' WHERE {q('Mixed Case')} = 4")
+    server.execute(f"DELETE FROM {q(DB)}.{q('select')} WHERE {q('Mixed Case')} = 5")
+    server.execute(f"UPDATE {q(DB)}.{q(MOVED)} SET {q('from')} = 'moved' WHERE {q('Mixed Case')} = 1")
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+    renamed = [MOVED, "select", 'wé"ird%name', RENAMED]
+    _check(server, config, sf, renamed)
+    names = {r[0] for r in rows(sf, "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = "
+                                    "CURRENT_SCHEMA()")}
+    gone = {table_names([(DB, t)])[(DB, t)] for t in ("Order Details", "dot.ted")}
+    assert not names & gone and {table_names([(DB, t)])[(DB, t)] for t in renamed} <= names
+
+
+def _check(server: Any, config: Path, sf: Any, tables: list[str]) -> None:  # noqa: F811
+    for table in tables:
         source = server.execute(f"SELECT {', '.join(q(c) for c in COLUMNS)} FROM {q(DB)}.{q(table)} "
                                 f"ORDER BY {q(COLUMNS[0])}")
         assert _snowflake_rows(sf, table) == source, table
@@ -76,3 +100,5 @@ def test_hostile_names_replicate_and_verify(hostile: dict[str, Any], sf: Any) ->
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report, "verify printed an empty report"
+    assert sorted(t["table"] for t in report["tables"] if t["target"] == "snowflake") == sorted(
+        f"{DB}.{t}" for t in tables)
