@@ -23,7 +23,7 @@ the binlog: the schema history flags the table for a re-snapshot (cdc.pipeline.a
 
 from __future__ import annotations
 
-from cdc.schema import SchemaHistory
+from cdc.schema import SchemaHistory, TableSchema
 from cdc.spark.scan import TableStats
 
 
@@ -37,7 +37,13 @@ def key_change_cut(history: SchemaHistory, stats: list[TableStats]) -> str | Non
         for before, version in zip(versions, versions[1:], strict=False):
             if version.position > info.last_position:
                 break
-            if info.min_position < version.position and not version.same_key(before):
+            if info.min_position < version.position and not _same_key(before, version):
                 cut = version.position if cut is None else min(cut, version.position)
                 break
     return cut
+
+
+def _same_key(before: TableSchema, version: TableSchema) -> bool:
+    """The same key in any column order, a key column renamed by this version (RENAME COLUMN id TO item_id)
+    included: its rows keep their identity, so nothing needs re-keying (compact._check_key agrees)."""
+    return sorted(version.renamed.get(k, k) for k in version.primary_key) == sorted(before.primary_key)
