@@ -299,7 +299,7 @@ class Capture:
         if decoder is None or self._seen:
             return
         meta = RowsMeta(event.db or "", event.table or "", event.file, event.pos, self._txn_gtid, event.server_id,
-                        event.op or "", seq_offset=self.out.seq_offset)
+                        event.op or "", seq_offset=self.out.seq_offset, fk_checks=event.fk_checks)
         if event.table_id in self._marks:
             self._on_marks(decoder, event, meta)
             return

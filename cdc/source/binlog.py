@@ -93,6 +93,7 @@ class Event:
     table: str | None = None
     op: str | None = None  # c / u / d for rows events
     table_id: int | None = None
+    fk_checks: bool = True  # rows events: False when written with foreign_key_checks=0 (NO_FOREIGN_KEY_CHECKS)
     raw: Any = field(default=None, repr=False)  # the library's event, for table maps and rows
 
 
@@ -104,6 +105,10 @@ _EVENTS = [
     lib_event.NotImplementedEvent, WriteRows, UpdateRows, DeleteRows,
 ]
 _OPS = {WriteRows: "c", UpdateRows: "u", DeleteRows: "d"}
+# A rows event's flag for a statement run with foreign_key_checks=0: InnoDB cascaded nothing for it (issue #24).
+# The same bit in MySQL and MariaDB: https://dev.mysql.com/doc/dev/mysql-server/latest/classmysql_1_1binlog_1_1event_1_1Rows__event.html
+# (enum_flag NO_FOREIGN_KEY_CHECKS_F); the library reads the flags word of v1 and v2 rows events as `flags`.
+NO_FOREIGN_KEY_CHECKS = 0x0002
 
 
 def translate(raw: Any, file: str) -> Event:
@@ -119,7 +124,8 @@ def translate(raw: Any, file: str) -> Event:
                 f"rows event at {file}:{pos} refers to table id {raw.table_id} whose table map was not read",
                 hint="restart tail from its checkpoint (a transaction boundary); never from a position inside a transaction",
             )
-        return Event("rows", *base, db=raw.schema, table=raw.table, op=_OPS[kind], table_id=raw.table_id, raw=raw)
+        return Event("rows", *base, db=raw.schema, table=raw.table, op=_OPS[kind], table_id=raw.table_id, raw=raw,
+                     fk_checks=not raw.flags & NO_FOREIGN_KEY_CHECKS)
     if kind is lib_rows.TableMapEvent:
         return Event("table_map", *base, db=raw.schema, table=raw.table, table_id=raw.table_id, raw=raw)
     if kind is lib_event.XidEvent:
