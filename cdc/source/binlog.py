@@ -94,6 +94,9 @@ class Event:
     op: str | None = None  # c / u / d for rows events
     table_id: int | None = None
     fk_checks: bool = True  # rows events: False when written with foreign_key_checks=0 (NO_FOREIGN_KEY_CHECKS)
+    # MariaDB GTID events: the group is one statement without COMMIT (DDL); False: it ends with COMMIT/Xid, even
+    # when it starts with a statement (CREATE TABLE ... SELECT). None: not known (MySQL).
+    standalone: bool | None = None
     raw: Any = field(default=None, repr=False)  # the library's event, for table maps and rows
 
 
@@ -109,6 +112,9 @@ _OPS = {WriteRows: "c", UpdateRows: "u", DeleteRows: "d"}
 # The same bit in MySQL and MariaDB: https://dev.mysql.com/doc/dev/mysql-server/latest/classmysql_1_1binlog_1_1event_1_1Rows__event.html
 # (enum_flag NO_FOREIGN_KEY_CHECKS_F); the library reads the flags word of v1 and v2 rows events as `flags`.
 NO_FOREIGN_KEY_CHECKS = 0x0002
+# MariaDB's GTID event flag FL_STANDALONE (https://mariadb.com/kb/en/gtid_event/): set on a DDL statement's own group.
+# CREATE TABLE ... SELECT has it clear: its CREATE is followed by the rows it inserted and an Xid, one transaction.
+MARIADB_GTID_STANDALONE = 0x01
 
 
 def translate(raw: Any, file: str) -> Event:
@@ -131,7 +137,7 @@ def translate(raw: Any, file: str) -> Event:
     if kind is lib_event.XidEvent:
         return Event("commit", *base, xid=raw.xid)
     if kind is lib_event.MariadbGtidEvent:
-        return Event("gtid", *base, gtid=raw.gtid)
+        return Event("gtid", *base, gtid=raw.gtid, standalone=bool(raw.flags & MARIADB_GTID_STANDALONE))
     if kind is lib_event.GtidEvent:
         return Event("gtid", *base, gtid=raw.gtid)
     if kind is lib_event.QueryEvent:
