@@ -74,6 +74,31 @@ def test_truncate_table(mariadb: MariaDB, fresh_db: str, tmp_path: Path, spark: 
     _batch(mariadb, fresh_db, state, sf, spark, ["t"], "after a TRUNCATE alone")
 
 
+def test_drop_table_then_create_it_with_another_shape(mariadb: MariaDB, fresh_db: str, tmp_path: Path, spark: Any,
+                                                      sf: Any) -> None:
+    state = StateDir(tmp_path / "state")
+    start = binlog_start(mariadb)
+    _run(mariadb, fresh_db, [
+        "CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10) NOT NULL, b INT, c DECIMAL(6,2))",
+        "INSERT INTO t VALUES " + ", ".join(f"({i}, 'a{i}', {i * 10}, {i}.5)" for i in range(1, 6)),
+    ])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "first life", start)
+    _run(mariadb, fresh_db, [  # the second life in the same batch: other columns, types and NOT NULLs
+        "UPDATE t SET b = 99 WHERE id = 1", "DELETE FROM t WHERE id = 2", "DROP TABLE t",
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, d DATE NOT NULL, a INT, c VARCHAR(5))",
+        "INSERT INTO t VALUES (1, '2026-01-01', 7, 'x'), (9, '2026-02-02', NULL, NULL)",
+        "UPDATE t SET a = 8 WHERE id = 1",
+    ])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "second life, same batch")
+    _run(mariadb, fresh_db, ["INSERT INTO t VALUES (3, '2026-03-03', 3, 'y')", "DELETE FROM t WHERE id = 9"])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "second life, later batch")
+    _run(mariadb, fresh_db, [  # a third life in a batch of its own, keys of both earlier lives again
+        "DROP TABLE t", "CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10))",
+        "INSERT INTO t VALUES (1, 'third'), (4, 'four')",
+    ])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "third life")
+
+
 def test_create_table_like_and_as_select(mariadb: MariaDB, fresh_db: str, tmp_path: Path, spark: Any,
                                          sf: Any) -> None:
     state = StateDir(tmp_path / "state")
