@@ -253,7 +253,8 @@ class Applier:
                                         value=step.value, current_only=True), step.params)
             elif step.change == "convert" and history is not None and step.renamed_from in history:
                 self.execute(ddl.render("convert_column.sql.j2", table=_Q(target.history), new=_Q(step.renamed_from),
-                                        old=_Q(step.renamed_from), type=step.value, current_only=True))
+                                        old=_Q(step.renamed_from), type=step.value, current_only=True,
+                                        cut=step.cut))
             elif step.change == "drop":
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)

@@ -123,3 +123,30 @@ def test_create_table_like_and_as_select(mariadb: MariaDB, fresh_db: str, tmp_pa
         "INSERT INTO t4 VALUES (9, 'nine')", "DELETE FROM t4 WHERE id = 4",
     ])
     _batch(mariadb, fresh_db, state, sf, spark, ["t", "t2", "t3", "t4"], "later batch")
+
+
+def test_datetime_precision_cut_truncates_the_stored_fraction(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                              spark: Any, sf: Any) -> None:
+    """MariaDB truncates the stored fractions at MODIFY DATETIME(6) -> DATETIME(0) / TIMESTAMP(6) -> (2): so do the
+    lake and Snowflake (.999999 must not round up to the next second)."""
+    state = StateDir(tmp_path / "state")
+    start = binlog_start(mariadb)
+    _run(mariadb, fresh_db, [
+        "SET SESSION time_zone = '+00:00'",
+        "CREATE TABLE t (id INT PRIMARY KEY, at DATETIME(6), ts TIMESTAMP(6) NULL, name VARCHAR(10))",
+        "INSERT INTO t VALUES (1, '2026-01-01 10:00:59.999999', '2026-01-01 10:00:59.999999', 'a'), "
+        "(2, '1960-06-30 23:59:59.123456', '2001-02-03 04:05:06.789012', 'b'), (3, NULL, NULL, 'c'), "
+        "(4, '2026-12-31 23:59:59.5', '2026-12-31 23:59:59.555555', 'd')",
+    ])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "before", start)
+    _run(mariadb, fresh_db, [  # rows before and after the cut in one batch
+        "SET SESSION time_zone = '+00:00'",
+        "UPDATE t SET at = '2027-07-07 07:07:07.777777', ts = '2027-07-07 07:07:07.777777' WHERE id = 4",
+        "INSERT INTO t VALUES (5, '2028-01-01 00:00:00.654321', '2028-01-01 00:00:00.654321', 'e')",
+        "ALTER TABLE t MODIFY at DATETIME(0), MODIFY ts TIMESTAMP(2) NULL",
+        "INSERT INTO t VALUES (6, '2029-01-01 00:00:01', '2029-01-01 00:00:01.25', 'f')",
+        "UPDATE t SET name = 'b2' WHERE id = 2",
+    ])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "cut in the batch")
+    _run(mariadb, fresh_db, ["UPDATE t SET name = 'a2' WHERE id = 1", "INSERT INTO t VALUES (7, NULL, NULL, 'g')"])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "later batch")
