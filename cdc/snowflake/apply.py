@@ -255,6 +255,9 @@ class Applier:
                 self.execute(ddl.render("convert_column.sql.j2", table=_Q(target.history), new=_Q(step.renamed_from),
                                         old=_Q(step.renamed_from), type=step.value, current_only=True,
                                         cut=step.cut))
+            elif step.change == "shorten" and history is not None and step.column in history:
+                self.execute(ddl.render("shorten_column.sql.j2", table=_Q(target.history), column=_Q(step.column),
+                                        length=step.cut, current_only=True))
             elif step.change == "drop":
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)

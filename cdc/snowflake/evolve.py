@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc import sql
-from cdc.schema import TableSchema, carried
+from cdc.schema import TableSchema, carried, varchar_length
 from cdc.snowflake import ddl, names
 from cdc.snowflake.typemap import snowflake_type
 
@@ -35,7 +35,7 @@ class Step:
     what: str  # "add column T.C", ...
     table: str  # the Snowflake table it changes
     column: str
-    change: str  # add | drop | rename | fill
+    change: str  # add | drop | rename | fill | convert | shorten
     renamed_from: str = ""  # rename: the old name; fill: the column the values are copied from; convert: the column
     value: str = ""  # fill: the value expression (its parameters lead `params`); convert: the new type
     cut: int | None = None  # convert of a DATETIME/TIMESTAMP to fewer fractional digits: nanoseconds modulo this go
@@ -78,6 +78,11 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
             continue
         if name in have and (came is None or came.source is not None):
             kept.add(name)
+            length = _shortened(versions, since, schema, mysql_name) if since is not None and came is not None else None
+            if length is not None:
+                steps.append(Step(ddl.render("shorten_column.sql.j2", table=table, column=_Q(name), length=length,
+                                             current_only=False), (), f"cut column {target.name}.{name} to {length}",
+                                  target.name, name, "shorten", cut=length))
             continue
         reset = came if came is not None else carried(versions, mysql_name, "", schema.position)
         if name not in have:
@@ -109,6 +114,15 @@ def _retyped(versions: list[TableSchema], since: str, mysql_name: str, wanted: s
     if before is None or mysql_name not in before.column_names:
         return False
     return snowflake_type(before.column(mysql_name), table=where) != wanted
+
+
+def _shortened(versions: list[TableSchema], since: str, schema: TableSchema, mysql_name: str) -> int | None:
+    """A VARCHAR made shorter since the table's last batch: its new length (Snowflake's VARCHAR has none to cut)."""
+    before = next((v for v in reversed(versions) if v.position <= since), None)
+    if before is None or mysql_name not in before.column_names:
+        return None
+    had, kept = varchar_length(before.column(mysql_name)), varchar_length(schema.column(mysql_name))
+    return kept if had is not None and kept is not None and kept < had else None
 
 
 def _fraction_cut(versions: list[TableSchema], since: str, schema: TableSchema, mysql_name: str) -> int | None:

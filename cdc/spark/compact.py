@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from cdc.errors import DataError
-from cdc.schema import Carried, Column, TableSchema, carried
+from cdc.schema import Carried, Column, TableSchema, carried, varchar_length
 from cdc.spark.types import col, parse_value, raw_struct, spark_type
 
 ROW_OPS = ("c", "u", "d", "r")
@@ -62,7 +62,19 @@ class TableInput:
 def typed(raw: SparkColumn, column: Column, final: Column) -> SparkColumn:
     value = parse_value(column, raw)
     value = value if spark_type(column) == spark_type(final) else value.cast(spark_type(final))
-    return cut_fraction(value, column, final)
+    return stored_as(value, column, final)
+
+
+def stored_as(value: SparkColumn, column: Column, final: Column) -> SparkColumn:
+    """A value of `column` as MySQL stored it after a MODIFY to `final` that Spark's cast does not reproduce."""
+    return cut_text(cut_fraction(value, column, final), column, final)
+
+
+def cut_text(value: SparkColumn, column: Column, final: Column) -> SparkColumn:
+    """A VARCHAR shortened to `final`'s length: MySQL cut longer values to it in a non-strict session (a strict
+    one refuses the ALTER while any is longer, so the cut changes nothing then). Lengths count characters."""
+    kept, had = varchar_length(final), varchar_length(column)
+    return value if kept is None or had is None or kept >= had else F.substring(value, 1, kept)
 
 
 def cut_fraction(value: SparkColumn, column: Column, final: Column) -> SparkColumn:
@@ -197,7 +209,7 @@ def read_base(spark: SparkSession, path: str, final: TableSchema, versions: list
         if source.source is not None and source.source in present:
             value = col(source.source).cast(spark_type(c))
             if then is not None and source.source in then.column_names:
-                value = cut_fraction(value, then.column(source.source), c)
+                value = stored_as(value, then.column(source.source), c)
             values.append(value.alias(f"c{i}"))
         else:
             values.append(fill_literal(c, source.fill).alias(f"c{i}"))

@@ -150,3 +150,26 @@ def test_datetime_precision_cut_truncates_the_stored_fraction(mariadb: MariaDB, 
     _batch(mariadb, fresh_db, state, sf, spark, ["t"], "cut in the batch")
     _run(mariadb, fresh_db, ["UPDATE t SET name = 'a2' WHERE id = 1", "INSERT INTO t VALUES (7, NULL, NULL, 'g')"])
     _batch(mariadb, fresh_db, state, sf, spark, ["t"], "later batch")
+
+
+def test_varchar_shortened_in_a_non_strict_session_cuts_longer_values(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                                      spark: Any, sf: Any) -> None:
+    """sql_mode='': MySQL cuts stored values longer than the new length (characters, not bytes), with a warning."""
+    state = StateDir(tmp_path / "state")
+    start = binlog_start(mariadb)
+    _run(mariadb, fresh_db, [
+        "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(12) CHARACTER SET utf8mb4, note VARCHAR(5))",
+        "INSERT INTO t VALUES (1, 'abcdefghijkl', 'xy'), (2, 'abc', NULL), (3, 'ÄÖÜäöüß 😀xyz', 'abcde'), "
+        "(4, NULL, 'ab')",
+    ])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "before", start)
+    _run(mariadb, fresh_db, [  # rows before and after the ALTER in one batch
+        "UPDATE t SET name = 'zyxwvutsrq' WHERE id = 2",
+        "SET SESSION sql_mode = ''",
+        "ALTER TABLE t MODIFY name VARCHAR(4) CHARACTER SET utf8mb4, MODIFY note VARCHAR(2)",
+        "INSERT INTO t VALUES (5, 'klmn', 'ok')",
+        "UPDATE t SET note = 'n' WHERE id = 1",
+    ])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "cut in the batch")
+    _run(mariadb, fresh_db, ["UPDATE t SET note = 'q' WHERE id = 3", "INSERT INTO t VALUES (6, 'ab', 'cd')"])
+    _batch(mariadb, fresh_db, state, sf, spark, ["t"], "later batch")
