@@ -56,6 +56,9 @@ class MySQLSettings:
     hash_key_file: str | None = None
     # The table `cdc resnapshot` writes its watermarks to, and tail reads them from (cdc.watermarks).
     watermark_table: str = "cdc.watermarks"
+    # host or host:port of every server of one replication topology: tail reads the writable one and follows a
+    # failover or switchover to another by GTIDs (cdc.source.topology). Empty: host/port only, --rebase by hand.
+    hosts: tuple[str, ...] = ()
 
     def reader_server_id(self) -> int:
         """Our replica server_id: the configured one, else a stable value derived from host/port/user.
@@ -169,7 +172,23 @@ def load_settings(
     if sources.get("mysql.ssl_mode") == "option file":
         sources["mysql.ssl_mode"] = f"option file {tls_why}"
     _imply_ssl_mode(merged, sources)
+    _host_from_hosts(merged, sources)
     return _build(merged, sources)
+
+
+def _host_from_hosts(merged: dict[str, Any], sources: dict[str, str]) -> None:
+    """mysql.hosts without mysql.host: the commands that connect to one server (snapshot, resnapshot, verify,
+    status) use the first of the list, not 127.0.0.1; tail picks among them all (cdc.source.topology)."""
+    if "mysql.host" in merged or "mysql.socket" in merged or not merged.get("mysql.hosts"):
+        return
+    try:
+        first = _split_list(merged["mysql.hosts"])[0]
+        host, port = parse_host(first, int(merged.get("mysql.port", MySQLSettings.port)))
+    except (ValueError, IndexError, TypeError):
+        return  # reported by validation, with where the list came from
+    origin = f"the first of mysql.hosts ({sources.get('mysql.hosts', 'default')})"
+    merged["mysql.host"], sources["mysql.host"] = host, origin
+    merged["mysql.port"], sources["mysql.port"] = port, origin
 
 
 def _imply_ssl_mode(merged: dict[str, Any], sources: dict[str, str]) -> None:
@@ -424,11 +443,39 @@ def _validate(settings: Settings) -> None:
             hint="pass the CA bundle that signed the server certificate (for RDS: the region's global bundle)",
         )
     _validate_sse(settings)
+    _validate_hosts(settings)
     if not 0 <= mysql.server_id < 2**32:
         raise ConfigError(
             f"mysql.server_id = {mysql.server_id} (from {settings.source_of('mysql.server_id')}) "
             "is outside 1..4294967295 (0 lets cdc derive one)"
         )
+
+
+def parse_host(entry: str, default_port: int) -> tuple[str, int]:
+    """`host`, `host:port` or `[v6 address]:port` of mysql.hosts; ValueError names what is wrong."""
+    text = entry.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else rest
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, ""
+    if not host or (port_text and not port_text.isdigit()):
+        raise ValueError(f"{entry!r} is not host or host:port")
+    port = int(port_text) if port_text else default_port
+    if not 0 < port < 65536:
+        raise ValueError(f"{entry!r} has no TCP port")
+    return host, port
+
+
+def _validate_hosts(settings: Settings) -> None:
+    for entry in settings.mysql.hosts:
+        try:
+            parse_host(entry, settings.mysql.port)
+        except ValueError as exc:
+            raise ConfigError(f"mysql.hosts (from {settings.source_of('mysql.hosts')}): {exc}",
+                              hint='write e.g. hosts = ["db-a.example.com:3306", "db-b.example.com:3306"]') from None
 
 
 def _validate_sse(settings: Settings) -> None:

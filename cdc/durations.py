@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 from cdc.errors import UsageError
@@ -25,3 +26,8 @@ def human_duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def backoff(attempt: int, base: float, cap: float) -> float:
+    """Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And Jitter")."""
+    return random.uniform(0, min(cap, base * 2 ** min(attempt, 30)))

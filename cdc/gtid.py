@@ -6,7 +6,10 @@
   primary, an unrelated server with the same domain and sequence numbers holds other server ids.
 - MySQL: `uuid:1-57:60,uuid2:1-3`, explicit intervals per source uuid
   (https://dev.mysql.com/doc/refman/8.0/en/replication-gtids-concepts.html). Anonymous transactions (GTIDs off)
-  have the all-zero uuid and are never part of a set.
+  have the all-zero uuid and are never part of a set. MySQL 8.3+ tagged GTIDs (`uuid:tag:n`; in a set
+  `uuid:1-5:tag:1-3`, a tag naming the intervals after it) are their own sequences: `uuid:7` and `uuid:tag:7` are
+  two transactions (https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-concepts.html#replication-gtids-tagged).
+  Their key is `uuid:tag`, the tag lower-cased as MySQL normalises it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from cdc.errors import UsageError
 _MARIADB = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 _UUID = re.compile(r"^[0-9a-fA-F][0-9a-fA-F-]*$")  # a server uuid (with or without dashes, any case)
 _ANONYMOUS = "00000000-0000-0000-0000-000000000000"
+_TAG = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,31}$")  # MySQL 8.3+: a letter or _, then up to 31 more
 
 Interval = tuple[int, int]
 
@@ -28,7 +32,7 @@ class GtidSet:
     """A set of transactions named by GTID: MariaDB domains, MySQL uuid intervals (one flavour in practice)."""
 
     domains: dict[int, tuple[int, int]] = field(default_factory=dict)  # MariaDB: domain -> (server_id, seq)
-    intervals: dict[str, list[Interval]] = field(default_factory=dict)  # MySQL: uuid -> sorted, merged
+    intervals: dict[str, list[Interval]] = field(default_factory=dict)  # MySQL: uuid[:tag] -> sorted, merged
 
     @classmethod
     def parse(cls, text: str | None) -> GtidSet:
@@ -50,17 +54,22 @@ class GtidSet:
         uuid, _, ranges = part.partition(":")
         if not _UUID.match(uuid) or not ranges:
             raise UsageError(f"GTID set {text!r} is neither MariaDB (0-1-57) nor MySQL (uuid:1-57): {part!r}")
+        key, counted = _normal_uuid(uuid), False
         for piece in ranges.split(":"):
+            if _TAG.match(piece):  # a tag: the intervals after it belong to uuid:tag (MySQL 8.3+)
+                key, counted = f"{_normal_uuid(uuid)}:{piece.lower()}", False
+                continue
             first, _, last = piece.partition("-")
             if not first.isdigit() or not (last or first).isdigit() or int(first) > int(last or first):
                 raise UsageError(f"GTID set {text!r} has a bad interval {piece!r} in {part!r}")
-            self._add_interval(_normal_uuid(uuid), int(first), int(last or first))
+            self._add_interval(key, int(first), int(last or first))
+            counted = True
+        if not counted:
+            raise UsageError(f"GTID set {text!r} has a tag without intervals in {part!r}")
 
     def __str__(self) -> str:
         maria = [f"{d}-{s}-{n}" for d, (s, n) in sorted(self.domains.items())]
-        mysql = [uuid + "".join(f":{a}" if a == b else f":{a}-{b}" for a, b in spans)
-                 for uuid, spans in sorted(self.intervals.items())]
-        return ",".join(maria + mysql)
+        return ",".join(maria + _print_mysql(self.intervals))
 
     def copy(self) -> GtidSet:
         return GtidSet(dict(self.domains), {u: list(s) for u, s in self.intervals.items()})
@@ -79,8 +88,9 @@ class GtidSet:
             self.domains[int(maria[1])] = (int(maria[2]), int(maria[3]))
             return
         uuid, _, number = gtid.rpartition(":")
-        if _UUID.match(uuid) and number.isdigit() and _normal_uuid(uuid) != _ANONYMOUS and int(number) > 0:
-            self._add_interval(_normal_uuid(uuid), int(number), int(number))
+        key = _gtid_key(uuid)
+        if key is not None and number.isdigit() and key != _ANONYMOUS and int(number) > 0:
+            self._add_interval(key, int(number), int(number))
 
     def contains_gtid(self, gtid: str) -> bool:
         """Whether one transaction is inside the set."""
@@ -89,10 +99,11 @@ class GtidSet:
             held = self.domains.get(int(maria[1]))
             return held is not None and int(maria[3]) <= held[1]
         uuid, _, number = gtid.rpartition(":")
-        if not number.isdigit():
+        key = _gtid_key(uuid)
+        if not number.isdigit() or key is None:
             return False
         n = int(number)
-        return any(a <= n <= b for a, b in self.intervals.get(_normal_uuid(uuid), []))
+        return any(a <= n <= b for a, b in self.intervals.get(key, []))
 
     def contains(self, other: GtidSet) -> bool:
         """Whether every transaction of `other` is inside this set."""
@@ -126,7 +137,7 @@ class GtidSet:
     def remove(self, gtid: str) -> None:
         """Take one MySQL transaction out (MariaDB domains hold positions, not members: use `missing`)."""
         uuid, _, number = gtid.rpartition(":")
-        key = _normal_uuid(uuid)
+        key = _gtid_key(uuid)
         if key in self.intervals and number.isdigit():
             rest = _subtract(self.intervals[key], [(int(number), int(number))])
             if rest:
@@ -148,6 +159,24 @@ class GtidSet:
             else:
                 merged.append((a, b))
         spans[:] = merged
+
+
+def _gtid_key(source: str) -> str | None:
+    """The intervals' key of one GTID's source part: `uuid` or, tagged, `uuid:tag` (None: not a MySQL source)."""
+    uuid, _, tag = source.partition(":")
+    if not _UUID.match(uuid) or (tag and not _TAG.match(tag)):
+        return None
+    return f"{_normal_uuid(uuid)}:{tag.lower()}" if tag else _normal_uuid(uuid)
+
+
+def _print_mysql(intervals: dict[str, list[Interval]]) -> list[str]:
+    """MySQL's own spelling: one entry per uuid, its untagged intervals first, then each tag and its intervals."""
+    by_uuid: dict[str, list[str]] = {}
+    for key, spans in sorted(intervals.items()):  # "uuid" sorts before "uuid:tag"
+        uuid, _, tag = key.partition(":")
+        pieces = by_uuid.setdefault(uuid, [])
+        pieces.extend(([tag] if tag else []) + [str(a) if a == b else f"{a}-{b}" for a, b in spans])
+    return [":".join([uuid, *pieces]) for uuid, pieces in sorted(by_uuid.items())]
 
 
 def _normal_uuid(uuid: str) -> str:

@@ -12,7 +12,7 @@ from cdc.commands import logs, ui
 from cdc.commands.logs import log_options
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, complete_tables, mysql_options, settings_from
 from cdc.errors import ExitCode
-from cdc.snapshot import RESNAPSHOT_CHUNK_SIZE, ResnapshotProgress, ResnapshotRequest, ResnapshotSummary, run_resnapshot
+from cdc.snapshot import RESNAPSHOT_CHUNK_SIZE, PurgeGap, ResnapshotProgress, ResnapshotRequest, ResnapshotSummary, run_resnapshot
 
 
 @log_options
@@ -24,6 +24,8 @@ def resnapshot(
     = RESNAPSHOT_CHUNK_SIZE,
     wait_timeout: Annotated[float, typer.Option("--wait-timeout", help="Seconds to wait for tail to reach a "
                                                 "watermark before giving up (exit 9; rerun to resume).")] = 600.0,
+    all_tables: Annotated[bool, typer.Option("--all", help="Every captured table; first restarts tail at the binlog "
+                                             "end if the binlog it needs was purged (docs/guide.md).")] = False,
     cancel: Annotated[bool, typer.Option("--cancel", help="Give the unfinished run up (tail stops waiting for its "
                                          "chunk; nothing more is emitted).")] = False,
     config: ConfigOpt = None,
@@ -34,9 +36,10 @@ def resnapshot(
 ) -> None:
     """Read tables again while tail runs: repairs what the binlog did not carry (see docs/guide.md)."""
     settings = settings_from(config, state_dir, mysql_flags)
-    request = ResnapshotRequest(tuple(tables or ()), chunk_size=chunk_size, wait_timeout=wait_timeout, cancel=cancel)
+    request = ResnapshotRequest(tuple(tables or ()), chunk_size=chunk_size, wait_timeout=wait_timeout, cancel=cancel,
+                                all=all_tables)
     with progress(not as_json, settings.log.status_seconds()) as on_progress:
-        summary = run_resnapshot(settings, request, on_progress=on_progress)
+        summary = run_resnapshot(settings, request, on_progress=on_progress, on_gap=gap_note)
     render(summary, as_json)
     raise typer.Exit(int(ExitCode.OK))
 
@@ -68,6 +71,12 @@ def progress(enabled: bool, status_interval: float) -> Iterator[object]:
 
     with bar:
         yield update
+
+
+def gap_note(gap: PurgeGap) -> None:
+    ui.note(f"tail's binlog was purged at {gap.purged_at} (the server's oldest is {gap.oldest}): tail's checkpoint "
+            f"now is {gap.restarted_at}; start `cdc tail --follow` (or `cdc run --follow`) now, every captured table "
+            "is read again through it", stage="resnapshot", **gap.to_dict())
 
 
 def render(summary: ResnapshotSummary, as_json: bool) -> None:

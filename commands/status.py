@@ -129,7 +129,7 @@ def _runway_line(report: StatusReport) -> str:
     assert runway is not None
     needed = ui.escape(runway.needed_file)
     if runway.purged:
-        return f"runway: [bold red]{needed} is already purged[/] - re-snapshot needed"
+        return f"runway: [bold red]{needed} is already purged[/] - recover with `cdc resnapshot --all`"
     if runway.seconds is None:
         why = runway.unknown or f"binlogs never expire ({runway.retention_source})"
         return f"runway: {needed} - {ui.escape(why)}"

@@ -4,7 +4,7 @@
 #   - MariaDB server binaries (mariadbd, mariadb-install-db, mariadb-binlog, mariadb-dump):
 #     the tests start their own throwaway servers; the system service is neither started nor used.
 #   - A Java 17+ runtime for PySpark.
-#   - A C compiler and Python's headers, for the snapshot's C row reader that pip builds.
+#   - A C compiler and Python's headers, for the C row readers (snapshot, tail) that pip builds.
 #   - .venv with `pip install -e '.[test]'`, repeated only when pyproject.toml or a C source changes.
 #
 # Everything this script does is reported on stderr.
@@ -112,7 +112,7 @@ setup_venv() {
     local want
     # The C sources count too: an editable install builds the extension once, and a changed .c would
     # otherwise leave the stale build in place (the loader then falls back to the slower Python reader).
-    want="$(cd "$ROOT" && cat pyproject.toml cdc/snapshot/*.c | sha256sum | cut -d' ' -f1)"
+    want="$(cd "$ROOT" && cat pyproject.toml cdc/snapshot/*.c cdc/rows/*.c | sha256sum | cut -d' ' -f1)"
     # Two runs at once (two terminals, CI) must not pip install into the same venv together.
     exec 9>"$VENV/.cdc-setup.lock"
     command -v flock >/dev/null 2>&1 && flock 9

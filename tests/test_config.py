@@ -110,3 +110,29 @@ def test_every_example_config_loads(name: str, tmp_path: Path) -> None:
     if name == "cdc.s3.toml":
         assert settings.mysql.hash_columns == ("hr.employees.personal_email",)
         assert settings.aws.roll_size == 128 and settings.aws.roll_interval == 60
+
+
+def test_hosts_list_from_toml_or_environment(tmp_path: Path) -> None:
+    (tmp_path / "cdc.toml").write_text('[mysql]\nport = 3307\nhosts = ["db-a", "db-b:3310", "[::1]:3311"]\n')
+    from cdc.source.topology import candidates
+
+    settings = load_settings(env={}, cwd=tmp_path)
+    assert settings.mysql.hosts == ("db-a", "db-b:3310", "[::1]:3311")
+    assert [(s.host, s.port) for s in candidates(settings.mysql)] == [("db-a", 3307), ("db-b", 3310), ("::1", 3311)]
+    assert load_settings(env={"CDC_MYSQL_HOSTS": "x:1, y:2"}, cwd=tmp_path).mysql.hosts == ("x:1", "y:2")
+    assert [(s.host, s.port) for s in candidates(MySQLSettings(host="h", port=9))] == [("h", 9)]
+
+
+@pytest.mark.parametrize("entry", ["db-a:port", ":3306", "db-a:70000"])
+def test_a_bad_host_in_hosts_is_a_config_error(entry: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"mysql.hosts \(from environment CDC_MYSQL_HOSTS\)"):
+        load_settings(env={"CDC_MYSQL_HOSTS": f"db-b,{entry}"}, cwd=tmp_path)
+
+
+def test_hosts_alone_give_the_other_commands_their_first_server(tmp_path: Path) -> None:
+    (tmp_path / "cdc.toml").write_text('[mysql]\nhosts = ["db-a:3310", "db-b"]\n')
+    settings = load_settings(env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    assert (settings.mysql.host, settings.mysql.port) == ("db-a", 3310)
+    assert settings.source_of("mysql.host").startswith("the first of mysql.hosts")
+    both = load_settings({"mysql.host": "db-c"}, env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    assert (both.mysql.host, both.mysql.port) == ("db-c", 3306)  # an explicit host wins

@@ -60,6 +60,7 @@ def main() -> None:
 
 
 def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    from cdc.capture.nativeblock import native_block
     from cdc.capture.rowblock import rows_block
     from cdc.rows.decode import FAST_PATH_ERRORS, RowDecoder
 
@@ -73,12 +74,17 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
             _, key, body, meta = message
             decoder = decoders[key]
             try:
-                try:
-                    images = decoder.fast_images(body, meta.op)
-                except FAST_PATH_ERRORS:
-                    block, count, reply = b"", 0, b"s"
+                native = decoder.native  # the C decoder first (cdc.capture.nativeblock), Python as fallback
+                lines = native_block(native, body, meta) if native is not None else None
+                if lines is not None:
+                    (block, count), reply = lines, b"o"
                 else:
-                    (block, count), reply = rows_block(images, decoder.key_names, meta), b"o"
+                    try:
+                        images = decoder.fast_images(body, meta.op)
+                    except FAST_PATH_ERRORS:
+                        block, count, reply = b"", 0, b"s"
+                    else:
+                        (block, count), reply = rows_block(images, decoder.key_names, meta), b"o"
             except Exception:  # noqa: BLE001 - a bug: tail stops with this text rather than guess
                 text = traceback.format_exc().encode()
                 replies.write(REPLY.pack(len(text), b"e", 0) + text)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import shlex
 import time
 from collections import deque
 from collections.abc import Callable
@@ -16,6 +18,7 @@ from cdc.capture.decode_pool import DecodePool
 from cdc.capture.fills import alter_effects
 from cdc.capture.filters import Filters
 from cdc.capture.lag import LagMeter
+from cdc.capture.nativeblock import native_block
 from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
 from cdc.capture.start import Start
 from cdc.capture.txn import split_line
@@ -27,10 +30,12 @@ from cdc.rows.decode import RowDecoder
 from cdc.rows.table_map import schema_from_map
 from cdc.schema import SchemaHistory, TableSchema
 from cdc.source.binlog import Event, Position
-from cdc.source.connect import open_connection
+from cdc.source.connect import bounded_waits, open_connection
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 from cdc.state import StateDir
 from cdc.watermarks import Mark, read_added, record_added
+
+log = logging.getLogger(__name__)
 
 _MAX_QUEUED = 256  # decoded rows events (and the steps between them) waiting behind a job still in a worker
 # ... and the bytes of the change lines among them: 256 events of wide rows would otherwise hold megabytes
@@ -61,7 +66,7 @@ class Capture:
     def __init__(self, state: StateDir, mysql: MySQLSettings, filters: Filters, start: Start, server_uuid: str, *,
                  flush_interval: float, segment_bytes: int, spill_bytes: int, stdout: BinaryIO | None = None,
                  on_progress: Callable[[Progress], None] | None = None, pool: DecodePool | None = None,
-                 control: pymysql.Connection | None = None) -> None:
+                 control: pymysql.Connection | None = None, control_timeout: float | None = None) -> None:
         # A copy of the filters, with the tables `cdc snapshot --add-table` added to this state directory's capture
         # (the caller's instance, maybe a shared default, never learns of them).
         filters = replace(filters, added=set(filters.added) | set(read_added(state)))
@@ -82,6 +87,8 @@ class Capture:
         self._txn_gtid: str | None = None
         self._seen = False  # the open transaction was captured before a --rebase: read past it, write nothing
         self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
+        # Reopened with every wait bounded (cdc.source.connect.bounded_waits): a query into a dead link must fail.
+        self._ctl_options: dict[str, Any] = {} if control_timeout is None else bounded_waits(mysql, control_timeout)
         # Effects in binlog order: (function, args), or (None, (decoder, event, meta)) for a job in the pool.
         self._pending: deque[tuple[Callable[..., None] | None, tuple[Any, ...]]] = deque()
         self._queued_bytes = 0  # of the blocks decoded here that wait in _pending
@@ -249,6 +256,12 @@ class Capture:
             # information_schema already shows a later change: the next table map gives this ALTER's shape.
             self.history.note_pending(change.db, change.table, position, effects.fills, effects.renamed,
                                       effects.resnapshot)
+        if effects.resnapshot:
+            name = shlex.quote(f"{change.db}.{change.table}")
+            log.warning(f"{change.db}.{change.table}: {effects.resnapshot} (ALTER at {position}): the binlog cannot "
+                        f"carry what it did to the existing rows; they need `cdc resnapshot {name}` (`cdc run` "
+                        "starts it by itself; `cdc status` lists such tables)",
+                        extra={"stage": "tail", "position": position})
 
     def _refresh_foreign_keys(self, db: str, table: str, position: str) -> None:
         """After DDL on a table: record, at the DDL's position, any change of its foreign keys or of theirs.
@@ -283,7 +296,7 @@ class Capture:
     def _control(self) -> pymysql.Connection:
         """A second connection for queries (schemas, lag), opened on first use."""
         if self._ctl is None or not self._ctl.open:
-            self._ctl = open_connection(self.mysql)
+            self._ctl = open_connection(self.mysql, **self._ctl_options)
         return self._ctl
 
     def _read_current(self, db: str, table: str) -> TableSchema | None:
@@ -327,6 +340,10 @@ class Capture:
 
     @staticmethod
     def _encode_here(decoder: RowDecoder, event: Event, meta: RowsMeta) -> tuple[bytes, int]:
+        native = decoder.native_body(event.raw)  # the C decoder first (cdc.capture.nativeblock), Python as fallback
+        lines = native_block(*native, meta) if native is not None else None
+        if lines is not None:
+            return lines
         try:
             images = decoder.images(event.raw, meta.op)
         except DataError as exc:

@@ -9,8 +9,11 @@ from typing import Any
 import pymysql
 
 from cdc.changelog import file_seq
+from cdc.errors import CdcError
 from cdc.source.binlog import Position
 from cdc.source.connect import query
+
+_RETRY_AFTER_FAILURE = 10.0  # seconds
 
 
 def bytes_behind(binlogs: list[tuple[str, int]], position: Position) -> int:
@@ -39,7 +42,12 @@ class LagMeter:
             try:
                 rows = query(self._control(), "SHOW BINARY LOGS")
                 self._binlogs = [(str(r["Log_name"]), int(r["File_size"])) for r in rows]
-            except (pymysql.err.MySQLError, OSError):  # lost control connection, missing BINLOG MONITOR
+            # A lost control connection, missing BINLOG MONITOR, or (CdcError) no new one: the network is down. Tail
+            # may be winding down after a lost stream right now: this must not end it (issue #27).
+            except (pymysql.err.MySQLError, OSError, CdcError):
                 self._binlogs = None
                 self._on_failure()
+                # Not again for a while: while the network is down, each try waits out a connect timeout in
+                # tail's only thread, and the lag is only for show.
+                self._read_at = now + _RETRY_AFTER_FAILURE
         return None if self._binlogs is None else bytes_behind(self._binlogs, position)

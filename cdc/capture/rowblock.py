@@ -67,13 +67,19 @@ def line_template(head: bytes, tail: bytes) -> bytes:
     return head + XID_MARK + tail + TS_MARK
 
 
-def rows_block(images: list[tuple[Image, Image]], key_names: list[str], meta: RowsMeta) -> tuple[bytes, int]:
-    """(lines with markers, number of lines) for the (before, after) images of one rows event, from meta.first."""
-    position = meta.position(0)[:-12] + "%012d"  # %-formatting: an f-string's format spec costs a call per row
+def src_parts(meta: RowsMeta) -> tuple[bytes, bytes]:
+    """A line's end around its row number: `,"src":{...,"row":` and `,"server_id":...` up to the ts marker."""
     src_head = b"".join((b',"src":{"file":', _dumps(meta.file), b',"gtid":', _dumps(meta.gtid), b',"pos":',
                          str(meta.pos).encode(), b',"row":'))
     src_tail = b"".join((b',"server_id":', _dumps(meta.server_id), b',"xid":', XID_MARK, b'},"table":',
                          _dumps(meta.table), b',"ts":"', TS_MARK))
+    return src_head, src_tail
+
+
+def rows_block(images: list[tuple[Image, Image]], key_names: list[str], meta: RowsMeta) -> tuple[bytes, int]:
+    """(lines with markers, number of lines) for the (before, after) images of one rows event, from meta.first."""
+    position = meta.position(0)[:-12] + "%012d"  # %-formatting: an f-string's format spec costs a call per row
+    src_head, src_tail = src_parts(meta)
     db, op, single = meta.db, meta.op, key_names[0] if len(key_names) == 1 else None
     checks_off = not meta.fk_checks  # only then a field: lines of every other event stay as they always were
     parts: list[bytes] = []

@@ -21,13 +21,15 @@ from cdc.capture.filters import Filters
 from cdc.capture.rebase import rebase_start
 from cdc.capture.start import Start, StartRequest, resolve_start
 from cdc.checkpoints import TailCheckpoint
-from cdc.config import Settings
-from cdc.errors import CdcError, TransientError
+from cdc.config import MySQLSettings, Settings
+from cdc.durations import backoff
+from cdc.errors import CdcError, PositionError, TransientError
 from cdc.masking import bind_rules
 from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
-from cdc.source.connect import open_connection
+from cdc.source.connect import bounded_waits, open_connection
 from cdc.source.gtids import state_at
 from cdc.source.server import ServerInfo, describe_server
+from cdc.source.topology import choose, is_replaced, switch_to
 from cdc.state import StateDir
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ class TailOptions:
     reconnect_timeout: float = 60.0  # give up after this long without a working connection
     decode_workers: int | None = None  # processes decoding rows beside the reader; None: one per extra core, 0: none
     decode_bytes: int = DEFAULT_LIMIT_BYTES  # rows-event bytes in flight per decode worker (bounds memory)
+    switch_check: float = 5.0  # --follow with mysql.hosts, idle: seconds between asks whether the server still writes
 
 
 @dataclass
@@ -59,6 +62,7 @@ class TailSummary:
     rows: int = 0
     segments: int = 0
     reconnects: int = 0
+    switches: int = 0  # moves to another server of mysql.hosts (failover, switchover)
     decode_workers: int = 0
     worker_rows: int = 0  # rows decoded in the decode workers; the reader decodes the rest when they are busy
     worker_peak_bytes: int = 0  # the most rows-event bytes that were in flight to the workers at once
@@ -89,16 +93,53 @@ def run_tail(
         # Started first: the workers import while we connect.
         pool = DecodePool(workers, limit_bytes=options.decode_bytes) if workers > 0 else None
         try:
-            return _run(state, settings, options, pool, should_stop, on_progress, on_note, stdout)
+            return _run_on_topology(state, settings, options, pool, should_stop, on_progress, on_note, stdout)
         finally:
             if pool is not None:
                 pool.close()
 
 
+def _run_on_topology(state: StateDir, settings: Settings, options: TailOptions, pool: DecodePool | None,
+                     should_stop: Callable[[], bool], on_progress: Callable[[Progress], None] | None,
+                     on_note: Callable[[str], None] | None, stdout: BinaryIO | None) -> TailSummary:
+    """With mysql.hosts: read the writable server, and move to another one when it takes over (issue #27).
+
+    Every server of the list may continue this state directory, but only by GTIDs: the checks of --rebase
+    (cdc.capture.rebase) run on each move and refuse a server that is no replica of the old one (exit 5).
+    """
+    if not settings.mysql.hosts:
+        return _run(state, settings, options, pool, should_stop, on_progress, on_note, stdout)[0]
+    options = replace(options, rebase=True)
+    mysql = choose(settings.mysql)
+    runs: list[TailSummary] = []
+    while True:
+        summary, moved = _run(state, replace(settings, mysql=mysql), options, pool, should_stop, on_progress,
+                              on_note, stdout)
+        runs.append(summary)
+        if moved is None:
+            return _combined(runs)
+        why = (f"another server answers at {moved.describe()} now" if moved.describe() == mysql.describe() else
+               f"tail moves from {mysql.describe()} to {moved.describe()}: it takes the writes now")
+        log.warning(why, extra={"stage": TailCheckpoint.STAGE, "position": summary.end})
+        if on_note is not None:
+            on_note(why)
+        mysql = moved
+
+
+def _combined(runs: list[TailSummary]) -> TailSummary:
+    """One summary of the runs on successive servers: from the first one's start to the last one's end."""
+    last = replace(runs[-1], start=runs[0].start, origin=runs[0].origin, switches=len(runs) - 1,
+                   notes=[note for run in runs for note in run.notes])
+    for name in ("transactions", "rows", "segments", "reconnects", "worker_rows", "seconds"):
+        setattr(last, name, sum(getattr(run, name) for run in runs))
+    return last
+
+
 def _run(state: StateDir, settings: Settings, options: TailOptions, pool: DecodePool | None,
          should_stop: Callable[[], bool], on_progress: Callable[[Progress], None] | None,
-         on_note: Callable[[str], None] | None, stdout: BinaryIO | None) -> TailSummary:
-    conn = open_connection(settings.mysql)  # kept as the capture's control connection: one connect less
+         on_note: Callable[[str], None] | None, stdout: BinaryIO | None) -> tuple[TailSummary, MySQLSettings | None]:
+    # Kept as the capture's control connection (one connect less); every wait on it is bounded like the stream's.
+    conn = open_connection(settings.mysql, **bounded_waits(settings.mysql, options.read_timeout))
     try:
         info = describe_server(conn)
         start = _start(state, options, conn, info, f"the server at {settings.mysql.describe()}")
@@ -108,7 +149,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
         capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
                           flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
                           spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress, pool=pool,
-                          control=conn)
+                          control=conn, control_timeout=options.read_timeout)
     except BaseException:
         conn.close()
         raise
@@ -131,7 +172,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
             on_note(summary.notes[-1])
     began = time.monotonic()
     try:
-        _loop(capture, settings, options, target, summary, should_stop, note)
+        moved = _loop(capture, settings, options, target, summary, should_stop, note, info.server_uuid)
     finally:
         capture.close()
     summary.end, summary.seconds = str(capture.position), time.monotonic() - began
@@ -139,7 +180,7 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
     summary.worker_rows = capture.worker_rows
     summary.worker_peak_bytes = pool.peak_bytes if pool is not None else 0
     summary.queued_peak_bytes = capture.queued_peak_bytes
-    return summary
+    return summary, moved
 
 
 def _start(state: StateDir, options: TailOptions, conn: Any, info: ServerInfo, where: str) -> Start:
@@ -160,35 +201,45 @@ def _rebase_note(start: Start, where: str) -> str:
 
 
 def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Position | None,
-          summary: TailSummary, should_stop: Callable[[], bool], note: Callable[[str], None]) -> None:
+          summary: TailSummary, should_stop: Callable[[], bool], note: Callable[[str], None],
+          server_uuid: str) -> MySQLSettings | None:
+    """Read until done (None), or until another server of mysql.hosts takes the writes (that server)."""
     # Tail checks whether the open segment is old enough only when something arrives: when the writes pause,
     # the last transactions wait for the server's next heartbeat. One every half flush interval while idle
     # seals them within 1.5 intervals (0.75 s at the default) instead of up to the 1 s period plus an interval.
     heartbeat = min(options.heartbeat, options.flush_interval / 2, options.read_timeout / 4)
     reader_options = ReaderOptions(heartbeat=heartbeat, read_timeout=options.read_timeout)
     failing_since: float | None = None
+    failures = 0  # reconnects in a row without an event read in between: the backoff's exponent
     while True:
         if _finished(capture, target, should_stop, summary):
             capture.finish()
-            return
+            return None
         reader = BinlogReader(settings.mysql, capture.position, reader_options)
         seen = capture.events
+        watch = _Watch(settings.mysql, options.switch_check if target is None else 0.0, server_uuid)
         try:
-            _read(capture, reader, target, summary, should_stop, options.read_timeout)
+            moved = _read(capture, reader, target, summary, should_stop, options.read_timeout, watch)
             capture.finish()
-            return
+            return moved
         except TransientError as exc:
             # Drop the open transaction (it is re-read from its start), keep what was committed.
             _wind_down(capture)
+            moved = watch.after_loss()
+            if moved is not None:
+                return moved
             now = time.monotonic()
             if failing_since is None or capture.events != seen:  # events came since the last failure
-                failing_since = now
+                failing_since, failures = now, 0
             if now - failing_since > options.reconnect_timeout:
                 raise TransientError(f"{exc.message}; gave up after {options.reconnect_timeout:.0f}s of retries "
                                      f"(checkpoint at {capture.position})", hint=exc.hint) from None
             summary.reconnects += 1
             note(f"{exc.message}; reconnecting at {capture.position} (last commit)")
-            time.sleep(min(1.0, options.read_timeout / 4))
+            # Full jitter: the first retry within half a second (a reset link is usually fine again at once),
+            # then up to 5 s apart, so a server coming back is not met by every reader at the same instant.
+            time.sleep(backoff(failures, min(0.5, options.read_timeout / 4), 5.0))
+            failures += 1
         except CdcError:
             _wind_down(capture)
             raise
@@ -196,21 +247,61 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
             reader.close()
 
 
+class _Watch:
+    """With mysql.hosts: whether another server of the list took the writes (the switchover's old primary stays
+    up, read-only, and sends nothing more; a killed one closes the stream)."""
+
+    def __init__(self, mysql: MySQLSettings, every: float, server_uuid: str) -> None:
+        self.mysql, self.every, self.server_uuid = mysql, every, server_uuid
+        self.last = time.monotonic()
+
+    def when_idle(self) -> MySQLSettings | None:
+        if not self.mysql.hosts or self.every <= 0 or time.monotonic() - self.last < self.every:
+            return None
+        self.last = time.monotonic()
+        try:
+            return switch_to(self.mysql, self.mysql)
+        except TransientError:
+            return None  # nothing answers but this stream: keep reading it
+
+    def after_loss(self) -> MySQLSettings | None:
+        if not self.mysql.hosts:
+            if is_replaced(self.mysql, self.server_uuid):  # its binlog positions are not ours: never read them
+                raise PositionError(
+                    f"another server answers at {self.mysql.describe()} since the connection was lost (a failover "
+                    "behind the same address?); tail's checkpoint is the old server's", hint="run `cdc tail "
+                    "--until-now --rebase` once to continue by GTIDs, or list the address in mysql.hosts so tail "
+                    "does it by itself (docs/guide.md#failover)")
+            return None
+        try:
+            moved = switch_to(self.mysql, self.mysql)
+            # The same address may lead to another server now (an endpoint moved to the promoted replica): tail
+            # then starts again there, by GTIDs, never at the old file:pos.
+            return moved if moved is not None or not is_replaced(self.mysql, self.server_uuid) else self.mysql
+        except TransientError:
+            return None  # nothing answers: the reconnect loop retries (and gives up after reconnect_timeout)
+
+
 def _read(capture: Capture, reader: BinlogReader, target: Position | None, summary: TailSummary,
-          should_stop: Callable[[], bool], read_timeout: float) -> None:
-    """Hand events to the capture until the target, a stop, or an error."""
+          should_stop: Callable[[], bool], read_timeout: float, watch: _Watch) -> MySQLSettings | None:
+    """Hand events to the capture until the target, a stop, an error, or another server taking the writes."""
     idle_since: float | None = None
     for event in reader.events():
         if should_stop():  # mid-transaction too: the open transaction is simply re-read next run
             capture.abort_transaction()
             summary.stopped = "stopped by signal"
-            return
+            return None
         capture.handle(event)
         if capture.at_boundary and _finished(capture, target, should_stop, summary):
-            return
+            return None
         if capture.decoding and not reader.has_input():
             capture.settle()  # the server sends nothing right now: commit what the workers decoded
         idle_since = _check_idle(event.kind, idle_since, capture, target, read_timeout)
+        if event.kind == "heartbeat" and capture.at_boundary and not capture.decoding:
+            moved = watch.when_idle()
+            if moved is not None:
+                return moved
+    return None
 
 
 def _wind_down(capture: Capture) -> None:

@@ -150,7 +150,8 @@ def _probe_error(exc: pymysql.err.MySQLError, settings: MySQLSettings, file: str
     code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
     if code == ER_MASTER_FATAL_READING_BINLOG:
         return PositionError(f"the server at {settings.describe()} cannot send {file}:{pos}: {exc.args[1]}",
-                             hint="the binlog may have been purged: raise retention (`cdc set-retention`) and re-snapshot")
+                             hint="the binlog may have been purged: `cdc resnapshot --all` recovers online; raise "
+                             "retention (`cdc set-retention`)")
     if code in (1227, 1045):
         return PreconditionError(f"reading binlog event times on {settings.describe()} needs REPLICATION SLAVE: "
                                  f"{exc.args[1]}", hint="GRANT REPLICATION SLAVE ON *.* TO the cdc user (tail needs it too)")

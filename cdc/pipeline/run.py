@@ -22,6 +22,7 @@ kept for the whole run, so a cycle costs seconds, not a Spark start-up.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -31,10 +32,15 @@ from typing import Any
 
 from cdc.capture import StartRequest
 from cdc.config import Settings
-from cdc.errors import CdcError, UsageError
+from cdc.durations import backoff
+from cdc.errors import CdcError, ExitCode, UsageError
 from cdc.pipeline import failures, run_stages
+from cdc.pipeline.auto_resnapshot import STAGE as AUTO_RESNAPSHOT
+from cdc.pipeline.auto_resnapshot import AutoResnapshot
 from cdc.pipeline.run_stages import Context, Outcome, StageProgress
 from cdc.state import StateDir
+
+log = logging.getLogger(__name__)
 
 STAGES = ("snapshot", "tail", "ship-s3", "ship-kinesis", "spark-merge", "snowflake-bootstrap", "snowflake-apply")
 ALIASES = {"ship": ("ship-s3", "ship-kinesis"), "snowflake": ("snowflake-bootstrap", "snowflake-apply")}
@@ -56,6 +62,9 @@ class RunOptions:
     start: StartRequest = StartRequest()  # tail's first start, as `cdc tail --start-position/...`
     poll_interval: float = 1.0  # --follow: pause after a cycle that captured nothing
     allow_no_pk: bool = False  # the snapshot copies keyless tables (multisets of rows) instead of refusing them
+    # --follow: a stage failing with exit 10 (lost connection, throttling) is retried, with backoff, until no cycle
+    # has completed for this long; then the run ends with that stage's error.
+    transient_timeout: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -169,21 +178,69 @@ def run_pipeline(
                   start=options.start, allow_no_pk=options.allow_no_pk)
     summary = RunSummary(chain, options.follow)
     began, finished = time.monotonic(), False
+    repairs = _repairs(ctx, chain, options)
+    retry = _Retry(options.transient_timeout if options.follow else 0.0)
     try:
         while True:
             summary.cycles += 1
-            busy, finished = _cycle(ctx, chain, summary, on_stage or (lambda _r: None))
+            try:
+                busy, finished = _cycle(ctx, chain, summary, on_stage or (lambda _r: None))
+            except StageError as exc:
+                pause = retry.after(exc)  # raises it again unless it is worth a retry
+                if stop.wait(pause):
+                    break
+                continue
+            retry.succeeded()
             summary.seconds = time.monotonic() - began
             if on_cycle:
                 on_cycle(summary)
-            if not options.follow or stop.is_set() or (not busy and stop.wait(options.poll_interval)):
+            # --until-now goes on while a re-snapshot it started runs (cdc.pipeline.auto_resnapshot).
+            repairing = repairs is not None and repairs.poll(finished)
+            if not (options.follow or repairing) or stop.is_set() or (not busy and stop.wait(options.poll_interval)):
                 break
     finally:
+        if repairs is not None:
+            repairs.close()
         ctx.close()
     # --until-now: a signal that came after the last stage finished does not make the run incomplete.
     summary.stopped = SIGNALLED if (stop.is_set() if options.follow else not finished) else CAUGHT_UP
     summary.seconds = time.monotonic() - began
     return summary
+
+
+def _repairs(ctx: Context, chain: list[str], options: RunOptions) -> AutoResnapshot | None:
+    """The automatic re-snapshot of flagged tables: only where this run's tail reads its watermarks."""
+    if "tail" not in chain:
+        return None
+    return AutoResnapshot(ctx.settings, ctx.state, ctx.stop, follow=options.follow,
+                          on_failure=lambda exc: _record(ctx, AUTO_RESNAPSHOT, exc))
+
+
+class _Retry:
+    """--follow outlives a network outage: a transient stage failure is retried with backoff, up to a limit.
+
+    Every stage is idempotent from its checkpoint (docs/architecture.md), so running the chain again after a
+    failure repeats nothing; what is left is not to hammer a server that is coming back (issue #27).
+    """
+
+    def __init__(self, limit: float) -> None:
+        self.limit, self.failures = limit, 0
+        self.failing_since: float | None = None
+
+    def after(self, exc: StageError) -> float:
+        """Seconds to wait before the next cycle; `exc` again if it is not transient or has lasted too long."""
+        now = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = now
+        if exc.exit_code != ExitCode.TRANSIENT or self.limit <= 0 or now - self.failing_since > self.limit:
+            raise exc
+        self.failures += 1
+        log.warning(f"{exc.message}; retrying the cycle ({self.failures} in a row, giving up after "
+                    f"{self.limit:.0f}s)", extra={"stage": exc.stage})
+        return backoff(self.failures, 1.0, 30.0)
+
+    def succeeded(self) -> None:
+        self.failing_since, self.failures = None, 0
 
 
 def _cycle(ctx: Context, chain: list[str], summary: RunSummary,

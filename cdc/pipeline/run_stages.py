@@ -9,6 +9,7 @@ checkpoint itself: the stages keep their own, which is why `cdc run` after a cra
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ NOTHING = "nothing new"
 DONE = "done"
 STOPPED = "stopped"
 SKIPPED = "skipped"
+SNOWFLAKE_IDLE_SECONDS = 600.0  # a kept Snowflake connection unused for longer is replaced by a new login
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,10 @@ class Context:
     start: StartRequest = StartRequest()
     allow_no_pk: bool = False  # snapshot --allow-no-pk
     spark: Any = None  # one SparkSession for every merge of this run (follow: start-up paid once)
+    snowflake: Any = None  # one Snowflake connection for bootstrap and apply, every cycle (a login each costs)
+    snowflake_used: float = 0.0  # time.monotonic() of its last use
+    bootstrapped: tuple[Any, ...] | None = None  # the schema history (files) the last bootstrap of this run saw
+    tailed: bool = False  # tail ran once in this run (caught up with the backlog there was at the start)
 
     def spark_session(self) -> Any:
         if self.spark is None:
@@ -66,7 +72,28 @@ class Context:
             self.spark = build_session(self.settings.spark)
         return self.spark
 
+    def snowflake_connection(self) -> Any:
+        # A session idle for long may have expired on the server (Snowflake: after 4 hours by default): log in again.
+        if self.snowflake is not None and time.monotonic() - self.snowflake_used > SNOWFLAKE_IDLE_SECONDS:
+            self.drop_snowflake()
+        if self.snowflake is None:
+            from cdc.snowflake import connect_snowflake
+
+            self.snowflake = connect_snowflake(self.settings.snowflake)
+        self.snowflake_used = time.monotonic()
+        return self.snowflake
+
+    def drop_snowflake(self) -> None:
+        """After a stage's failure: the next stage (or run) logs in afresh rather than reuse a doubtful session."""
+        if self.snowflake is not None:
+            conn, self.snowflake = self.snowflake, None
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken session may fail; nothing rests on it
+                pass
+
     def close(self) -> None:
+        self.drop_snowflake()
         if self.spark is not None:
             self.spark.stop()
             self.spark = None
@@ -93,8 +120,10 @@ def tail(ctx: Context) -> Outcome:
     """tail --until-now: up to the server position current when it starts (never --follow: see run.py)."""
     mysql = ctx.settings.mysql
     has_checkpoint = TailCheckpoint.read(ctx.state) is not None
+    # After the run's first tail, a cycle's backlog is seconds of writes: decoded in this process in milliseconds,
+    # where a decode worker would cost a process start per cycle (and the Spark JVM uses the other core).
     options = TailOptions(start=StartRequest() if has_checkpoint else ctx.start, follow=False,
-                          filters=Filters.from_settings(mysql))
+                          filters=Filters.from_settings(mysql), decode_workers=0 if ctx.tailed else None)
     last: list[TailProgress] = []
 
     def progress(p: TailProgress) -> None:
@@ -102,6 +131,7 @@ def tail(ctx: Context) -> Outcome:
         ctx.report(StageProgress(TailCheckpoint.STAGE, p.position, p.rows, p.events_per_second, p.lag_seconds))
 
     summary = run_tail(ctx.settings, options, should_stop=ctx.stop.is_set, on_progress=progress)
+    ctx.tailed = True
     caught_up = summary.stopped == "caught up"
     status = DONE if caught_up and summary.rows else NOTHING if caught_up else STOPPED
     lag = last[0].lag_seconds if last else (0.0 if caught_up else None)
@@ -139,9 +169,13 @@ def spark_merge(ctx: Context) -> Outcome:
     def progress(p: Any) -> None:  # a cdc.spark.MergeProgress
         ctx.report(StageProgress(MergeCheckpoint.STAGE, p.table or p.phase, p.changes_done))
 
-    summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
-                    on_progress=progress)
-    total = sum(t.changes for t in summary.tables)
+    total = 0
+    while True:  # a run cut before a primary-key change (cdc.spark.rekey): the next one merges on from there
+        summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
+                        on_progress=progress)
+        total += sum(t.changes for t in summary.tables)
+        if summary.key_change is None or ctx.stop.is_set():
+            break
     return Outcome(DONE if summary.batch_id else NOTHING, summary.batch_id, total, "changes",
                    detail=summary.to_dict())
 
@@ -162,24 +196,38 @@ def _applied_batch(state: StateDir) -> str | None:
 def snowflake_bootstrap(ctx: Context) -> Outcome:
     """Create missing tables / add new columns from the schema history before applying (DDL in MySQL)."""
     from cdc.masking import masked_history
-    from cdc.snowflake import BootstrapOptions, bootstrap_history, connect_snowflake
+    from cdc.snowflake import BootstrapOptions, bootstrap_history
 
     if not pending_batches(ctx.state):
         return Outcome(NOTHING, unit="objects")
+    # Unchanged schema history since this run's last bootstrap: nothing to create (a follow cycle's usual case).
+    seen = _schema_files(ctx.state)
+    if seen == ctx.bootstrapped:
+        return Outcome(NOTHING, unit="objects", detail={"reason": "schema history unchanged"})
     options = BootstrapOptions(warehouse=ctx.settings.snowflake.warehouse)
-    conn = connect_snowflake(ctx.settings.snowflake)
     try:
-        plan = bootstrap_history(conn, masked_history(ctx.state), options)
-    finally:
-        conn.close()
+        plan = bootstrap_history(ctx.snowflake_connection(), masked_history(ctx.state), options)
+    except BaseException:
+        ctx.drop_snowflake()
+        raise
+    ctx.bootstrapped = seen
     changed = len(plan.created) + len(plan.added)
     detail = {"created": plan.created, "added_columns": plan.added, "type_drift": plan.type_drift}
     return Outcome(DONE if changed else NOTHING, None, changed, "objects", detail=detail)
 
 
+def _schema_files(state: StateDir) -> tuple[Any, ...]:
+    """Name, size and mtime of every schema-history file and of the masking rules: what bootstrap reads."""
+    from cdc.masking import RULES_FILE
+
+    paths = sorted(p for p in state.schema.rglob("*") if p.is_file()) if state.schema.is_dir() else []
+    paths += [p for p in [state.root / RULES_FILE] if p.is_file()]
+    return tuple((str(p), s.st_size, s.st_mtime_ns) for p in paths for s in [p.stat()])
+
+
 def snowflake_apply(ctx: Context) -> Outcome:
     """snowflake-apply --until-now of every sealed batch not yet recorded as applied."""
-    from cdc.snowflake import apply_batches, connect_snowflake
+    from cdc.snowflake import apply_batches
 
     if not pending_batches(ctx.state):
         return Outcome(NOTHING, _applied_batch(ctx.state), unit="changes")
@@ -189,10 +237,10 @@ def snowflake_apply(ctx: Context) -> Outcome:
         applied[0] += sum(c.inserted + c.updated + c.deleted for c in counts.values())
         ctx.report(StageProgress(ApplyCheckpoint.STAGE, batch_id, applied[0]))
 
-    conn = connect_snowflake(ctx.settings.snowflake)
     try:
-        summary = apply_batches(conn, ctx.state, stop=ctx.stop, on_batch=on_batch)
-    finally:
-        conn.close()
+        summary = apply_batches(ctx.snowflake_connection(), ctx.state, stop=ctx.stop, on_batch=on_batch)
+    except BaseException:
+        ctx.drop_snowflake()
+        raise
     status = STOPPED if pending_batches(ctx.state) and ctx.stop.is_set() else DONE if summary.applied else NOTHING
     return Outcome(status, summary.last_batch, applied[0], "changes", detail=summary.to_dict())

@@ -17,6 +17,7 @@ from cdc.masking import HashKey, hash_value
 from cdc.rows.compiled import CompiledImageReader
 from cdc.rows.images import EncodedImageReader
 from cdc.rows.mysql_types import encoded_reader_for, fix_for, inline_for, reader_for
+from cdc.rows.native import NativeRows, native_rows
 from cdc.rows.readers import Inline, Reader
 from cdc.schema import Column, TableSchema
 from cdc.values import encoder_for
@@ -38,7 +39,9 @@ class RowDecoder:
                      if c.name not in exclude]
         self.key_names = sorted(schema.primary_key) or [c.name for c in schema.columns if c.name not in exclude]
         self._fast: EncodedImageReader | None | bool = False  # False: not built yet (needs the table map)
+        self._native: NativeRows | None | bool = False  # the C decoder (cdc.rows.native), built with the fast reader
         self.columns = columns  # the table map's (library) columns, when given: the fast reader is built at once
+        self._lib_columns = columns or []  # the same, also when they came with the first event
         if columns is not None:
             self._fast = fast_reader(columns, schema, exclude, hashed, hash_key)
 
@@ -46,6 +49,22 @@ class RowDecoder:
     def has_fast_path(self) -> bool:
         """Full images of this table can be decoded from bytes alone (columns given, every type has a fast reader)."""
         return isinstance(self._fast, EncodedImageReader)
+
+    @property
+    def native(self) -> NativeRows | None:
+        """The C decoder of this table's full images, or None (no fast path, or the extension is not there)."""
+        if self._native is False:
+            if not isinstance(self._fast, EncodedImageReader):
+                return None
+            self._native = native_rows(self._lib_columns, self.schema, self._fast.plan, self.hashed, self.key_names)
+        return self._native  # type: ignore[return-value]
+
+    def native_body(self, event: Any) -> tuple[NativeRows, bytes] | None:
+        """(the C decoder, the event's full-image body) when the C decoder can read this event (cdc.source.binlog's)."""
+        self._fast_reader(event)
+        native = self.native
+        body = event.row_bytes() if native is not None else None
+        return None if native is None or body is None else (native, body)
 
     def fast_images(self, body: bytes, op: str | None) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
         """images() from a full-image rows-event body alone (in a decode worker); raises where images() falls back."""
@@ -95,7 +114,7 @@ class RowDecoder:
 
     def _fast_reader(self, event: Any) -> EncodedImageReader | None:
         if self._fast is False:
-            columns = event.table_map[event.table_id].columns
+            columns = self._lib_columns = event.table_map[event.table_id].columns
             self._fast = fast_reader(columns, self.schema, self.exclude, self.hashed, self.hash_key)
         return self._fast  # type: ignore[return-value]
 

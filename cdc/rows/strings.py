@@ -84,7 +84,7 @@ def base64_inline(size: int, pad_to: int) -> Inline:
                    "p = q"))
 
 
-def _by_shape(column: Any, ours: Column, text: Callable[[int, str], T], base64: Callable[[int, int], T]) -> T | None:
+def by_shape(column: Any, ours: Column, text: Callable[[int, str], T], base64: Callable[[int, int], T]) -> T | None:
     """text(length size, codec) or base64(length size, pad width) for a string column of an ENCODED type."""
     size, kind = _length_size(column), ours.data_type
     if kind == "json":
@@ -99,11 +99,11 @@ def _by_shape(column: Any, ours: Column, text: Callable[[int, str], T], base64: 
 
 
 def string_encoded_reader(column: Any, ours: Column) -> Reader | None:
-    return _by_shape(column, ours, text_reader, base64_reader)
+    return by_shape(column, ours, text_reader, base64_reader)
 
 
 def string_inline(column: Any, ours: Column) -> Inline | None:
-    return _by_shape(column, ours, text_inline, base64_inline)
+    return by_shape(column, ours, text_inline, base64_inline)
 
 
 def binary_fix(column: Column) -> Fix:

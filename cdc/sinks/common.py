@@ -12,7 +12,6 @@ downstream").
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -270,8 +269,3 @@ def _ship_segment(
               extra={"stage": sink.stage, "position": segment.name, "records": delivery.records})
     notify(progress)
     return shipped
-
-
-def backoff(attempt: int, base: float, cap: float) -> float:
-    """Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And Jitter")."""
-    return random.uniform(0, min(cap, base * 2 ** min(attempt, 30)))

@@ -19,8 +19,9 @@ import orjson
 from cdc.aws import map_error
 from cdc.changelog import encode_line
 from cdc.checkpoints import ShipKinesisCheckpoint
+from cdc.durations import backoff
 from cdc.errors import CdcError, DataError, TransientError, UsageError
-from cdc.sinks.common import Delivery, Report, backoff
+from cdc.sinks.common import Delivery, Report
 
 # PutRecords limits: 500 entries and 5 MiB (data + partition keys) per request.
 MAX_BATCH_RECORDS = 500

@@ -14,6 +14,7 @@ from cdc.lazy import exports
 if TYPE_CHECKING:
     from cdc.checkpoints import Handover
     from cdc.snapshot.handover import LOCK_MODES, take_handover
+    from cdc.snapshot.purge_gap import PurgeGap
     from cdc.snapshot.resnapshot import (
         RESNAPSHOT_CHUNK_SIZE,
         ResnapshotProgress,
@@ -29,10 +30,11 @@ _HOMES = {"DEFAULT_CHUNK_SIZE": "cdc.snapshot.run", "SnapshotRequest": "cdc.snap
           "Handover": "cdc.checkpoints", "take_handover": "cdc.snapshot.handover", "LOCK_MODES": "cdc.snapshot.handover",
           "read_retention": "cdc.snapshot.runway", "ResnapshotProgress": "cdc.snapshot.resnapshot",
           "ResnapshotRequest": "cdc.snapshot.resnapshot", "ResnapshotSummary": "cdc.snapshot.resnapshot",
-          "run_resnapshot": "cdc.snapshot.resnapshot", "RESNAPSHOT_CHUNK_SIZE": "cdc.snapshot.resnapshot"}
+          "run_resnapshot": "cdc.snapshot.resnapshot", "RESNAPSHOT_CHUNK_SIZE": "cdc.snapshot.resnapshot",
+          "PurgeGap": "cdc.snapshot.purge_gap"}
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "Handover", "LOCK_MODES", "RESNAPSHOT_CHUNK_SIZE", "ResnapshotProgress", "ResnapshotRequest",
-           "ResnapshotSummary", "SnapshotRequest", "SnapshotSummary", "TableProgress", "read_retention",
+__all__ = ["DEFAULT_CHUNK_SIZE", "Handover", "LOCK_MODES", "PurgeGap", "RESNAPSHOT_CHUNK_SIZE", "ResnapshotProgress",
+           "ResnapshotRequest", "ResnapshotSummary", "SnapshotRequest", "SnapshotSummary", "TableProgress", "read_retention",
            "run_resnapshot", "run_snapshot", "take_handover"]
 
 __getattr__ = exports(__name__, _HOMES)

@@ -35,6 +35,7 @@ from cdc.checkpoints import ResnapshotCheckpoint, ResnapshotTable, TailCheckpoin
 from cdc.config import Settings
 from cdc.errors import PreconditionError, TimeoutExpired, UsageError
 from cdc.masking import ColumnRules, read_rules
+from cdc.snapshot.purge_gap import PurgeGap, captured_tables, restart_tail_after_purge
 from cdc.source.binlog import Position, current_position
 from cdc.source.connect import connection
 from cdc.source.server import describe_server
@@ -73,6 +74,7 @@ class ResnapshotRequest:
     add: bool = False  # `cdc snapshot --add-table`: tables tail does not capture yet, added at the first low mark
     cancel: bool = False  # give the unfinished run up: close its windows in tail, emit nothing more
     wait_timeout: float = 600.0  # seconds to wait for tail to reach a mark
+    all: bool = False  # every captured table; restarts tail at the binlog end first if its binlog was purged (#27)
 
 
 @dataclass(frozen=True)
@@ -90,19 +92,24 @@ class ResnapshotSummary:
     resumed: bool
     tables: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: float = 0.0
+    purge_gap: PurgeGap | None = None  # --all after a purge: where tail's checkpoint moved from and to
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "resumed": self.resumed, "tables": self.tables, "seconds": round(self.seconds, 3)}
+        return {"run": self.run, "resumed": self.resumed, "tables": self.tables, "seconds": round(self.seconds, 3),
+                "purge_gap": None if self.purge_gap is None else self.purge_gap.to_dict()}
 
 
 ProgressFn = Callable[[ResnapshotProgress], None]
 
 
 def run_resnapshot(settings: Settings, request: ResnapshotRequest, *, on_progress: ProgressFn | None = None,
-                   sleep: Callable[[float], None] = time.sleep) -> ResnapshotSummary:
+                   sleep: Callable[[float], None] = time.sleep,
+                   on_gap: Callable[[PurgeGap], None] | None = None) -> ResnapshotSummary:
     """Read the tables again, chunk by chunk, into the change log through tail (or resume the run in progress)."""
     if request.chunk_size < 1:
         raise UsageError(f"--chunk-size {request.chunk_size} must be at least 1")
+    if request.all and (request.tables or request.add):
+        raise UsageError("--all reads every captured table: name no table with it")
     state = StateDir(settings.state_dir)
     if request.cancel:
         return cancel_resnapshot(settings, state)
@@ -113,17 +120,23 @@ def run_resnapshot(settings: Settings, request: ResnapshotRequest, *, on_progres
     with state.lock(STAGE), connection(settings.mysql, conv=RAW_CONVERSIONS) as conn:
         prepare_session(conn)
         # The marks' positions and the cut are this server's binlog: only the server tail reads can hold them.
-        state.bind_server(describe_server(conn).identity(), hint=SAME_SERVER_HINT)
-        infos = _select(conn, settings, request.tables, request.add)
+        server = describe_server(conn)
+        state.bind_server(server.identity(), hint=SAME_SERVER_HINT)
+        infos = captured_tables(conn, settings, state) if request.all else _select(conn, settings, request.tables,
+                                                                                    request.add)
         probe_marks(conn, settings.mysql.watermark_table)
         checkpoint, resumed = _begin(state, infos)
+        # After _begin: a kill -9 between the two finds the run to resume and tail's binlog still purged.
+        gap = restart_tail_after_purge(state, conn, server) if request.all else None
+        if gap is not None and on_gap is not None:
+            on_gap(gap)
         reader = _Reader(state, settings, request, conn, checkpoint, on_progress, sleep)
         for info in infos:
             reader.table(info)
         final = replace(reader.checkpoint, status="done")
         final.write(state)
         _remove_dir(state, final.run)
-    summary = ResnapshotSummary(final.run, resumed, seconds=time.monotonic() - started)
+    summary = ResnapshotSummary(final.run, resumed, seconds=time.monotonic() - started, purge_gap=gap)
     summary.tables = {t.name: {"rows": t.rows, "chunks": t.chunks} for t in final.tables}
     return summary
 
@@ -149,7 +162,7 @@ def cancel_resnapshot(settings: Settings, state: StateDir) -> ResnapshotSummary:
 
 def _select(conn: pymysql.Connection, settings: Settings, names: tuple[str, ...], add: bool) -> list[TableInfo]:
     if not names:
-        raise UsageError("name at least one table: cdc resnapshot db.table [...]")
+        raise UsageError("name at least one table: cdc resnapshot db.table [...]", hint="or --all: every captured table")
     infos = select_tables(conn, replace(settings.mysql, tables=names, databases=(), exclude_tables=()))
     mysql = settings.mysql
     for info in infos if not add else ():

@@ -33,7 +33,7 @@ from cdc.checkpoints import ApplyCheckpoint
 from cdc.errors import CdcError, DataError, PreconditionError
 from cdc.masking import masked_history
 from cdc.schema import TableSchema
-from cdc.snowflake import ddl, evolve, names
+from cdc.snowflake import ddl, evolve, names, rekey
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import refused
 from cdc.state import StateDir, read_json
@@ -261,6 +261,12 @@ class Applier:
             elif step.change == "drop":
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)
+        # After the columns: a new key may hold a column this batch adds (cdc.snowflake.rekey).
+        if target.key and rekey.key_changed(schema, self.history.versions(db, table), self._applied_position(batch, key)):
+            self.summary.evolved.extend(rekey.rekey(self.execute, target.name, target.key))
+            if history is not None:  # SCD2: one row per key and change
+                self.summary.evolved.extend(rekey.rekey(self.execute, target.history, (*target.key, "_CDC_POSITION"),
+                                                        drop_unkeyed=False))
 
     def _replace_table(self, target: ddl.Target) -> None:
         """The table made anew, empty, in the target's shape (soft delete kept if it had it); SCD2 gains new columns."""

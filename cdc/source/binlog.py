@@ -277,8 +277,9 @@ class BinlogReader:
             self._stream = None
 
 
-PURGED_HINT = ("the binlog was purged before tail read it: raise retention (`cdc set-retention`), then take a new "
-               "`cdc snapshot` and restart tail from its hand-over position")
+PURGED_HINT = ("the binlog was purged before tail read it: raise retention (`cdc set-retention`); a running pipeline "
+               "recovers online with `cdc resnapshot --all` (tail restarts at the binlog end, every captured table is "
+               "read again; start `cdc tail --follow` once it says so), a first start needs a new `cdc snapshot`")
 
 
 def _fatal_reading(text: str, start: Position, settings: MySQLSettings) -> CdcError:

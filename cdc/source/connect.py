@@ -155,6 +155,17 @@ def _preferred_context() -> ssl.SSLContext:
     return context
 
 
+def bounded_waits(settings: MySQLSettings, seconds: float) -> dict[str, Any]:
+    """Connection options under which no wait (connect, handshake, read, write) lasts longer than `seconds`.
+
+    For the connections a long-running reader keeps beside its stream (tail's schema and lag queries): without
+    a read timeout, one query sent into a blackholed link (a dead NAT entry, a stalled proxy) waits forever,
+    and the stream's own read timeout never gets a chance to notice (issue #27).
+    """
+    return {"connect_timeout": min(settings.connect_timeout, seconds), "read_timeout": seconds,
+            "write_timeout": seconds}
+
+
 def open_connection(settings: MySQLSettings, *, database: str | None = None, **extra: Any) -> pymysql.Connection:
     """Connect, turning driver errors into messages that name the server and the fix."""
     kwargs = connection_kwargs(settings) | extra

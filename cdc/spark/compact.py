@@ -142,9 +142,8 @@ def _check_key(scoped: list[tuple[TableSchema, SparkColumn | None]], final: Tabl
         if not version.same_key(final):
             raise DataError(
                 f"{final.db}.{final.table}: primary key changed from {list(version.primary_key)} at "
-                f"{version.position} to {list(final.primary_key)} at {final.position}; merging across a key "
-                "change is not supported",
-                hint="merge up to the ALTER, then re-snapshot the table",
+                f"{version.position} to {list(final.primary_key)} at {final.position} inside one merge run",
+                hint="a run ends before a key change (cdc.spark.rekey); this is a bug: report it",
             )
 
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
 from cdc.spark import batches, lake, scan
+from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
+from cdc.spark.rekey import key_change_cut
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult
 from cdc.spark.scan import TableStats
 from cdc.spark.sources import Segment, list_input
@@ -41,6 +44,9 @@ from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
 # wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
 BROADCAST_KEYS = 1_000_000
+# Local input up to this size is scanned in Python (scan.local_stats) even with a session up: a follow
+# cycle's few lines cost milliseconds so, against a Spark job's second or more on a loaded machine.
+LOCAL_SCAN_BYTES = 16 * 1024 * 1024
 
 
 def merge(
@@ -83,8 +89,10 @@ def merge(
                 spark, infos = _start(settings or SparkSettings(), segments, checkpoint.last_position, summary.phases,
                                       report)
             try:
+                # A fresh JVM (own session) merges table after table: its first queries are compiled as they run,
+                # and concurrent ones measured no faster there (docs/performance.md, "Freshness").
                 journal = _run(spark, state, segments, run, target_dir, checkpoint.last_position, report,
-                               summary.phases, infos)
+                               summary.phases, infos, 1 if own else PARALLEL_TABLES)
             finally:
                 if own:
                     from cdc.spark.session import stop_session
@@ -107,12 +115,15 @@ def merge(
         # last_position (beyond the documented fields): lines re-read at or before it (a tail replay
         # after a crash) were merged by an earlier run and are dropped, never re-applied.
         last_position = max(filter(None, [journal.get("max_position"), checkpoint.last_position]), default=None)
-        MergeCheckpoint(manifest["segments"][1], batch, last_position).write(state)
+        # A run cut before a key change keeps its segment: the next run reads the rest of its input again.
+        segment = checkpoint.last_segment if journal.get("key_change") else manifest["segments"][1]
+        MergeCheckpoint(segment, batch, last_position).write(state)
         shutil.rmtree(batches.staging_dir(state.batches, batch), ignore_errors=True)
         summary.batch_id, summary.batch_dir = batch, str(batch_dir)
         summary.segments = list(manifest["segments"])
         summary.tables = [TableResult(**entry["result"]) for entry in journal["tables"]]
         summary.warnings = list(journal.get("warnings", []))
+        summary.key_change = journal.get("key_change")
         summary.seconds = time.monotonic() - started
         report("done")
         return summary
@@ -155,12 +166,14 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
 
 
 def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
-         report: Reporter, phases: dict[str, float], infos: list[TableStats] | None) -> dict[str, Any]:
+         report: Reporter, phases: dict[str, float], infos: list[TableStats] | None,
+         at_once: int = PARALLEL_TABLES) -> dict[str, Any]:
     """Steps 1 of a run: every table's lake version and batch files; returns the run journal.
 
     infos: the table stats if already known (scan.local_stats), else one Spark aggregate finds them.
     """
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     from cdc.spark.session import tune_for_input
     from cdc.spark.types import LINE_SCHEMA
@@ -177,7 +190,12 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if infos is None:
         report("scanning")
         with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
-            infos = scan.spark_stats(raw)
+            small = scan.is_local(files) and sum(s.bytes for s in segments) <= LOCAL_SCAN_BYTES
+            infos = scan.local_stats(files, merged_upto) if small else scan.spark_stats(raw)
+    cut = key_change_cut(history, infos)
+    if cut is not None:  # this run ends before a key change; the next one merges the rest (cdc.spark.rekey)
+        raw = raw.filter(F.col("position") < F.lit(cut))
+        infos = scan.spark_stats(raw)
     max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
     with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
         cascades = _cascades(spark, raw, state, history, infos, target, run)
@@ -185,7 +203,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     # table map): nothing to merge, and no schema to merge it with.
     infos = [i for i in cascades.stats(infos) if i.rows or history.at(i.db, i.table, i.last_position) is not None]
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
-    raw = _keyed_lines(spark, raw, files, merged_upto, history, infos)
+    raw = _keyed_lines(spark, raw, files, merged_upto, history, infos, cut)
     if cascades.lines:
         from cdc.spark.cascade_reads import read_lines
 
@@ -196,20 +214,15 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if sum(1 for i in infos if i.rows) > 1:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        for done, info in enumerate(infos):
-            def step(name: str, table: str = f"{info.db}.{info.table}", done: int = done) -> None:
-                report("merging", table=table, step=name, tables_done=done, result=None)
-
-            entry = _merge_table(spark, raw, history, info, run, target, state.batch_dir(batch), staging, phases, step)
+        merge_one = partial(_merge_table, spark, raw, history, run=run, target=target, batch_dir=state.batch_dir(batch),
+                            staging=staging)
+        for entry in merge_tables(merge_one, infos, phases, report, at_once):
             entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
             entries.append(entry)
-            result = TableResult(**entry["result"])
-            report("merging", step=None, tables_done=done + 1, changes_done=report.now.changes_done + result.changes,
-                   result=result)
     finally:
         raw.unpersist()
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
-            "warnings": cascades.warnings}
+            "warnings": cascades.warnings, "key_change": cut}
 
 
 def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
@@ -229,7 +242,7 @@ def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, inf
 
 
 def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None, history: SchemaHistory,
-                 infos: list[TableStats]) -> Any:
+                 infos: list[TableStats], cut: str | None) -> Any:
     """The lines again, `key`/`before` read as structs of the run's primary-key columns (types.keyed_line_schema)."""
     from cdc.spark.types import keyed_line_schema
 
@@ -244,22 +257,24 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     schema = keyed_line_schema(names, values)
     if schema is None:
         return raw
-    return _read_lines(spark, schema, files, merged_upto)
+    return _read_lines(spark, schema, files, merged_upto, cut)
 
 
 def _all_columns(history: SchemaHistory, info: TableStats) -> list[str]:
     return [c.name for v in history.versions(info.db, info.table) for c in v.columns]
 
 
-def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None) -> Any:
-    """The change lines after `merged_upto`, FAILFAST: a damaged line stops the merge, never a row of NULLs."""
+def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:
+    """The change lines after `merged_upto` (and before `cut`), FAILFAST: a damaged line stops the merge, never a
+    row of NULLs."""
     from pyspark.sql import functions as F
 
     lines = spark.read.schema(schema).option("mode", "FAILFAST").json(files)
-    return lines.filter(F.col("position") > merged_upto) if merged_upto else lines
+    lines = lines.filter(F.col("position") > merged_upto) if merged_upto else lines
+    return lines.filter(F.col("position") < F.lit(cut)) if cut else lines
 
 
-def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, run: int, target: Path,
+def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run: int, target: Path,
                  batch_dir: Path, staging: Path, phases: dict[str, float],
                  step: Callable[[str], None]) -> dict[str, Any]:
     from pyspark import StorageLevel

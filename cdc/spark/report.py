@@ -46,6 +46,9 @@ class MergeSummary:
     phases: dict[str, float] = field(default_factory=dict)
     # What the run could not do exactly and says so (a cascade into a table that is not captured, issue #24).
     warnings: list[str] = field(default_factory=list)
+    # The run ended just before this position, where a table's primary key changes (cdc.spark.rekey): the next
+    # run merges on from there under the new key.
+    key_change: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "changes": sum(t.changes for t in self.tables)}

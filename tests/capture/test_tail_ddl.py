@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,20 @@ def test_a_version_1_history_reads_without_foreign_keys_and_is_filled_by_tail(ma
     migrated = SchemaHistory(tmp_path / "schema")
     assert [len(v.referenced_by) for v in migrated.versions(fresh_db, "p")] == [0, 1]
     assert migrated.knows_foreign_keys(fresh_db, "p") and read_json(path)["version"] == 3
+
+
+def test_tail_warns_when_an_alter_needs_a_resnapshot(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """An ALTER whose effect on existing rows no binlog event carries: tail says so, naming the repair (issue #30)."""
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.`t 1` (id INT PRIMARY KEY)")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.`t 1` VALUES (1)")
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.`t 1` ADD COLUMN n INT NOT NULL DEFAULT 3")  # knowable: no warning
+    tail_once(mariadb, tmp_path, fresh_db, start)
+    assert not [r for r in caplog.records if "cdc resnapshot" in r.getMessage()]
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.`t 1` ADD COLUMN created DATETIME DEFAULT CURRENT_TIMESTAMP")
+    with caplog.at_level(logging.WARNING, logger="cdc.capture.events"):
+        tail_once(mariadb, tmp_path, fresh_db)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "cdc resnapshot" in r.getMessage()]
+    assert len(warned) == 1, caplog.records
+    assert f"cdc resnapshot '{fresh_db}.t 1'" in warned[0] and "created: DEFAULT CURRENT_TIMESTAMP" in warned[0]

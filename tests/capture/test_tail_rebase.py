@@ -25,15 +25,28 @@ from tests.rig import MariaDB
 GTID_SERVER = {"gtid-strict-mode": 1, "log-slave-updates": 1}
 
 
-@pytest.fixture
-def topology(mariadb_factory: Callable[..., MariaDB]) -> tuple[MariaDB, MariaDB]:
+def primary_and_replica(mariadb_factory: Callable[..., MariaDB], **replica_options: Any) -> tuple[MariaDB, MariaDB]:
     """A primary (server_id 1) ahead by a few binlog files, and its GTID replica (server_id 2)."""
     primary = mariadb_factory({**GTID_SERVER, "server-id": 1})
-    replica = mariadb_factory({**GTID_SERVER, "server-id": 2})
+    replica = mariadb_factory({**GTID_SERVER, "server-id": 2, **replica_options})
     for _ in range(4):  # the replica's binlog numbers start lower, as after a failover in production
         primary.execute("FLUSH BINARY LOGS")
     replica.replicate_from(primary)
     return primary, replica
+
+
+def snapshot_after_writes(primary: MariaDB, db: str, cli: Callable[..., Any], state: Path) -> None:
+    """`db`.all_types with 40 transactions of the workload, then `cdc snapshot` of it into `state`."""
+    primary.execute(f"CREATE DATABASE {db}")
+    with primary.connect() as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=3, transactions=40)
+    assert cli("snapshot", "--databases", db, server=primary, state=state).exit_code == 0
+
+
+@pytest.fixture
+def topology(mariadb_factory: Callable[..., MariaDB]) -> tuple[MariaDB, MariaDB]:
+    return primary_and_replica(mariadb_factory)
 
 
 def state_files(state: Path) -> dict[str, str]:
@@ -81,13 +94,8 @@ def lines_in_order(state: Path) -> list[dict[str, Any]]:
 def captured(topology: tuple[MariaDB, MariaDB], cli: Callable[..., Any], tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Snapshot + tail on the primary while it takes writes; the replica has everything tail captured."""
     primary, replica = topology
-    db = "shop"
-    primary.execute(f"CREATE DATABASE {db}")
-    with primary.connect() as conn:
-        create_all_types_table(conn, db)
-        run_workload(conn, db, seed=3, transactions=40)
-    state = tmp_path / "state"
-    assert cli("snapshot", "--databases", db, server=primary, state=state).exit_code == 0
+    db, state = "shop", tmp_path / "state"
+    snapshot_after_writes(primary, db, cli, state)
     yield {"primary": primary, "replica": replica, "db": db, "state": state}
 
 
@@ -158,11 +166,7 @@ def test_rebase_refuses_an_unrelated_server_whose_gtids_look_alike(
         captured: dict[str, Any], cli: Callable[..., Any], mariadb_factory: Callable[..., MariaDB]) -> None:
     primary, db, state = captured["primary"], captured["db"], captured["state"]
     assert cli("tail", "--until-now", "--databases", db, server=primary, state=state).exit_code == 0
-    stranger = mariadb_factory({**GTID_SERVER, "server-id": 1})  # same server_id and domain: GTIDs 0-1-N too
-    stranger.execute(f"CREATE DATABASE {db}")
-    with stranger.connect() as conn:
-        create_all_types_table(conn, db)
-        run_workload(conn, db, seed=3, transactions=80)
+    stranger = a_stranger(mariadb_factory, db)
     mine = checkpoint(state)["gtid"]
     assert int(str(stranger.variable("gtid_binlog_pos")).split("-")[2]) >= int(mine.split("-")[2])
     before = state_files(state)
@@ -170,6 +174,16 @@ def test_rebase_refuses_an_unrelated_server_whose_gtids_look_alike(
     assert result.exit_code == ExitCode.POSITION, result.output
     assert "not a replica of it" in " ".join(result.output.split())
     assert state_files(state) == before
+
+
+def a_stranger(mariadb_factory: Callable[..., MariaDB], db: str) -> MariaDB:
+    """An unrelated server with the same server_id and domain (GTIDs 0-1-N too) and the same table, more written."""
+    stranger = mariadb_factory({**GTID_SERVER, "server-id": 1})
+    stranger.execute(f"CREATE DATABASE {db}")
+    with stranger.connect() as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=3, transactions=80)
+    return stranger
 
 
 def fail_over_after_a_replica_s_own_writes(captured: dict[str, Any], cli: Callable[..., Any]) -> None:

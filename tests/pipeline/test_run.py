@@ -173,6 +173,13 @@ def test_follow_picks_up_a_write_and_stops_on_sigterm(
     summary = running.lines[-1]
     assert summary["event"] == "summary" and summary["stopped"] == "stopped by signal" and summary["cycles"] >= 2
     assert any(line["event"] == "cycle" for line in running.lines)
+    # A cycle pays no fixed costs it can skip (#25): no bootstrap while the schema history is unchanged, no decode
+    # worker started for a cycle's few rows.
+    later = [line for line in running.lines if line["event"] == "stage" and line["cycle"] > 1]
+    assert any(line["stage"] == "snowflake-bootstrap" and line["detail"].get("reason") == "schema history unchanged"
+               for line in later), later
+    workers = [line["detail"]["decode_workers"] for line in later if line["stage"] == "tail" and line["detail"]]
+    assert workers and set(workers) == {0}, later
 
 
 def test_live_view_shows_each_stage_where_it_got() -> None:

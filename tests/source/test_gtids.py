@@ -184,3 +184,15 @@ def test_a_scan_longer_than_a_page_reads_page_after_page(monkeypatch: pytest.Mon
     resume = locate(conn, False, GtidSet.parse(f"{UUID}:1-8"), "the new server")  # type: ignore[arg-type]
     assert resume == Resume(start_of(files["binlog.000001"], f"{NEW}:1"))
     assert len([sql for sql in conn.sql if sql.startswith("SHOW BINLOG EVENTS")]) > 10
+
+
+def test_mysql_tagged_gtids_resume_as_their_own_sequence() -> None:
+    """MySQL 8.3+: `uuid:tag:n` is another transaction than `uuid:n`; Previous_gtids spells the tags inside."""
+    gtids = [f"{UUID}:41", f"{UUID}:batch:3", f"{UUID}:42", f"{UUID}:batch:4"]
+    rows = mysql_file("binlog.000002", f"{UUID}:1-40:batch:1-2", gtids)
+    seen = GtidSet.parse(f"{UUID}:1-41:batch:1-3")
+    resume = find_resume(rows, seen, GtidSet.parse(f"{UUID}:1-40:batch:1-2"), "the new server")
+    assert resume == Resume(start_of(rows, f"{UUID}:42"))
+    later = GtidSet.parse(f"{UUID}:1-41:batch:1-4")  # a tagged transaction captured after the resume point: skipped
+    assert find_resume(rows, later, GtidSet.parse(f"{UUID}:1-40:batch:1-2"), "x") == Resume(
+        start_of(rows, f"{UUID}:42"), (f"{UUID}:batch:4",))

@@ -1,0 +1,334 @@
+"""End-to-end freshness: COMMIT in MariaDB -> the row, with its committed values, in Snowflake (p50/p95/p99/max).
+
+    .venv/bin/python benchmarks/bench_freshness.py [--seconds 60] [--rate 50] [--tables 16] [--sample 0.2]
+
+Starts a throwaway MariaDB (tests/rig), moto's server (the S3 bucket `ship-s3` writes to) and fakesnow's
+server (the Snowflake stand-in), snapshots --tables tables of --rows rows each, then runs `cdc run --follow
+--json` as a subprocess, as a user runs it. Once its first cycle has loaded Snowflake, a steady workload
+commits --rate transactions per second for --seconds: each one statement on a random table, an insert
+(40%), an update (35%), a delete (15%) or a primary-key change (10%). Every transaction writes a global
+sequence number into the row (`v`, and `note` = "n<v>"), so a value seen anywhere names its transaction.
+
+A --sample fraction of the inserted / updated / re-keyed rows are followed (and never written again):
+- commit -> sealed segment: a watcher sees their line in a sealed change-log segment (every 5 ms);
+- commit -> lake: `cdc run` reports a spark-merge (`--json` stage line) whose segments include it;
+- commit -> Snowflake: a poller finds the row with its committed `v` and `note` in the stand-in (every 100 ms).
+Printed: p50/p95/p99/max of each, the load average at start and end, and where `cdc run`'s cycles spent
+their time (each stage's median and max seconds in the cycles that did work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cdc.changelog import list_segments  # noqa: E402
+from tests.rig import MariaDB, MotoServer  # noqa: E402
+
+DB, BUCKET, SF_DATABASE, SF_SCHEMA = "fresh", "cdc-bench-lake", "BENCH", "REPLICA"
+
+
+@dataclass
+class Sample:
+    table: str
+    key: int
+    seq: int
+    committed: float
+    segment: str | None = None
+    sealed: float | None = None
+    lake: float | None = None
+    visible: float | None = None
+
+
+@dataclass
+class Book:
+    """What every thread shares: the followed rows by sequence number, the run's stage lines."""
+
+    samples: dict[int, Sample] = field(default_factory=dict)
+    stages: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    first_cycle: threading.Event = field(default_factory=threading.Event)
+
+
+def table_name(i: int) -> str:
+    return f"t{i:02d}"
+
+
+def load_source(server: MariaDB, tables: int, rows: int) -> dict[str, list[int]]:
+    server.execute(f"CREATE DATABASE {DB}")
+    live: dict[str, list[int]] = {}
+    for i in range(tables):
+        name = table_name(i)
+        server.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(40), "
+                       "at DATETIME(6))", database=DB)
+        server.execute(f"INSERT INTO {name} SELECT seq, 0, CONCAT('n0-', seq), NOW(6) FROM seq_1_to_{rows}",
+                       database=DB)
+        live[name] = list(range(1, rows + 1))
+    return live
+
+
+def workload(server: MariaDB, book: Book, live: dict[str, list[int]], args: argparse.Namespace,
+             stop: threading.Event) -> int:
+    """Commit args.rate one-statement transactions per second for args.seconds; return how many."""
+    rng = random.Random(7)
+    next_key = {name: len(keys) + 1 for name, keys in live.items()}
+    with server.connect(autocommit=False, database=DB) as conn, conn.cursor() as cur:
+        began, n = time.monotonic(), 0
+        while time.monotonic() - began < args.seconds and not stop.is_set():
+            n += 1
+            name = rng.choice(list(live))
+            keys, roll = live[name], rng.random()
+            if roll < 0.40 or len(keys) < 10:
+                key = next_key[name]
+                next_key[name] += 1
+                cur.execute(f"INSERT INTO {name} VALUES (%s, %s, %s, NOW(6))", (key, n, f"n{n}"))
+                keys.append(key)
+            elif roll < 0.75:
+                key = rng.choice(keys)
+                cur.execute(f"UPDATE {name} SET v = %s, note = %s, at = NOW(6) WHERE id = %s", (n, f"n{n}", key))
+            elif roll < 0.90:
+                key = keys.pop(rng.randrange(len(keys)))
+                cur.execute(f"DELETE FROM {name} WHERE id = %s", (key,))
+                key = -1
+            else:
+                old = keys.pop(rng.randrange(len(keys)))
+                key = next_key[name]
+                next_key[name] += 1
+                cur.execute(f"UPDATE {name} SET id = %s, v = %s, note = %s WHERE id = %s", (key, n, f"n{n}", old))
+                keys.append(key)
+            conn.commit()
+            committed = time.monotonic()
+            if key > 0 and rng.random() < args.sample:
+                keys.remove(key)  # followed: never written again, so its values stay the committed ones
+                with book.lock:
+                    book.samples[n] = Sample(name, key, n, committed)
+            time.sleep(max(0.0, began + n / args.rate - time.monotonic()))
+    return n
+
+
+def watch_segments(directory: Path, book: Book, stop: threading.Event) -> None:
+    """Sealed segments as they appear: each followed row's segment and the time it was first seen."""
+    seen: set[str] = set()
+    while not stop.is_set():
+        now = time.monotonic()
+        for path in list_segments(directory) if directory.is_dir() else []:
+            if path.name in seen:
+                continue
+            seen.add(path.name)
+            for line in path.read_bytes().splitlines():
+                change = orjson.loads(line)
+                after = change.get("after") or {}
+                with book.lock:
+                    sample = book.samples.get(after.get("v", 0))
+                    if sample is not None and sample.segment is None and after.get("id") == sample.key:
+                        sample.segment, sample.sealed = path.name, now
+        stop.wait(0.005)
+
+
+def read_run(stdout: Any, book: Book) -> None:
+    """`cdc run --json` lines: spark-merge's merged segments mark the followed rows as in the lake."""
+    for raw in stdout:
+        event = json.loads(raw)
+        now = time.monotonic()
+        with book.lock:
+            book.stages.append((now, event))
+            if event.get("event") == "cycle":
+                book.first_cycle.set()
+            if event.get("stage") == "spark-merge" and event["status"] == "done":
+                last = event["detail"]["segments"][-1]
+                for sample in book.samples.values():
+                    if sample.lake is None and sample.segment is not None and sample.segment <= last:
+                        sample.lake = now
+
+
+def poll_snowflake(params: dict[str, Any], book: Book, stop: threading.Event, interval: float) -> None:
+    """Every `interval`: each table's followed rows not yet seen, looked up with their committed values."""
+    import snowflake.connector
+
+    conn = snowflake.connector.connect(**params, database=SF_DATABASE, schema=SF_SCHEMA)
+    try:
+        while not stop.is_set():
+            with book.lock:
+                pending: dict[str, list[Sample]] = {}
+                for s in book.samples.values():
+                    if s.visible is None:
+                        pending.setdefault(s.table, []).append(s)
+            for name, samples in pending.items():
+                keys = ", ".join(str(s.key) for s in samples)
+                try:
+                    found = conn.cursor().execute(f'SELECT "ID", "V", "NOTE" FROM "{name.upper()}" '
+                                                  f'WHERE "ID" IN ({keys})').fetchall()
+                except snowflake.connector.errors.ProgrammingError:
+                    continue  # not bootstrapped yet
+                now, rows = time.monotonic(), {r[0]: r for r in found}
+                with book.lock:
+                    for s in samples:
+                        row = rows.get(s.key)
+                        if row is not None and row[1] == s.seq and row[2] == f"n{s.seq}":
+                            s.visible = now
+            stop.wait(interval)
+    finally:
+        conn.close()
+
+
+@contextmanager
+def snowflake_stand_in(workdir: Path) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
+    """fakesnow's server in this process: SNOWFLAKE_HOME for `cdc`, and the connect parameters for the poller."""
+    import fakesnow
+    import snowflake.connector
+
+    with fakesnow.server() as params:
+        for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "fakesnow", "fakesnow.server", "sqlglot"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        home = workdir / "snowflake"
+        home.mkdir(mode=0o700)
+        config = home / "connections.toml"
+        config.write_text(
+            f'[local]\naccount = "{params["account"]}"\nuser = "{params["user"]}"\npassword = "{params["password"]}"\n'
+            f'host = "{params["host"]}"\nport = {params["port"]}\nprotocol = "http"\nnetwork_timeout = 5\n')
+        os.chmod(config, 0o600)
+        conn = snowflake.connector.connect(**params)
+        conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {SF_DATABASE}")
+        conn.cursor().execute(f"CREATE SCHEMA IF NOT EXISTS {SF_DATABASE}.{SF_SCHEMA}")
+        conn.close()
+        yield {"SNOWFLAKE_HOME": str(home)}, params
+
+
+def write_config(workdir: Path, server: MariaDB, moto: MotoServer) -> Path:
+    path = workdir / "cdc.toml"
+    path.write_text(
+        f'state_dir = "{workdir / ".cdc"}"\n\n'
+        f'[mysql]\nhost = "{server.host}"\nport = {server.port}\nuser = "root"\nssl_mode = "DISABLED"\n'
+        f'databases = ["{DB}"]\n\n'
+        f'[aws]\nregion = "us-east-1"\nendpoint_url = "{moto.endpoint_url}"\nbucket = "{BUCKET}"\nprefix = "cdc"\n\n'
+        '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\n\n'
+        f'[snowflake]\nconnection = "local"\ndatabase = "{SF_DATABASE}"\nschema = "{SF_SCHEMA}"\n')
+    return path
+
+
+def percentiles(values: list[float]) -> str:
+    if not values:
+        return f"{'-':>8} {'-':>8} {'-':>8} {'-':>8}"
+    values = sorted(values)
+    pick = [values[min(len(values) - 1, int(f * len(values)))] for f in (0.5, 0.95, 0.99)] + [values[-1]]
+    return " ".join(f"{v:>8.2f}" for v in pick)
+
+
+def report(book: Book, transactions: int, args: argparse.Namespace, loads: list[tuple[float, ...]]) -> None:
+    samples = list(book.samples.values())
+    print(f"\n{transactions} transactions in {args.seconds:.0f} s over {args.tables} tables "
+          f"({transactions / args.seconds:.1f}/s), {len(samples)} followed rows")
+    print(f"{'commit ->':<22} {'rows':>6} {'p50 s':>8} {'p95 s':>8} {'p99 s':>8} {'max s':>8}")
+    for label, attr in (("sealed segment", "sealed"), ("lake (merge reported)", "lake"), ("Snowflake", "visible")):
+        values = [getattr(s, attr) - s.committed for s in samples if getattr(s, attr) is not None]
+        print(f"{label:<22} {len(values):>6} {percentiles(values)}")
+    missing = [s for s in samples if s.visible is None]
+    if missing:
+        print(f"NOT VISIBLE in Snowflake by the end: {len(missing)} rows, e.g. {missing[:3]}")
+    print("load average (1, 5, 15 min): " + "; ".join(" ".join(f"{x:.2f}" for x in load) for load in loads))
+    print("\n`cdc run` cycles that did work (seconds per stage):")
+    print(f"{'stage':<22} {'runs':>5} {'median':>8} {'max':>8}")
+    per_stage: dict[str, list[float]] = {}
+    for _, event in book.stages:
+        if event.get("event") == "stage" and event["status"] == "done":
+            per_stage.setdefault(event["stage"], []).append(event["seconds"])
+    for stage, seconds in per_stage.items():
+        seconds.sort()
+        print(f"{stage:<22} {len(seconds):>5} {seconds[len(seconds) // 2]:>8.2f} {seconds[-1]:>8.2f}")
+    cycles = [e["seconds"] for _, e in book.stages if e.get("event") == "cycle"]
+    merges = [e["detail"].get("phases", {}) for _, e in book.stages
+              if e.get("stage") == "spark-merge" and e["status"] == "done"]
+    if merges:
+        print(f"spark-merge phases, last run: {merges[-1]}")
+    print(f"cycles: {len(cycles)}")
+
+
+def run(args: argparse.Namespace, workdir: Path) -> None:
+    with ExitStack() as stack:
+        server = stack.enter_context(MariaDB())
+        live = load_source(server, args.tables, args.rows)
+        moto = stack.enter_context(MotoServer())
+        moto.client("s3").create_bucket(Bucket=BUCKET)
+        snowflake_env, params = stack.enter_context(snowflake_stand_in(workdir))
+        config = write_config(workdir, server, moto)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "SNOWFLAKE_", "MYSQL_"))}
+        env.update(moto.env, **snowflake_env, PYTHONPATH=str(ROOT))
+        book, stop = Book(), threading.Event()
+        cdc = subprocess.Popen([sys.executable, "-m", "cdc", "run", "--config", str(config), "--json", "--follow",
+                                "--poll-interval", str(args.poll_interval)], cwd=workdir, env=env,
+                               stdout=subprocess.PIPE, stderr=open(workdir / "run.err", "wb"), text=True)
+        threads = [threading.Thread(target=read_run, args=(cdc.stdout, book), daemon=True),
+                   threading.Thread(target=watch_segments, args=(workdir / ".cdc" / "changelog", book, stop),
+                                    daemon=True),
+                   threading.Thread(target=poll_snowflake, args=(params, book, stop, 0.1), daemon=True)]
+        for t in threads:
+            t.start()
+        try:
+            if not book.first_cycle.wait(900):
+                raise SystemExit(f"cdc run did not finish a cycle: {(workdir / 'run.err').read_text()[-3000:]}")
+            print(f"first cycle done (snapshot of {args.tables} x {args.rows} rows loaded); workload starts",
+                  flush=True)
+            loads = [os.getloadavg()]
+            transactions = workload(server, book, live, args, stop)
+            deadline = time.monotonic() + args.drain
+            while time.monotonic() < deadline and cdc.poll() is None:
+                with book.lock:
+                    if all(s.visible is not None for s in book.samples.values()):
+                        break
+                time.sleep(0.2)
+            loads.append(os.getloadavg())
+        finally:
+            stop.set()
+            cdc.send_signal(signal.SIGTERM)
+            cdc.wait(120)
+            for t in threads[1:]:
+                t.join(10)
+        report(book, transactions, args, loads)
+        if cdc.returncode not in (0, 130, 143):
+            print(f"cdc run exited {cdc.returncode}: {(workdir / 'run.err').read_text()[-3000:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long the workload writes")
+    parser.add_argument("--rate", type=float, default=50.0, help="transactions per second")
+    parser.add_argument("--tables", type=int, default=16)
+    parser.add_argument("--rows", type=int, default=1000, help="rows per table before the workload")
+    parser.add_argument("--sample", type=float, default=0.2, help="fraction of written rows followed")
+    parser.add_argument("--poll-interval", type=float, default=0.2, help="`cdc run --poll-interval`")
+    parser.add_argument("--drain", type=float, default=300.0, help="seconds to wait for the last rows after it")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (state, run.err)")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="cdc-fresh-"))
+    os.chmod(workdir, 0o700)
+    print(f"work directory {workdir}; load average {os.getloadavg()}", flush=True)
+    try:
+        run(args, workdir)
+    finally:
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

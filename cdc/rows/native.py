@@ -1,0 +1,120 @@
+"""Tail's row decoder in C (cdc/rows/_native.c, built by `pip install -e .`) and its column program per table map.
+
+The C decoder turns a full-image rows-event body straight into change lines (issue 28). Per column it runs
+one action: integers, DECIMAL, DATETIME2, TIMESTAMP2, TIME2, DATE, YEAR, ENUM, UTF-8 text (CHAR, VARCHAR,
+TEXT, MariaDB's JSON) and binary in base64 are done in C; every other column (FLOAT, DOUBLE, SET, BIT,
+GEOMETRY, text in other charsets, hashed columns) calls its Python fast-path reader, whose value orjson
+writes. So every table with a Python fast path has a C one too, and its lines are the Python path's.
+
+The Python fast path (cdc.rows.compiled + cdc.capture.rowblock) stays the reference and the fallback: it
+decodes an event whenever the extension is not built (no C compiler: the build is optional), is stale
+(its ABI_VERSION is not this file's), CDC_NATIVE=0 is set, or the C decoder raised on the event's bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import orjson
+from pymysqlreplication.constants import FIELD_TYPE as F
+
+from cdc.rows.readers import Reader, fraction
+from cdc.rows.strings import by_shape
+from cdc.schema import Column, TableSchema
+from cdc.values import INTEGER_TYPES
+
+ABI_VERSION = 2  # must match _native.c's: what compile() and rows() take
+_ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2")
+PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2 = range(len(_ACTIONS))
+_CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
+_INT_SIZES = {F.TINY: 1, F.SHORT: 2, F.INT24: 3, F.LONG: 4, F.LONGLONG: 8}
+_STRINGS = (F.VARCHAR, F.STRING, F.BLOB)
+
+Spec = tuple[int, int, int, Any]  # (action, a, b, extra): _native.c's Column
+
+
+def _load() -> tuple[ModuleType | None, str | None]:
+    try:
+        from cdc.rows import _native as module  # type: ignore[attr-defined]
+    except ImportError as exc:
+        return None, f"the C row decoder is not built ({exc}): run `pip install -e .`"
+    if getattr(module, "ABI_VERSION", None) != ABI_VERSION or [getattr(module, n, None) for n in _ACTIONS] != list(
+            range(len(_ACTIONS))):
+        return None, "the built C row decoder is stale: run `pip install -e .` again"
+    # In a checkout, a source edited after the build means the build is out of date.
+    source = Path(__file__).with_name("_native.c")
+    if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
+        return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
+    return module, None
+
+
+_MODULE, PROBLEM = _load()
+
+
+def native_module() -> ModuleType | None:
+    """The C decoder's module when it is built, current and not disabled (CDC_NATIVE=0); else None."""
+    return None if os.environ.get("CDC_NATIVE", "1").strip() == "0" else _MODULE
+
+
+def column_spec(lib_column: Any, ours: Column, read: Reader, hashed: bool) -> Spec:
+    """The C action of one table-map column; PYTHON (call `read`, the fast path's reader) for what C does not do."""
+    kind = lib_column.type
+    if hashed:
+        return PYTHON, 0, 0, read
+    if kind in _INT_SIZES and ours.data_type in INTEGER_TYPES:
+        return INT, _INT_SIZES[kind], int(bool(lib_column.unsigned)), None
+    if kind == F.NEWDECIMAL and ours.data_type == "decimal":
+        return DECIMAL, lib_column.precision, lib_column.decimals, None
+    if kind == F.DATETIME2 and ours.data_type == "datetime":
+        size, scale = fraction(lib_column.fsp or 0)
+        return DATETIME2, size, scale, None
+    if kind == F.DATE and ours.data_type == "date":
+        return DATE, 0, 0, None
+    if kind == F.YEAR and ours.data_type == "year":
+        return YEAR, 0, 0, None
+    if kind in _CLOCKS and ours.data_type == _CLOCKS[kind][0]:
+        return _CLOCKS[kind][1], fraction(lib_column.fsp or 0)[0], int((ours.fsp or 0) > 0), None
+    if kind == F.ENUM and ours.data_type == "enum":
+        labels = [orjson.dumps(label) for label in lib_column.enum_values or [""]]
+        return ENUM, lib_column.size, 0, (*labels, b'""')  # the last: any index past the labels
+    if kind in _STRINGS:
+        shape = by_shape(lib_column, ours, lambda size, codec: (TEXT, size, 0) if codec == "utf-8" else None,
+                         lambda size, pad: (BASE64, size, pad))
+        if shape is not None:
+            return (*shape, None)
+    return PYTHON, 0, 0, read
+
+
+class NativeRows:
+    """One table's C decoder: rows(body, op, first, pieces) gives the lines rowblock.rows_block would."""
+
+    def __init__(self, module: ModuleType, specs: Sequence[Spec], names: Sequence[str | None],
+                 key_names: Sequence[str]) -> None:
+        index = {name: i for i, name in enumerate(names) if name is not None}
+        entries = tuple((index[name], orjson.dumps(name) + b":") for name in sorted(index))
+        keys = tuple((index[name], orjson.dumps(name) + b":") for name in sorted(key_names))
+        self._rows = module.rows
+        self._plan = module.compile(tuple(specs), entries, keys, orjson.dumps)
+
+    def rows(self, body: bytes, op: str, first: int, pieces: tuple[bytes, bytes, bytes, bytes]) -> tuple[bytes, int]:
+        return self._rows(self._plan, body, op, first, *pieces)  # type: ignore[no-any-return]
+
+
+def native_rows(lib_columns: list[Any], schema: TableSchema, plan: Sequence[tuple[str | None, Reader]],
+                hashed: frozenset[str], key_names: Sequence[str]) -> NativeRows | None:
+    """The C decoder of a table whose fast path reads with `plan` (one (name or None, reader) per column), or None.
+
+    None when the extension is not there, or the lines would not be the fast path's by construction: no kept
+    column (the key then comes from the other image), or a key column that is not in the image.
+    """
+    module = native_module()
+    names = [None if name is None or name.startswith("\x00") else name for name, _ in plan]  # EncodedImageReader's
+    if module is None or not any(n is not None for n in names) or not set(key_names) <= set(names):
+        return None
+    specs = [column_spec(lib, ours, read, ours.name in hashed)
+             for lib, ours, (_, read) in zip(lib_columns, schema.columns, plan, strict=True)]
+    return NativeRows(module, specs, names, key_names)

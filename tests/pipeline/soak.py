@@ -1,0 +1,185 @@
+"""The soak's moving parts (issue #27): `cdc run --follow` kept running under a steady workload with periodic
+faults (network faults from FaultProxy, kill -9 of the run and a restart), sampled from /proc over time.
+
+Used by tests/pipeline/test_soak.py (a short version in CI, the long one marked slow) and benchmarks/bench_soak.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.pipeline.netfaults import ROOT
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at the run's process group and state directory."""
+
+    seconds: float  # since the soak started
+    rss_mib: float  # every process of the run's group (Python, decode workers, Spark's JVM)
+    fds: int
+    threads: int
+    processes: int
+    state_mib: float  # the whole state directory (change log, lake, batches, checkpoints)
+    changelog_mib: float
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Pids of the live processes in process group `pgid` (from /proc/<pid>/stat)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _status(pid: int) -> dict[str, str]:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def _fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def tree_bytes(root: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass  # replaced or removed while we walk
+    return total
+
+
+def sample(pgid: int | None, state: Path, seconds: float) -> Sample:
+    pids = group_pids(pgid) if pgid else []
+    statuses = [_status(pid) for pid in pids]
+    rss = sum(int(s.get("VmRSS", "0 kB").split()[0]) for s in statuses) / 1024
+    threads = sum(int(s.get("Threads", "0")) for s in statuses)
+    return Sample(round(seconds, 1), round(rss, 1), sum(_fds(pid) for pid in pids), threads, len(pids),
+                  round(tree_bytes(state) / MIB, 2), round(tree_bytes(state / "changelog") / MIB, 2))
+
+
+@dataclass
+class Supervisor:
+    """Keeps `cdc run --follow` running: start, kill -9 of its whole group on request, restart; samples it."""
+
+    config: Path
+    env: dict[str, str]
+    state: Path
+    log: Path  # the runs' stderr, appended
+    samples: list[Sample] = field(default_factory=list)
+    kills: int = 0
+    exits: list[int] = field(default_factory=list)  # codes of runs that ended without being killed
+    process: subprocess.Popen[bytes] | None = None
+    began: float = field(default_factory=time.monotonic)
+
+    def start(self) -> None:
+        with self.log.open("ab") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "cdc", "run", "--follow", "--config", str(self.config)], cwd=ROOT,
+                env=self.env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+
+    def check(self) -> None:
+        """A run that ended by itself is restarted (and its exit code kept for the test to judge)."""
+        assert self.process is not None
+        code = self.process.poll()
+        if code is not None:
+            self.exits.append(code)
+            self.start()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(30)
+        self.kills += 1
+        self.start()
+
+    def stop(self) -> int:
+        """SIGTERM, the way --follow ends: its exit code (-9: killed, as it did not end within 3 minutes)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(180)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+            return -9
+
+    def take_sample(self) -> Sample:
+        pgid = self.process.pid if self.process is not None else None
+        found = sample(pgid, self.state, time.monotonic() - self.began)
+        self.samples.append(found)
+        return found
+
+
+def soak(supervisor: Supervisor, seconds: float, *, sample_every: float, kill_every: float,
+         stop: threading.Event | None = None) -> None:
+    """Run for `seconds`: a sample every `sample_every`, a kill -9 and restart every `kill_every` seconds."""
+    stop = stop or threading.Event()
+    supervisor.start()
+    end = time.monotonic() + seconds
+    next_kill = time.monotonic() + kill_every
+    while not stop.wait(sample_every) and time.monotonic() < end:
+        supervisor.check()
+        supervisor.take_sample()
+        if time.monotonic() >= next_kill:
+            supervisor.kill()
+            next_kill = time.monotonic() + kill_every
+
+
+def table(samples: list[Sample]) -> str:
+    """The samples as a text table, one line each."""
+    head = f"{'t (s)':>8} {'RSS MiB':>9} {'fds':>5} {'threads':>8} {'procs':>6} {'state MiB':>10} {'changelog MiB':>14}"
+    rows = [f"{s.seconds:>8.0f} {s.rss_mib:>9.1f} {s.fds:>5} {s.threads:>8} {s.processes:>6} {s.state_mib:>10.2f} "
+            f"{s.changelog_mib:>14.2f}" for s in samples]
+    return "\n".join([head, *rows])
+
+
+def growth(samples: list[Sample], name: str, warm_up: float = 0.3) -> tuple[float, float]:
+    """(max in the first half, max in the second half) of `name` after the warm-up fraction of the samples."""
+    steady = samples[int(len(samples) * warm_up):]
+    half = len(steady) // 2
+    first, second = steady[:half], steady[half:]
+    assert first and second, f"too few samples ({len(samples)}) to judge growth"
+    return max(getattr(s, name) for s in first), max(getattr(s, name) for s in second)
+
+
+def assert_bounded(samples: list[Sample]) -> None:
+    """After the warm-up, the second half's peaks stay within a tolerance of the first half's (no steady growth).
+
+    The state directory grows with the data (the change log and the lake are kept: docs/limits.md), so what
+    must stay bounded is its size per MiB of change log, not its size.
+    """
+    limits = {"rss_mib": (1.25, 64.0), "fds": (1.2, 16), "threads": (1.2, 8)}
+    for name, (factor, slack) in limits.items():
+        first, second = growth(samples, name)
+        assert second <= first * factor + slack, f"{name} grew from {first} to {second}:\n{table(samples)}"
+    ratios = [s.state_mib / s.changelog_mib for s in samples if s.changelog_mib > 0]
+    steady = ratios[int(len(ratios) * 0.3):]
+    assert steady, table(samples)
+    assert steady[-1] <= steady[0] * 1.5 + 0.5, f"state per change-log MiB grew {steady[0]:.2f} -> {steady[-1]:.2f}"

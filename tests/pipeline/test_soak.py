@@ -1,0 +1,104 @@
+"""Soak (issue #27): `cdc run --follow` under a steady workload, every link to a server through a FaultProxy
+with faults at random moments, and kill -9 of the run (then a restart) at intervals. RSS, open fds, threads and
+the state directory's size per MiB of change log are sampled from /proc and must stay bounded; at the end
+the lake and Snowflake must equal SELECT * and `cdc verify` must report OK.
+
+CI runs a short soak (SOAK_SECONDS, default 90); the long one (SOAK_LONG_SECONDS, default 1800) by hand:
+
+    SOAK_LONG_SECONDS=1800 bash scripts/test.sh -n 0 -m slow tests/pipeline/test_soak.py -s
+    .venv/bin/python benchmarks/bench_soak.py --minutes 30      # the same, with its table of samples
+
+It prints the samples as a table and a JSON line of figures, which docs/fault-campaign.md records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pipeline.campaign import Writer
+from tests.pipeline.soak import Supervisor, assert_bounded, soak, table
+from tests.pipeline.test_campaign import TABLE, campaign_setup, finish_and_verify  # noqa: F401  (a fixture)
+from tests.rig.faultproxy import Chaos, FaultProxy
+
+SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", "90"))
+SOAK_LONG_SECONDS = float(os.environ.get("SOAK_LONG_SECONDS", "1800"))
+
+
+def _proxied(setup: dict[str, Any], tmp_path: Path, stack: ExitStack) -> tuple[dict[str, FaultProxy], dict[str, str]]:
+    """Proxies in front of MariaDB, moto and fakesnow; cdc.toml and a connections.toml pointed through them."""
+    server, config = setup["server"], setup["config"]
+    text = config.read_text()
+    endpoint = re.search(r'endpoint_url = "http://([^:"]+):(\d+)"', text)
+    assert endpoint, text
+    home = Path(os.environ["SNOWFLAKE_HOME"])
+    connections = (home / "connections.toml").read_text()
+    snow_host = re.search(r'host = "([^"]+)"', connections)
+    snow_port = re.search(r"port = (\d+)", connections)
+    assert snow_host and snow_port, connections
+    proxies = {
+        "mysql": stack.enter_context(FaultProxy(server.host, server.port)),
+        "aws": stack.enter_context(FaultProxy(endpoint[1], int(endpoint[2]))),
+        "snowflake": stack.enter_context(FaultProxy(snow_host[1], int(snow_port[1]))),
+    }
+    text = text.replace(f"port = {server.port}", f"port = {proxies['mysql'].port}")
+    config.write_text(text.replace(endpoint[0], f'endpoint_url = "{proxies["aws"].url}"'))
+    proxied_home = tmp_path / "snowflake-home"
+    proxied_home.mkdir(mode=0o700)
+    (proxied_home / "connections.toml").write_text(
+        connections.replace(snow_host[0], f'host = "{proxies["snowflake"].host}"')
+        .replace(snow_port[0], f"port = {proxies['snowflake'].port}"))
+    (proxied_home / "connections.toml").chmod(0o600)
+    env = dict(os.environ) | {"SNOWFLAKE_HOME": str(proxied_home)}
+    os.environ["SNOWFLAKE_HOME"] = str(proxied_home)  # for the final run and verify of finish_and_verify
+    return proxies, env
+
+
+def run_soak(setup: dict[str, Any], tmp_path: Path, seconds: float, *, sample_every: float, kill_every: float,
+             calm: tuple[float, float], seed: int) -> dict[str, Any]:
+    """The soak, then the final run and verify: its figures (the samples' table printed)."""
+    rng = random.Random(seed)
+    with ExitStack() as stack:
+        proxies, env = _proxied(setup, tmp_path, stack)
+        supervisor = Supervisor(setup["config"], env, setup["state"], tmp_path / "runs.log")
+        chaos = [Chaos(proxy, random.Random(rng.random()), calm_seconds=calm, drop_seconds=3.0,
+                       stall_seconds=(1.0, 5.0)) for proxy in proxies.values()]
+        with Writer(setup["server"], setup["db"], TABLE, seed=seed, pause=0.1) as writer:
+            with ExitStack() as faults:
+                for one in chaos:
+                    faults.enter_context(one)
+                soak(supervisor, seconds, sample_every=sample_every, kill_every=kill_every)
+            stopped = supervisor.stop()
+        compared = finish_and_verify(setup)
+    print("\n" + table(supervisor.samples))
+    figures = {"seconds": seconds, "kills": supervisor.kills, "runs_ended_by_themselves": supervisor.exits,
+               "last_run_exit": stopped, "network_faults": {name: one.counts() for name, one in zip(proxies, chaos)},
+               "workload": {"commits": writer.commits, "rollbacks": writer.rollbacks},
+               "rows_compared": compared, "differences": 0, "samples": len(supervisor.samples)}
+    print("soak:", json.dumps(figures))
+    assert_bounded(supervisor.samples)
+    assert stopped == 0, (tmp_path / "runs.log").read_text()[-5000:]
+    # A run --follow never gives up on a fault of the network: it retries (exit 10 only after 5 minutes of it).
+    assert supervisor.exits == [], (tmp_path / "runs.log").read_text()[-5000:]
+    return figures
+
+
+def test_short_soak_stays_bounded_and_exact(campaign_setup: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+    # One kill half-way: a cycle with Spark's start-up takes 30-40 s on a busy 2-core machine.
+    figures = run_soak(campaign_setup, tmp_path, SOAK_SECONDS, sample_every=3.0, kill_every=SOAK_SECONDS / 2,
+                       calm=(8.0, 15.0), seed=27)
+    assert figures["kills"] >= 1 and figures["rows_compared"] > 0
+
+
+@pytest.mark.slow
+def test_long_soak_stays_bounded_and_exact(campaign_setup: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+    figures = run_soak(campaign_setup, tmp_path, SOAK_LONG_SECONDS, sample_every=20.0, kill_every=300.0,
+                       calm=(20.0, 60.0), seed=2027)
+    assert figures["kills"] >= SOAK_LONG_SECONDS // 300 - 1
