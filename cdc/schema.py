@@ -458,3 +458,12 @@ def carried(versions: list[TableSchema], name: str, since: str, upto: str) -> Ca
             return Carried(None, version.fills.get(current), version.position)
         current = older
     return Carried(None)
+
+
+_VARCHAR = re.compile(r"varchar\((\d+)\)", re.IGNORECASE)
+
+
+def varchar_length(column: Column) -> int | None:
+    """A VARCHAR's length in characters (None for any other type)."""
+    match = _VARCHAR.match(column.type) if column.data_type == "varchar" else None
+    return int(match[1]) if match else None

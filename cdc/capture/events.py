@@ -83,6 +83,7 @@ class Capture:
         self._decoders: dict[int, tuple[Any, RowDecoder | None]] = {}
         self._file = start.position.file
         self._in_txn = self._begun = False
+        self._grouped = False  # the open MariaDB GTID group ends with COMMIT/Xid, not with its first statement
         self._txn_gtid: str | None = None
         self._seen = False  # the open transaction was captured before a --rebase: read past it, write nothing
         self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
@@ -134,6 +135,7 @@ class Capture:
             self._on_table_map(event)
         elif kind == "gtid":
             self._in_txn, self._begun, self._txn_gtid = True, False, event.gtid
+            self._grouped = event.standalone is False
             self._seen = bool(self.out.skip_gtids) and event.gtid in self.out.skip_gtids
         elif kind == "begin":
             self._in_txn, self._begun = True, True
@@ -321,7 +323,7 @@ class Capture:
         if decoder is None or self._seen:
             return
         meta = RowsMeta(event.db or "", event.table or "", event.file, event.pos, self._txn_gtid, event.server_id,
-                        event.op or "", seq_offset=self.out.seq_offset)
+                        event.op or "", seq_offset=self.out.seq_offset, fk_checks=event.fk_checks)
         if event.table_id in self._marks:
             self._on_marks(decoder, event, meta)
             return
@@ -421,6 +423,10 @@ class Capture:
             if change.kind in ("alter", "create", "rename", "drop"):
                 self._refresh_foreign_keys(change.new_db or change.db, change.new_table or change.table, position)
         self._clear_decoders()  # table ids may be reused for the changed tables
+        if self._grouped or _opens_transaction(event.sql or ""):
+            # CREATE TABLE ... SELECT: the rows it inserted and the commit follow in the same transaction (issue #30).
+            self._begun = True
+            return
         self._on_commit(event)
 
     # --- applying in binlog order ---------------------------------------------------------------------
@@ -513,4 +519,10 @@ class Capture:
             except pymysql.err.Error:  # already closed, or the socket is dead: nothing to release
                 pass
             self._ctl = None
+
+
+def _opens_transaction(sql: str) -> bool:
+    """MySQL 8.0.21+ logs CREATE TABLE ... SELECT as one transaction, its CREATE ending in START TRANSACTION
+    (https://dev.mysql.com/doc/refman/8.0/en/create-table-select.html): rows and an Xid follow."""
+    return sql.rstrip().rstrip(";").upper().endswith("START TRANSACTION")
 

@@ -1,7 +1,7 @@
 """The change lines of one rows event as one byte string, with the commit's xid and timestamp left as markers.
 
 A line is only complete at COMMIT (its `src.xid` and `ts` come from the commit event). Keys of a change
-line sort as after, before, db, key, op, position, src{file, gtid, pos, row, server_id, xid}, table, ts, v,
+line sort as after, before, db, [fk_checks,] key, op, position, src{file, gtid, pos, row, server_id, xid}, table, ts, v,
 so a line is `body + src up to xid + XID_MARK + table + ts up to its value + TS_MARK`, and the commit turns
 a whole block of lines into finished ones with two bytes.replace calls (cdc.capture.txn): no per-row work
 after the rows are encoded. The markers are control bytes, which JSON (and orjson) always escape inside
@@ -46,6 +46,7 @@ class RowsMeta(NamedTuple):
     op: str
     first: int = 0
     seq_offset: int = 0  # tail's, after a --rebase (docs/formats.md)
+    fk_checks: bool = True  # False: run with foreign_key_checks=0, its lines say `"fk_checks": false` (formats.md)
 
     def position(self, row: int) -> str:
         return position_string(self.file, self.pos, row, seq_offset=self.seq_offset)
@@ -80,6 +81,7 @@ def rows_block(images: list[tuple[Image, Image]], key_names: list[str], meta: Ro
     position = meta.position(0)[:-12] + "%012d"  # %-formatting: an f-string's format spec costs a call per row
     src_head, src_tail = src_parts(meta)
     db, op, single = meta.db, meta.op, key_names[0] if len(key_names) == 1 else None
+    checks_off = not meta.fk_checks  # only then a field: lines of every other event stay as they always were
     parts: list[bytes] = []
     extend, numbers, cached, dumps, sort = parts.extend, _ROW_NUMBERS, _CACHED_ROWS, _dumps, _SORT
     for index in range(meta.first, len(images)):
@@ -87,7 +89,10 @@ def rows_block(images: list[tuple[Image, Image]], key_names: list[str], meta: Ro
         row: Any = after or before
         # A literal one-key dict: a comprehension runs as a function call of its own.
         key = {single: row[single]} if single is not None else {name: row[name] for name in key_names}
-        body = {"after": after, "before": before, "db": db, "key": key, "op": op, "position": position % index}
+        body: dict[str, Any] = {"after": after, "before": before, "db": db, "key": key, "op": op,
+                                "position": position % index}
+        if checks_off:  # sorts between db and key: still before src, where the line's template splits
+            body["fk_checks"] = False
         extend((dumps(body, option=sort)[:-1], src_head, numbers[index] if index < cached else str(index).encode(),
                 src_tail))
     return b"".join(parts), max(0, len(images) - meta.first)

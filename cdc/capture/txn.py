@@ -2,7 +2,7 @@
 
 Lines arrive as blocks (cdc.capture.rowblock: all lines of one rows event, or one DDL line) with markers where
 the commit's xid and timestamp go; COMMIT fills them in, block by block. Keys of a change line sort as
-after, before, db, key, op, position, src{file, gtid, pos, row, server_id, xid}, table, ts, v, so a line is
+after, before, db, [fk_checks,] key, op, position, src{file, gtid, pos, row, server_id, xid}, table, ts, v, so a line is
 `head + xid + tail + ts + '","v":1}'`: byte-identical to cdc.changelog.encode_line of the whole dict
 (tests/capture/test_tail_options.py and test_txn.py check it).
 """

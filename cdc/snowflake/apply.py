@@ -213,7 +213,7 @@ class Applier:
                                     hint="apply on the state directory spark-merge wrote the batch from")
         target = ddl.build_target(schema, names.snowflake_name(table))
         if target.name in self.existing:
-            self._evolve(batch, key, schema, target)
+            self._evolve(batch, key, schema, target, emptied=bool(spec.get("emptied_at")))
         elif target.name in self._vacated:  # a new table under a name this batch renamed a table away from
             self.execute(ddl.create_table(target, soft_delete=False))
             self.existing[target.name] = target.column_types(soft_delete=False)
@@ -228,12 +228,21 @@ class Applier:
         columns = tuple(c for c in target.columns if c.mysql in in_file)
         return ddl.Target(target.db, target.table, target.name, columns, target.key)
 
-    def _evolve(self, batch: Batch, key: str, schema: TableSchema, target: ddl.Target) -> None:
-        """Walk the table's schema versions up to the batch's (cdc.snowflake.evolve), before its transaction."""
+    def _evolve(self, batch: Batch, key: str, schema: TableSchema, target: ddl.Target, *, emptied: bool) -> None:
+        """Walk the table's schema versions up to the batch's (cdc.snowflake.evolve), before its transaction.
+
+        emptied: the batch deletes every row the table held (a TRUNCATE or DROP TABLE in its run). A column whose
+        type changed meanwhile (DROP TABLE, then CREATE TABLE of the same name with other types) then has no value
+        worth converting, and a key column cannot be converted in place: the table is replaced by an empty one of
+        the batch's shape instead, which a rerun repeats harmlessly (the batch was not applied).
+        """
         db, _, table = key.partition(".")
         have = self.existing[target.name]
         steps = evolve.evolution(schema, self.history.versions(db, table), self._applied_position(batch, key), target,
                                  have)
+        if emptied and any(step.change == "convert" for step in steps):
+            self._replace_table(target)
+            return
         history = self.existing.get(target.history)
         for step in steps:
             self.execute(step.sql, step.params or None)
@@ -255,7 +264,11 @@ class Applier:
                                         value=step.value, current_only=True), step.params)
             elif step.change == "convert" and history is not None and step.renamed_from in history:
                 self.execute(ddl.render("convert_column.sql.j2", table=_Q(target.history), new=_Q(step.renamed_from),
-                                        old=_Q(step.renamed_from), type=step.value, current_only=True))
+                                        old=_Q(step.renamed_from), type=step.value, current_only=True,
+                                        cut=step.cut))
+            elif step.change == "shorten" and history is not None and step.column in history:
+                self.execute(ddl.render("shorten_column.sql.j2", table=_Q(target.history), column=_Q(step.column),
+                                        length=step.cut, current_only=True))
             elif step.change == "drop":
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)
@@ -265,6 +278,20 @@ class Applier:
             if history is not None:  # SCD2: one row per key and change
                 self.summary.evolved.extend(rekey.rekey(self.execute, target.history, (*target.key, "_CDC_POSITION"),
                                                         drop_unkeyed=False))
+
+    def _replace_table(self, target: ddl.Target) -> None:
+        """The table made anew, empty, in the target's shape (soft delete kept if it had it); SCD2 gains new columns."""
+        soft_delete = names.CDC_DELETED in self.existing[target.name]
+        self.execute(ddl.create_table(target, soft_delete=soft_delete, replace=True))
+        self.existing[target.name] = dict(target.column_types(soft_delete=soft_delete))
+        self.summary.evolved.append(f"replace table {target.name} (emptied by the batch, its column types changed)")
+        history = self.existing.get(target.history)
+        if history is None:
+            return
+        for column in target.columns:
+            if column.name not in history:  # the old versions stay in it, NULL there
+                self.execute(ddl.add_column(target.history, column.name, column.type))
+                history[column.name] = column.type
 
     def _not_null(self, target: ddl.Target) -> list[str]:
         """Non-key columns Snowflake holds NOT NULL (a bootstrap of an older cdc copied MySQL's): the likely cause

@@ -135,11 +135,11 @@ def render(template: str, **context: Any) -> str:
     return sql.render(T + template, **context)
 
 
-def create_table(target: Target, *, soft_delete: bool) -> str:
+def create_table(target: Target, *, soft_delete: bool, replace: bool = False) -> str:
     context = table_context(target)
     if soft_delete:
         context["cdc_columns"] = context["cdc_columns"] + context["soft_delete_columns"]
-    return render("target_table.sql.j2", table=context)
+    return render("target_table.sql.j2", table=context, replace=replace)
 
 
 def add_column(table: str, column: str, kind: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc import sql
-from cdc.schema import TableSchema, carried
+from cdc.schema import TableSchema, carried, varchar_length
 from cdc.snowflake import ddl, names
 from cdc.snowflake.typemap import snowflake_type
 
@@ -35,9 +35,10 @@ class Step:
     what: str  # "add column T.C", ...
     table: str  # the Snowflake table it changes
     column: str
-    change: str  # add | drop | rename | fill
+    change: str  # add | drop | rename | fill | convert | shorten
     renamed_from: str = ""  # rename: the old name; fill: the column the values are copied from; convert: the column
     value: str = ""  # fill: the value expression (its parameters lead `params`); convert: the new type
+    cut: int | None = None  # convert of a DATETIME/TIMESTAMP to fewer fractional digits: nanoseconds modulo this go
 
 
 def evolution(schema: TableSchema, versions: list[TableSchema], since: str | None, target: ddl.Target,
@@ -71,11 +72,17 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
                 continue
         if came is not None and since is not None and came.source == mysql_name and \
                 _retyped(versions, since, mysql_name, column.type, where):
-            steps.extend(_convert(target.name, name, column.type, have))
+            steps.extend(_convert(target.name, name, column.type, have, _fraction_cut(versions, since, schema,
+                                                                                       mysql_name)))
             kept.add(name)
             continue
         if name in have and (came is None or came.source is not None):
             kept.add(name)
+            length = _shortened(versions, since, schema, mysql_name) if since is not None and came is not None else None
+            if length is not None:
+                steps.append(Step(ddl.render("shorten_column.sql.j2", table=table, column=_Q(name), length=length,
+                                             current_only=False), (), f"cut column {target.name}.{name} to {length}",
+                                  target.name, name, "shorten", cut=length))
             continue
         reset = came if came is not None else carried(versions, mysql_name, "", schema.position)
         if name not in have:
@@ -109,7 +116,28 @@ def _retyped(versions: list[TableSchema], since: str, mysql_name: str, wanted: s
     return snowflake_type(before.column(mysql_name), table=where) != wanted
 
 
-def _convert(table: str, name: str, kind: str, have: dict[str, str]) -> list[Step]:
+def _shortened(versions: list[TableSchema], since: str, schema: TableSchema, mysql_name: str) -> int | None:
+    """A VARCHAR made shorter since the table's last batch: its new length (Snowflake's VARCHAR has none to cut)."""
+    before = next((v for v in reversed(versions) if v.position <= since), None)
+    if before is None or mysql_name not in before.column_names:
+        return None
+    had, kept = varchar_length(before.column(mysql_name)), varchar_length(schema.column(mysql_name))
+    return kept if had is not None and kept is not None and kept < had else None
+
+
+def _fraction_cut(versions: list[TableSchema], since: str, schema: TableSchema, mysql_name: str) -> int | None:
+    """A MODIFY to fewer fractional digits of a DATETIME/TIMESTAMP: the nanoseconds modulus MariaDB dropped (#30)."""
+    before = next((v for v in reversed(versions) if v.position <= since), None)
+    old = before.column(mysql_name) if before is not None and mysql_name in before.column_names else None
+    new = schema.column(mysql_name)
+    temporal = ("datetime", "timestamp")
+    if old is None or old.data_type not in temporal or new.data_type not in temporal or \
+            (new.fsp or 0) >= (old.fsp or 0):
+        return None
+    return int(10 ** (9 - (new.fsp or 0)))
+
+
+def _convert(table: str, name: str, kind: str, have: dict[str, str], cut: int | None = None) -> list[Step]:
     """A column converted to a new type the way MySQL converted its stored values (Snowflake cannot change most
     types in place): a new column filled by a cast, the old one dropped, the new one renamed. Each step is skipped
     on a rerun that finds it done (the new column present, the old one gone)."""
@@ -120,8 +148,8 @@ def _convert(table: str, name: str, kind: str, have: dict[str, str]) -> list[Ste
             steps.append(Step(ddl.add_column(table, scratch, kind), (), f"add column {table}.{scratch}", table, scratch,
                               "add"))
         steps.append(Step(ddl.render("convert_column.sql.j2", table=_Q(table), new=_Q(scratch), old=_Q(name), type=kind,
-                                     current_only=False),
-                          (), f"convert column {table}.{name} to {kind}", table, scratch, "convert", name, kind))
+                                     current_only=False, cut=cut),
+                          (), f"convert column {table}.{name} to {kind}", table, scratch, "convert", name, kind, cut))
         steps.append(Step(ddl.render("drop_column.sql.j2", table=_Q(table), column=_Q(name)), (),
                           f"drop column {table}.{name}", table, name, "drop"))
     if name in have or scratch in have:

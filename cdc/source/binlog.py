@@ -93,6 +93,10 @@ class Event:
     table: str | None = None
     op: str | None = None  # c / u / d for rows events
     table_id: int | None = None
+    fk_checks: bool = True  # rows events: False when written with foreign_key_checks=0 (NO_FOREIGN_KEY_CHECKS)
+    # MariaDB GTID events: the group is one statement without COMMIT (DDL); False: it ends with COMMIT/Xid, even
+    # when it starts with a statement (CREATE TABLE ... SELECT). None: not known (MySQL).
+    standalone: bool | None = None
     raw: Any = field(default=None, repr=False)  # the library's event, for table maps and rows
 
 
@@ -104,6 +108,13 @@ _EVENTS = [
     lib_event.NotImplementedEvent, WriteRows, UpdateRows, DeleteRows,
 ]
 _OPS = {WriteRows: "c", UpdateRows: "u", DeleteRows: "d"}
+# A rows event's flag for a statement run with foreign_key_checks=0: InnoDB cascaded nothing for it (issue #24).
+# The same bit in MySQL and MariaDB: https://dev.mysql.com/doc/dev/mysql-server/latest/classmysql_1_1binlog_1_1event_1_1Rows__event.html
+# (enum_flag NO_FOREIGN_KEY_CHECKS_F); the library reads the flags word of v1 and v2 rows events as `flags`.
+NO_FOREIGN_KEY_CHECKS = 0x0002
+# MariaDB's GTID event flag FL_STANDALONE (https://mariadb.com/kb/en/gtid_event/): set on a DDL statement's own group.
+# CREATE TABLE ... SELECT has it clear: its CREATE is followed by the rows it inserted and an Xid, one transaction.
+MARIADB_GTID_STANDALONE = 0x01
 
 
 def translate(raw: Any, file: str) -> Event:
@@ -119,13 +130,14 @@ def translate(raw: Any, file: str) -> Event:
                 f"rows event at {file}:{pos} refers to table id {raw.table_id} whose table map was not read",
                 hint="restart tail from its checkpoint (a transaction boundary); never from a position inside a transaction",
             )
-        return Event("rows", *base, db=raw.schema, table=raw.table, op=_OPS[kind], table_id=raw.table_id, raw=raw)
+        return Event("rows", *base, db=raw.schema, table=raw.table, op=_OPS[kind], table_id=raw.table_id, raw=raw,
+                     fk_checks=not raw.flags & NO_FOREIGN_KEY_CHECKS)
     if kind is lib_rows.TableMapEvent:
         return Event("table_map", *base, db=raw.schema, table=raw.table, table_id=raw.table_id, raw=raw)
     if kind is lib_event.XidEvent:
         return Event("commit", *base, xid=raw.xid)
     if kind is lib_event.MariadbGtidEvent:
-        return Event("gtid", *base, gtid=raw.gtid)
+        return Event("gtid", *base, gtid=raw.gtid, standalone=bool(raw.flags & MARIADB_GTID_STANDALONE))
     if kind is lib_event.GtidEvent:
         return Event("gtid", *base, gtid=raw.gtid)
     if kind is lib_event.QueryEvent:

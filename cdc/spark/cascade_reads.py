@@ -139,7 +139,9 @@ class _Reader:
         names = sorted({c for v, _ in scoped for c in v.column_names})
         lines = self.raw.filter((F.col("db") == table[0]) & (F.col("table") == table[1])
                                 & F.col("op").isin(*compact.ROW_OPS))
-        parsed = lines.select("position", "op", "ts", F.from_json("before", raw_struct(names)).alias("b"),
+        # A line without the field (every line but those of foreign_key_checks=0) was written with checks on.
+        checks = F.coalesce(F.col("fk_checks"), F.lit(True)).alias("fk_checks")
+        parsed = lines.select("position", "op", "ts", checks, F.from_json("before", raw_struct(names)).alias("b"),
                               F.from_json("after", raw_struct(names)).alias("a"))
 
         def image(name: str) -> SparkColumn:
@@ -153,7 +155,8 @@ class _Reader:
                 fields.append(compact.by_version(scoped, value).alias(f"c{i}"))
             return F.when(F.col(name).isNotNull(), F.struct(*fields))
 
-        return parsed.select("position", "op", "ts", image("b").alias("before"), image("a").alias("after"))
+        return parsed.select("position", "op", "ts", "fk_checks", image("b").alias("before"),
+                             image("a").alias("after"))
 
     def lake(self, table: TableId) -> DataFrame | None:
         """The table's previous lake version as c0..cn canonical text."""
@@ -165,13 +168,14 @@ class _Reader:
         return self._lake[table]
 
     def triggers(self, table: TableId, columns: list[str]) -> list[Change]:
-        """The changes of a parent that may cascade: deletes, and updates of a referenced column."""
+        """The changes of a parent that may cascade: deletes, and updates of a referenced column, with checks on."""
         events, final = self.events(table), self.final(table)
         if events is None or final is None:
             return []
         moved = [~self._field("before", final, c).eqNullSafe(self._field("after", final, c)) for c in columns
                  if c in final.column_names]
-        wanted = (F.col("op") == "d") | ((F.col("op") == "u") & reduce(lambda x, y: x | y, moved, F.lit(False)))
+        moves = (F.col("op") == "d") | ((F.col("op") == "u") & reduce(lambda x, y: x | y, moved, F.lit(False)))
+        wanted = moves & F.col("fk_checks")
         return self._changes(table, final, events.filter(wanted))
 
     def load(self, replay: Replay, need: Need) -> None:
@@ -258,7 +262,7 @@ class _Reader:
         def row(image: Any) -> Row | None:
             return None if image is None else dict(zip(names, image, strict=True))
 
-        return [Change(table, r["position"], r["op"], r["ts"], row(r["before"]), row(r["after"]))
+        return [Change(table, r["position"], r["op"], r["ts"], row(r["before"]), row(r["after"]), r["fk_checks"])
                 for r in frame.collect()]
 
 

@@ -356,6 +356,8 @@ def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run
                 "rows": inserts + deletes, "inserts": inserts, "deletes": deletes,
                 "schema_position": final.position, "columns": final.column_names,
             }
+            if truncated and not table_input.is_partial_cut:  # apply need not convert rows it deletes (#30)
+                manifest_entry["emptied_at"] = table_input.truncate_position
     finally:
         changed.unpersist()
     pointer = {"current": version, "previous": base_name, "batch_id": batches.batch_id(run),

@@ -33,6 +33,7 @@ LINE_SCHEMA = T.StructType([
     T.StructField("kind", T.StringType()), T.StructField("new_db", T.StringType()),
     T.StructField("new_table", T.StringType()),
     T.StructField("cut", T.StringType()),
+    T.StructField("fk_checks", T.BooleanType()),  # false: run with foreign_key_checks=0; absent (null): on
 ])
 
 

@@ -24,22 +24,24 @@ def _expected(images: list[tuple[Any, Any]], meta: RowsMeta, xid: int | None, ts
         if row < meta.first:
             continue
         image = after or before
-        lines.append(encode_line({
+        change = {
             "after": after, "before": before, "db": meta.db, "key": {"id": image["id"]}, "op": meta.op,
             "position": position_string(meta.file, meta.pos, row), "table": meta.table, "ts": ts, "v": 1,
             "src": {"file": meta.file, "gtid": meta.gtid, "pos": meta.pos, "row": row, "server_id": meta.server_id,
-                    "xid": xid}}))
+                    "xid": xid}}
+        lines.append(encode_line(change if meta.fk_checks else {**change, "fk_checks": False}))
     return b"".join(lines)
 
 
 @given(st.sampled_from(["mariadb-bin.000042", "binlog.000001", "mysql-bin.1234567"]), text, text,
        st.sampled_from(["c", "u", "d"]), st.lists(st.tuples(images, images).filter(lambda p: p[0] or p[1]), max_size=4),
        st.none() | text, st.integers(4, 2 ** 40), st.none() | st.integers(1, 2 ** 32 - 1), st.integers(0, 5),
-       st.none() | st.integers(0, 2 ** 64 - 1))
+       st.none() | st.integers(0, 2 ** 64 - 1), st.booleans())
 def test_rows_block_completes_to_encode_line(file: str, db: str, table: str, op: str, rows: list[tuple[Any, Any]],
                                             gtid: str | None, pos: int, server_id: int | None, first: int,
-                                            xid: int | None) -> None:
-    meta = RowsMeta(db, table, file, pos, gtid, server_id, op, first)
+                                            xid: int | None, fk_checks: bool) -> None:
+    """A rows event written with foreign_key_checks=0 adds `"fk_checks": false` to each line, sorted in place."""
+    meta = RowsMeta(db, table, file, pos, gtid, server_id, op, first, fk_checks=fk_checks)
     block, count = rows_block(rows, ["id"], meta)
     assert count == max(0, len(rows) - first)
     buffer = TransactionBuffer(Path("/nonexistent"), spill_bytes=2**30)  # never spills: no directory needed

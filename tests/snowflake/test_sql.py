@@ -115,6 +115,8 @@ def _statements() -> dict[str, str]:
         "convert_column.sql.j2": ddl.render("convert_column.sql.j2", table='"EVERY_TYPE"', new='"A_CDC_CONVERTED"',
                                             old='"A"', type="NUMBER(8,1)", current_only=False),
         "drop_column.sql.j2": ddl.render("drop_column.sql.j2", table='"EVERY_TYPE"', column='"OLD COL"'),
+        "shorten_column.sql.j2": ddl.render("shorten_column.sql.j2", table='"EVERY_TYPE_HISTORY"', column='"NAME"',
+                                            length=4, current_only=True),
         "rename_column.sql.j2": ddl.render("rename_column.sql.j2", table='"EVERY_TYPE"', old='"OLD"', new='"NEW"'),
         "fill_column.sql.j2": ddl.render("fill_column.sql.j2", table='"EVERY_TYPE_HISTORY"', column='"C_DATE"',
                                          current_only=True,

@@ -40,6 +40,14 @@ def test_a_self_referencing_chain_cascades_to_a_fixed_point() -> None:
     assert rounds == 5  # one more value to look up per level (1, 2, 3, 4), then nothing
 
 
+def test_a_parent_change_made_with_foreign_key_checks_off_cascades_nothing() -> None:
+    """InnoDB runs no ON DELETE action under foreign_key_checks=0: 2 keeps its dangling boss, nothing is looked up."""
+    replay = _replay([_schema("p0", (BOSS,))])
+    replay.changes.clear()
+    replay.add_changes([Change(EMP, "p2", "d", "t", {"id": "1", "boss": None}, None, fk_checks=False)])
+    assert replay.run() == ([], set())
+
+
 def test_a_key_added_after_the_parent_change_does_not_cascade_it() -> None:
     replay = _replay([_schema("p0", ()), _schema("p3", (BOSS,))])
     derived, missing = replay.run()
