@@ -194,8 +194,10 @@ class MariaDB:
         self._frozen = False
 
     def cleanup(self) -> None:
-        """Stop the server and delete its temp directory (datadir, binlogs, logs)."""
+        """Stop the server and delete its temp directory (datadir, binlogs, logs); a crashed server's error log is
+        kept under <tmp>/cdc-mariadb-crashes/ (its stack trace and query say what a test made it do)."""
         self.stop()
+        _keep_crash_log(self.error_log)
         if self._owns_base_dir:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 
@@ -436,3 +438,15 @@ def _format_options(options: Mapping[str, OptionValue]) -> Iterator[str]:
 def _stop_leftovers() -> None:
     for server in list(_RUNNING):
         server.stop(timeout=10)
+
+
+def _keep_crash_log(error_log: Path) -> None:
+    try:
+        text = error_log.read_text(errors="replace")
+    except OSError:
+        return
+    if "got signal" not in text:
+        return
+    kept = Path(tempfile.gettempdir()) / "cdc-mariadb-crashes"
+    kept.mkdir(exist_ok=True)
+    shutil.copy(error_log, kept / f"{uuid.uuid4().hex[:12]}.err")
