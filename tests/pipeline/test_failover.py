@@ -9,6 +9,7 @@ primary row for row, and `cdc verify` pointed at it (docs/guide.md#failover, ste
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from collections.abc import Callable
@@ -98,9 +99,10 @@ def test_run_follow_through_a_kill_9_failover_ends_equal_in_lake_and_snowflake(
         run.process.send_signal(signal.SIGTERM)
         code, err = run.finish(60)
     finally:
-        if run.process.poll() is None:
-            run.process.send_signal(signal.SIGCONT)
-            run.process.kill()
+        if run.process.poll() is None:  # a failed wait: the run and its Spark JVM must not outlive the test
+            for pid in [*run.children(), run.process.pid]:
+                os.kill(pid, signal.SIGKILL)
+            run.process.wait(30)
     assert code == 0, err[-3000:]
     text = " ".join(err.split())
     assert f"tail moves from {primary.host}:{primary.port} to {replica.host}:{replica.port}" in text \
