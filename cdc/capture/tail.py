@@ -211,6 +211,7 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
     reader_options = ReaderOptions(heartbeat=heartbeat, read_timeout=options.read_timeout)
     failing_since: float | None = None
     failures = 0  # reconnects in a row without an event read in between: the backoff's exponent
+    lost = False
     while True:
         if _finished(capture, target, should_stop, summary):
             capture.finish()
@@ -219,15 +220,18 @@ def _loop(capture: Capture, settings: Settings, options: TailOptions, target: Po
         seen = capture.events
         watch = _Watch(settings.mysql, options.switch_check if target is None else 0.0, server_uuid)
         try:
+            # Every reconnect first asks who answers at the address, and waits while nothing does: an endpoint
+            # moved by a failover may answer with another server at any retry, never to be read at our file:pos.
+            moved = watch.after_loss() if lost else None
+            if moved is not None:
+                return moved
             moved = _read(capture, reader, target, summary, should_stop, options.read_timeout, watch)
             capture.finish()
             return moved
         except TransientError as exc:
             # Drop the open transaction (it is re-read from its start), keep what was committed.
             _wind_down(capture)
-            moved = watch.after_loss()
-            if moved is not None:
-                return moved
+            lost = True
             now = time.monotonic()
             if failing_since is None or capture.events != seen:  # events came since the last failure
                 failing_since, failures = now, 0
@@ -265,6 +269,8 @@ class _Watch:
             return None  # nothing answers but this stream: keep reading it
 
     def after_loss(self) -> MySQLSettings | None:
+        """Before a reconnect: the server to move to, or None to reconnect here; TransientError while nothing
+        answers (with mysql.hosts: no server of the list)."""
         if not self.mysql.hosts:
             if is_replaced(self.mysql, self.server_uuid):  # its binlog positions are not ours: never read them
                 raise PositionError(
@@ -273,13 +279,10 @@ class _Watch:
                     "--until-now --rebase` once to continue by GTIDs, or list the address in mysql.hosts so tail "
                     "does it by itself (docs/guide.md#failover)")
             return None
-        try:
-            moved = switch_to(self.mysql, self.mysql)
-            # The same address may lead to another server now (an endpoint moved to the promoted replica): tail
-            # then starts again there, by GTIDs, never at the old file:pos.
-            return moved if moved is not None or not is_replaced(self.mysql, self.server_uuid) else self.mysql
-        except TransientError:
-            return None  # nothing answers: the reconnect loop retries (and gives up after reconnect_timeout)
+        moved = switch_to(self.mysql, self.mysql)
+        # The same address may lead to another server now (an endpoint moved to the promoted replica): tail
+        # then starts again there, by GTIDs, never at the old file:pos.
+        return moved if moved is not None or not is_replaced(self.mysql, self.server_uuid) else self.mysql
 
 
 def _read(capture: Capture, reader: BinlogReader, target: Position | None, summary: TailSummary,

@@ -94,16 +94,14 @@ def switch_to(mysql: MySQLSettings, current: MySQLSettings) -> MySQLSettings | N
 
 def is_replaced(settings: MySQLSettings, server_uuid: str) -> bool:
     """Whether the address now leads to another server than `server_uuid`: an endpoint (RDS, Aurora, a DNS name or
-    virtual IP) moved to the promoted replica. False when it cannot tell (no answer): the caller retries."""
-    try:
-        conn = open_connection(replace(settings, connect_timeout=min(settings.connect_timeout, PROBE_TIMEOUT)),
-                               read_timeout=PROBE_TIMEOUT)
-    except CdcError:
-        return False
+    virtual IP) moved to the promoted replica. TransientError when it cannot tell (no answer): the caller retries,
+    and must not read the address meanwhile (it may answer with the other server at its next try)."""
+    conn = open_connection(replace(settings, connect_timeout=min(settings.connect_timeout, PROBE_TIMEOUT)),
+                           read_timeout=PROBE_TIMEOUT)
     try:
         return describe_server(conn).server_uuid != server_uuid
-    except pymysql.err.MySQLError:
-        return False
+    except pymysql.err.MySQLError as exc:
+        raise TransientError(f"cannot tell which server answers at {settings.describe()}: {exc.args[-1]}") from None
     finally:
         conn.close()
 

@@ -3,18 +3,16 @@ planned switchover, through the real CLI (issue #27).
 
 The change log, replayed in position order, must equal SELECT * of the new primary; every transaction is
 captured from one server only (nothing doubled). An unrelated server in the list is refused (exit 5).
+The same failover through `cdc run --follow` and every stage down to Snowflake: tests/pipeline/test_failover.py.
 """
 
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -33,6 +31,7 @@ from tests.capture.test_tail_rebase import (
 from tests.capture.workload import create_all_types_table, expected_rows, replay, run_workload
 from tests.rig import MariaDB
 from tests.rig._process import stop_process, wait_until
+from tests.rig.faultproxy import FaultProxy
 
 DB = "shop"
 
@@ -193,86 +192,18 @@ def fail_over(primary: MariaDB, replica: MariaDB, state: Path, proc: subprocess.
     wait_captured(state, replica, proc)
 
 
-def test_run_follow_moves_to_the_promoted_replica_too(topology: dict[str, Any]) -> None:
-    """`cdc run --follow` (its tail stage) after a kill -9 of the primary and a promotion, by the same hosts list."""
-    primary, replica, state = topology["primary"], topology["replica"], topology["state"]
-    argv = [sys.executable, "-m", "cdc", "run", "--follow", "--stages", "tail", "--poll-interval", "0.5",
-            "--config", str(topology["config"]), "--state-dir", str(state)]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env_for(primary), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        fail_over(primary, replica, state, proc)
-        stop_follow(proc)
-    finally:
-        stop_process(proc)
-    old_lines = sum(1 for line in lines_in_order(state) if line["src"]["server_id"] == 1)
-    assert_exact(state, replica, old_lines)
-
-
-class Endpoint(threading.Thread):
-    """A TCP forwarder standing for an endpoint name (RDS, Aurora, a virtual IP) that moves to the promoted replica:
-    one address, another server behind it after `move_to` (which drops the open connections, as a failover does)."""
-
-    def __init__(self, target: MariaDB) -> None:
-        super().__init__(daemon=True)
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.open: list[socket.socket] = []
-
-    def run(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection((self.target.host, self.target.port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            self.open += [client, server]
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        for end in (source, sink):
-            end.close()
-
-    def move_to(self, target: MariaDB) -> None:
-        self.target = target
-        for end in self.open:
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self.open.clear()
-
-    def close(self) -> None:
-        self.listener.close()
-        self.move_to(self.target)
-
-
 def test_follow_through_an_endpoint_that_moves_to_the_promoted_replica(topology: dict[str, Any],
                                                                         tmp_path: Path) -> None:
     primary, replica, state = topology["primary"], topology["replica"], topology["state"]
-    endpoint = Endpoint(primary)
-    endpoint.start()
-    config = tmp_path / "endpoint.toml"
-    config.write_text(f'[mysql]\nhosts = ["127.0.0.1:{endpoint.port}"]\ndatabases = ["{DB}"]\n')
-    proc = spawn_follow(primary, state, config)
-    try:
-        fail_over(primary, replica, state, proc, then=lambda: endpoint.move_to(replica))
-        err = stop_follow(proc)
-    finally:
-        stop_process(proc)
-        endpoint.close()
+    with FaultProxy(primary.host, primary.port) as endpoint:  # one address for the topology, as RDS gives
+        config = tmp_path / "endpoint.toml"
+        config.write_text(f'[mysql]\nhosts = ["{endpoint.address}"]\ndatabases = ["{DB}"]\n')
+        proc = spawn_follow(primary, state, config)
+        try:
+            fail_over(primary, replica, state, proc, then=lambda: endpoint.retarget(replica.host, replica.port))
+            err = stop_follow(proc)
+        finally:
+            stop_process(proc)
     assert f"another server answers at 127.0.0.1:{endpoint.port} now" in err, err[-2000:]
     old_lines = sum(1 for line in lines_in_order(state) if line["src"]["server_id"] == 1)
     assert_exact(state, replica, old_lines)
@@ -282,25 +213,22 @@ def test_without_hosts_another_server_behind_the_address_stops_tail(topology: di
     """The same endpoint moved without `hosts`: tail stops (exit 5) rather than read the new server at the old
     file:pos, and says how to go on."""
     primary, replica, state = topology["primary"], topology["replica"], topology["state"]
-    endpoint = Endpoint(primary)
-    endpoint.start()
     config = tmp_path / "plain.toml"
     config.write_text(f'[mysql]\ndatabases = ["{DB}"]\n')
-    address = cast(MariaDB, SimpleNamespace(host="127.0.0.1", port=endpoint.port))  # CDC_MYSQL_HOST/PORT
-    proc = spawn_follow(address, state, config)
-    try:
-        with primary.connect() as conn:
-            run_workload(conn, DB, seed=5, transactions=20, first_key=10_000)
-        wait_captured(state, primary, proc)
-        before = state_files(state)
-        replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
-        primary.kill()
-        replica.promote()
-        endpoint.move_to(replica)
-        _, err = proc.communicate(timeout=90)
-    finally:
-        stop_process(proc)
-        endpoint.close()
+    with FaultProxy(primary.host, primary.port) as endpoint:
+        proc = spawn_follow(cast(MariaDB, endpoint), state, config)  # CDC_MYSQL_HOST/PORT: the endpoint's
+        try:
+            with primary.connect() as conn:
+                run_workload(conn, DB, seed=5, transactions=20, first_key=10_000)
+            wait_captured(state, primary, proc)
+            before = state_files(state)
+            replica.wait_for_gtids(str(primary.variable("gtid_binlog_pos")))
+            primary.kill()
+            replica.promote()
+            endpoint.retarget(replica.host, replica.port)
+            _, err = proc.communicate(timeout=90)
+        finally:
+            stop_process(proc)
     text = " ".join(err.decode().split())
     assert proc.returncode == ExitCode.POSITION, text[-2000:]
     assert f"another server answers at 127.0.0.1:{endpoint.port}" in text and "--rebase" in text

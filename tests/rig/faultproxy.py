@@ -6,6 +6,7 @@
         proxy.heal()          # ...until heal(); connections dropped before stay dead (silently, no FIN)
         proxy.half_close()    # FIN to both ends of every open connection (each sees end-of-stream)
         proxy.reset()         # RST to both ends of every open connection (SO_LINGER 0, then close)
+        proxy.retarget(h, p)  # new connections go to h:p; open ones are closed (an endpoint moved by a failover)
 
 `Chaos(proxy, rng)` applies such faults at random moments from a thread, logging what it did and when.
 Plain threads and sockets: each connection has two pumps, client -> upstream and upstream -> client.
@@ -188,6 +189,13 @@ class FaultProxy:
         """Send RST to both ends of every open connection."""
         for link in self._open():
             link.close(reset=True)
+
+    def retarget(self, host: str, port: int) -> None:
+        """Forward new connections to host:port and close the open ones: what an endpoint standing for a replication
+        topology (RDS, Aurora, a DNS name or virtual IP) does when it moves to the promoted replica."""
+        self.upstream = (host, port)
+        for link in self._open():
+            link.close()
 
     def close(self) -> None:
         self._stopped.set()

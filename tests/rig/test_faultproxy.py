@@ -7,6 +7,7 @@ import socketserver
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -19,15 +20,30 @@ class _Echo(socketserver.BaseRequestHandler):
             self.request.sendall(data)
 
 
-@pytest.fixture
-def proxy() -> Iterator[FaultProxy]:
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+class _Shout(socketserver.BaseRequestHandler):
+    """Another server: it answers in upper case."""
+
+    def handle(self) -> None:
+        while data := self.request.recv(4096):
+            self.request.sendall(data.upper())
+
+
+@contextmanager
+def _serving(handler: type[socketserver.BaseRequestHandler]) -> Iterator[int]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    with FaultProxy("127.0.0.1", server.server_address[1]) as started:
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def proxy() -> Iterator[FaultProxy]:
+    with _serving(_Echo) as port, FaultProxy("127.0.0.1", port) as started:
         yield started
-    server.shutdown()
-    server.server_close()
 
 
 def _client(proxy: FaultProxy, timeout: float = 2.0) -> socket.socket:
@@ -90,3 +106,13 @@ def test_reset_sends_rst(proxy: FaultProxy) -> None:
         proxy.reset()
         with pytest.raises(ConnectionResetError):
             sock.recv(4096)
+
+
+def test_retarget_closes_open_connections_and_forwards_new_ones_to_the_new_upstream(proxy: FaultProxy) -> None:
+    with _serving(_Shout) as other, _client(proxy) as old:
+        assert _echo(old) == b"ping"
+        proxy.retarget("127.0.0.1", other)
+        assert old.recv(4096) == b""  # the open connection ends, as when the server behind an endpoint changes
+        with _client(proxy) as new:
+            assert _echo(new) == b"PING"
+        assert len(proxy.accepted) == 2
