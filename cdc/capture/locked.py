@@ -99,9 +99,10 @@ class LockedReads:
             mark = Mark(intent.run, HIGH, intent.db, intent.table, intent.chunk, file=ready.file)
         else:
             mark = Mark(intent.run, END, intent.db, intent.table, intent.chunk, cut=intent.cut)
-        emit(lambda add: self.windows.on_mark(mark, event, add))
+        # Before the lines: writing them may seal the segment and write tail.json at once, and `.done` must come first.
         self._emitted.append((step_path(directory, intent.chunk, "done"), chosen))
         self._served.add(step.path)
+        emit(lambda add: self.windows.on_mark(mark, event, add))
         self._step = None
 
     def _find(self, at: Position, seq_offset: int) -> _Step | None:

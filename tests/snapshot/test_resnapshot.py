@@ -290,7 +290,8 @@ def test_snapshot_add_table_adds_a_table_to_a_running_capture(mariadb: MariaDB, 
 
 
 def test_a_read_only_server_is_refused_with_a_clear_message(mariadb_factory: Any, tmp_path: Path) -> None:
-    """Watermarks must go through the binlog: on a read-only server (a replica) resnapshot stops, exit 4, saying so."""
+    """Watermarks must go through the binlog: forced on a read-only server (a replica), exit 4, naming --mode locked
+    (the default, auto, reads chunks under a lock there: test_resnapshot_locked.py)."""
     from cdc.config import load_settings
     from cdc.errors import ExitCode
 
@@ -309,8 +310,8 @@ def test_a_read_only_server_is_refused_with_a_clear_message(mariadb_factory: Any
                               "state_dir": str(state)}, env={"HOME": str(tmp_path), "CDC_MYSQL_PASSWORD": "pw"},
                              cwd=tmp_path)
     with pytest.raises(PreconditionError, match="the server is read-only") as raised:
-        run_resnapshot(settings, ResnapshotRequest(("shop.t",)))
-    assert raised.value.exit_code == ExitCode.PRECONDITION and "tail on the primary" in (raised.value.hint or "")
+        run_resnapshot(settings, ResnapshotRequest(("shop.t",), mode="watermarks"))
+    assert raised.value.exit_code == ExitCode.PRECONDITION and "--mode locked" in (raised.value.hint or "")
     assert ResnapshotCheckpoint.read(StateDir(state)) is None  # refused before anything was started
 
 

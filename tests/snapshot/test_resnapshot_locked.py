@@ -91,7 +91,7 @@ def test_tail_killed_9_again_and_again_during_locked_reads_ends_equal(mariadb_fa
     server = mariadb_factory()
     create_marks_table(server)
     start = binlog_start(server)
-    _source_table(server, rows=1000)
+    _source_table(server, rows=400)
     state = tmp_path / "state"
     with tail_running(server, state, "shop", start):
         pass
@@ -107,7 +107,7 @@ def test_tail_killed_9_again_and_again_during_locked_reads_ends_equal(mariadb_fa
     rng = random.Random(os.getpid())
     env = {"CDC_MYSQL_DATABASES": "shop", "CDC_MYSQL_WATERMARK_TABLE": f"{MARKS}.watermarks"}
     kills = 0
-    with Workload(server, "shop", "t", 1000, seed=4, pause=0.005):
+    with Workload(server, "shop", "t", 400, seed=4, pause=0.005):
         reader = threading.Thread(target=resnapshot, daemon=True)
         reader.start()
         while reader.is_alive():
