@@ -25,7 +25,7 @@ from cdc.snapshot import ResnapshotRequest, run_resnapshot
 from cdc.state import StateDir
 from tests.capture.conftest import ROOT, binlog_start, changelog_lines, env_for
 from tests.rig import MariaDB
-from tests.snapshot.resnapshot_rig import MARKS, Workload, create_marks_table, replay, source, tail_running
+from tests.snapshot.resnapshot_rig import MARKS, Workload, create_marks_table, kill_tail_until_done, replay, source, tail_running
 
 ROWS = 200
 LOCKED_GRANTS = ("SELECT", "LOCK TABLES", "BINLOG MONITOR")  # what a locked re-snapshot needs (docs/guide.md)
@@ -104,20 +104,10 @@ def test_tail_killed_9_again_and_again_during_locked_reads_ends_equal(mariadb_fa
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             box["error"] = exc
 
-    rng = random.Random(os.getpid())
-    env = {"CDC_MYSQL_DATABASES": "shop", "CDC_MYSQL_WATERMARK_TABLE": f"{MARKS}.watermarks"}
-    kills = 0
     with Workload(server, "shop", "t", 400, seed=4, pause=0.005):
         reader = threading.Thread(target=resnapshot, daemon=True)
         reader.start()
-        while reader.is_alive():
-            tail = subprocess.Popen([sys.executable, "-m", "cdc", "tail", "--follow", "--flush-interval", "0.05",
-                                     "--state-dir", str(state)], cwd=ROOT, env=env_for(server, **env),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            reader.join(rng.uniform(0.8, 2.5))
-            tail.send_signal(signal.SIGKILL)
-            tail.wait()
-            kills += 1
+        kills = kill_tail_until_done(server, state, "shop", reader, os.getpid())
     assert "error" not in box, box.get("error")
     assert kills >= 2
     with tail_running(server, state, "shop", None):
