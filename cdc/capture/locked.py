@@ -91,7 +91,7 @@ class LockedReads:
         elif _key(at) < _key(chosen):
             return
         base = ready.row_base if ready is not None else intent.row_base
-        event = BetweenEvent(chosen.file, chosen.pos, None, None, seq_offset, base)
+        event = BetweenEvent(chosen.file, chosen.pos, None, 0, seq_offset, base)  # server_id 0: tail wrote it
         if intent.kind == CHUNK:
             if ready is None:  # gone: the resnapshot saw this step past tail's checkpoint
                 self._step = None
@@ -120,7 +120,7 @@ class LockedReads:
 
     @staticmethod
     def _event(at: Position, seq_offset: int) -> BetweenEvent:
-        return BetweenEvent(at.file, at.pos, None, None, seq_offset)
+        return BetweenEvent(at.file, at.pos, None, 0, seq_offset)
 
 
 def _none(first: str, block: bytes, count: int) -> None:

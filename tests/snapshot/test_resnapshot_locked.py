@@ -7,6 +7,7 @@ rollbacks); the change log replayed equals SELECT * row for row.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from cdc.checkpoints import ResnapshotCheckpoint
@@ -78,6 +80,9 @@ def test_locked_reads_under_concurrent_writes_end_equal(mariadb_factory: Any, tm
     reads = [line for line in changelog_lines(state) if line["op"] == "r"]
     assert reads and all(line["position"].split(":")[2].startswith("b") for line in reads)
     assert not [line for line in changelog_lines(state) if line.get("db") == MARKS]
+    validator = jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "changelog.schema.json").read_text()))
+    for line in changelog_lines(state):  # the published schema describes the lines written between transactions
+        validator.validate(line)
     checkpoint = ResnapshotCheckpoint.read(StateDir(state))
     assert checkpoint is not None and checkpoint.status == "done"
     assert not (state / "resnapshot" / checkpoint.run).exists()  # every step's files go once tail is past them
