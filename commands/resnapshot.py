@@ -1,9 +1,10 @@
-"""`cdc resnapshot`: read tables again while tail keeps running (watermarks through the binlog)."""
+"""`cdc resnapshot`: read tables again while tail keeps running (watermarks through the binlog, or locked reads)."""
 
 # No `from __future__ import annotations`: @mysql_options re-wraps the signature and typer must see real types.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from typing import Annotated, Optional
 
 import typer
@@ -13,6 +14,12 @@ from cdc.commands.logs import log_options
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, complete_tables, mysql_options, settings_from
 from cdc.errors import ExitCode
 from cdc.snapshot import RESNAPSHOT_CHUNK_SIZE, PurgeGap, ResnapshotProgress, ResnapshotRequest, ResnapshotSummary, run_resnapshot
+
+
+class Mode(StrEnum):
+    auto = "auto"
+    watermarks = "watermarks"
+    locked = "locked"
 
 
 @log_options
@@ -28,6 +35,10 @@ def resnapshot(
                                              "end if the binlog it needs was purged (docs/guide.md).")] = False,
     cancel: Annotated[bool, typer.Option("--cancel", help="Give the unfinished run up (tail stops waiting for its "
                                          "chunk; nothing more is emitted).")] = False,
+    mode: Annotated[Mode, typer.Option("--mode", help="watermarks (written through the binlog: a writable "
+                                       "watermark table), locked (each chunk read under LOCK TABLES ... READ: for a "
+                                       "read-only replica), or auto: watermarks if the table is writable.")]
+    = Mode.auto,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
@@ -37,7 +48,7 @@ def resnapshot(
     """Read tables again while tail runs: repairs what the binlog did not carry (see docs/guide.md)."""
     settings = settings_from(config, state_dir, mysql_flags)
     request = ResnapshotRequest(tuple(tables or ()), chunk_size=chunk_size, wait_timeout=wait_timeout, cancel=cancel,
-                                all=all_tables)
+                                all=all_tables, mode=mode.value)
     with progress(not as_json, settings.log.status_seconds()) as on_progress:
         summary = run_resnapshot(settings, request, on_progress=on_progress, on_gap=gap_note)
     render(summary, as_json)
@@ -83,7 +94,7 @@ def render(summary: ResnapshotSummary, as_json: bool) -> None:
     if as_json:
         ui.print_json(summary.to_dict())
         return
-    ui.table(f"resnapshot {summary.run}" + (" (resumed)" if summary.resumed else ""), ["table", "rows", "chunks"],
+    ui.table(f"resnapshot {summary.run} ({summary.mode}" + (", resumed)" if summary.resumed else ")"), ["table", "rows", "chunks"],
              [(name, t["rows"], t["chunks"]) for name, t in summary.tables.items()])
     ui.note(f"read again in {summary.seconds:.1f}s; the rows reach the lake and Snowflake with the next "
             "spark-merge and snowflake-apply")

@@ -49,6 +49,8 @@ class Committer:
         # True while a re-snapshot window is open (cdc.capture.windows): segments are sealed as always, but
         # tail.json stays before the window, so a restart reads the whole window again.
         self.holds: Callable[[], bool] = lambda: False
+        # Called just before tail.json is written, once every line before its position is sealed (cdc.lockedreads).
+        self.before_checkpoint: Callable[[], None] = lambda: None
 
     def _recover(self) -> str | None:
         """Segments sealed after the last checkpoint (kill -9 between seal and checkpoint): skip their lines."""
@@ -81,6 +83,14 @@ class Committer:
                 self.gtid_state.add(gtid)
         self.last_ts = ts
         self.advance(position)
+        self.flush()
+
+    def write_between(self) -> None:
+        """The lines added since the last commit, as a transaction of their own (a locked re-snapshot's chunk):
+        the position, GTIDs and checkpoint stay where the last commit left them."""
+        if self.txn.count:
+            self._write_transaction(None, self.last_ts or int(time.time()))
+        self.txn.clear()
         self.flush()
 
     def _write_transaction(self, xid: int | None, ts: int) -> None:
@@ -120,6 +130,7 @@ class Committer:
                 # segments with a position before its end, and a second kill would write its lines again.
                 return
             self.skip_until = None
+        self.before_checkpoint()
         TailCheckpoint(
             self.position.file, self.position.pos, self.gtid, self.last_segment, self.server_uuid,
             None if self.gtid_state is None else str(self.gtid_state), self.seq_offset, tuple(self.skip_gtids),

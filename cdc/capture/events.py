@@ -19,6 +19,7 @@ from cdc.capture.fills import alter_effects
 from cdc.capture.filters import Filters
 from cdc.capture.lag import LagMeter
 from cdc.capture.nativeblock import native_block
+from cdc.capture.locked import LockedReads
 from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
 from cdc.capture.start import Start
 from cdc.capture.txn import split_line
@@ -78,6 +79,8 @@ class Capture:
         self.windows = Windows(state, filters, self.history, mysql.watermark_table, self._add_table)
         self.state = state
         self.out.holds = lambda: self.windows.held
+        self.locked = LockedReads(state, self.windows)  # re-snapshot chunks read under a lock (cdc.lockedreads)
+        self.out.before_checkpoint = self.locked.confirm
         self._marks: set[int] = set()  # table ids of the watermark table: its rows are marks, never change lines
         self.read_position = start.position  # the last commit read; `position` trails it while rows are decoded
         self._decoders: dict[int, tuple[Any, RowDecoder | None]] = {}
@@ -129,6 +132,8 @@ class Capture:
     def handle(self, event: Event) -> None:
         self.events += 1
         kind = event.kind
+        if not self._in_txn and self.locked.is_due():  # a boundary, before the next event: see cdc.lockedreads
+            self._later(self._poll_locked)
         if kind == "rows":
             self._on_rows(event)
         elif kind == "table_map":
@@ -391,6 +396,14 @@ class Capture:
         skip = self.out.skip_until
         if skip is None or first_position > skip:
             self.out.txn.add(first_position, block, count)
+
+    def _poll_locked(self) -> None:
+        self.locked.poll(self.out.position, self.out.seq_offset, self.out.skip_until, self._emit_between)
+
+    def _emit_between(self, fill: Callable[[Callable[[str, bytes, int], None]], None]) -> None:
+        """Lines of a locked re-snapshot step, as a transaction of their own between two of the server's."""
+        fill(self._add_marked)
+        self.out.write_between()
 
     def _on_statement(self, event: Event) -> None:
         """A statement outside a transaction: DDL (its own transaction) becomes control lines."""

@@ -15,7 +15,8 @@ This process does the reading half of the DBLog / incremental-snapshot technique
 kill -9 at any point: the rerun resumes at the chunk after the last one recorded; a chunk whose high mark
 was written but not recorded is read again (an `r` line twice is harmless: the later one wins, and both
 hold the row as the source had it). Marks are plain autocommit writes: the watermark table must be
-writable, so a read-only replica is refused (docs/guide.md).
+writable. When it is not (a read-only replica, no write grant), each chunk is read under a table lock instead
+(`--mode locked`, chosen by itself: cdc.lockedreads has that protocol and why it is exact).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,8 +36,10 @@ from cdc.changelog import file_seq
 from cdc.checkpoints import ResnapshotCheckpoint, ResnapshotTable, TailCheckpoint
 from cdc.config import Settings
 from cdc.errors import PreconditionError, TimeoutExpired, UsageError
+from cdc.lockedreads import AUTO, LOCKED, WATERMARKS
 from cdc.masking import ColumnRules, read_rules
 from cdc.snapshot.purge_gap import PurgeGap, captured_tables, restart_tail_after_purge
+from cdc.snapshot.locked import ChunkWindows, LockedWindows, UnwritableMarksError, choose_mode
 from cdc.source.binlog import Position, current_position
 from cdc.source.connect import connection
 from cdc.source.server import describe_server
@@ -75,6 +79,7 @@ class ResnapshotRequest:
     cancel: bool = False  # give the unfinished run up: close its windows in tail, emit nothing more
     wait_timeout: float = 600.0  # seconds to wait for tail to reach a mark
     all: bool = False  # every captured table; restarts tail at the binlog end first if its binlog was purged (#27)
+    mode: str = AUTO  # watermarks | locked | auto: watermarks if the watermark table is writable
 
 
 @dataclass(frozen=True)
@@ -93,9 +98,11 @@ class ResnapshotSummary:
     tables: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: float = 0.0
     purge_gap: PurgeGap | None = None  # --all after a purge: where tail's checkpoint moved from and to
+    mode: str = WATERMARKS  # watermarks | locked: how the chunks were read
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "resumed": self.resumed, "tables": self.tables, "seconds": round(self.seconds, 3),
+        return {"mode": self.mode, "run": self.run, "resumed": self.resumed, "tables": self.tables,
+                "seconds": round(self.seconds, 3),
                 "purge_gap": None if self.purge_gap is None else self.purge_gap.to_dict()}
 
 
@@ -124,19 +131,23 @@ def run_resnapshot(settings: Settings, request: ResnapshotRequest, *, on_progres
         state.bind_server(server.identity(), hint=SAME_SERVER_HINT)
         infos = captured_tables(conn, settings, state) if request.all else _select(conn, settings, request.tables,
                                                                                     request.add)
-        probe_marks(conn, settings.mysql.watermark_table)
+        mode = choose_mode(conn, request.mode, lambda: probe_marks(conn, settings.mysql.watermark_table))
+        if mode == LOCKED and request.add:
+            raise UsageError("--add-table needs watermarks (a writable watermark table); a locked read cannot add "
+                             "a table to tail's capture", hint="add the table to mysql.tables and restart tail, then "
+                             "`cdc resnapshot` it")
         checkpoint, resumed = _begin(state, infos)
         # After _begin: a kill -9 between the two finds the run to resume and tail's binlog still purged.
         gap = restart_tail_after_purge(state, conn, server) if request.all else None
         if gap is not None and on_gap is not None:
             on_gap(gap)
-        reader = _Reader(state, settings, request, conn, checkpoint, on_progress, sleep)
+        reader = _Reader(state, settings, request, conn, checkpoint, on_progress, sleep, mode)
         for info in infos:
             reader.table(info)
         final = replace(reader.checkpoint, status="done")
         final.write(state)
         _remove_dir(state, final.run)
-    summary = ResnapshotSummary(final.run, resumed, seconds=time.monotonic() - started, purge_gap=gap)
+    summary = ResnapshotSummary(final.run, resumed, seconds=time.monotonic() - started, purge_gap=gap, mode=mode)
     summary.tables = {t.name: {"rows": t.rows, "chunks": t.chunks} for t in final.tables}
     return summary
 
@@ -152,7 +163,9 @@ def cancel_resnapshot(settings: Settings, state: StateDir) -> ResnapshotSummary:
         if known is None or known.status != "running":
             raise UsageError("no unfinished re-snapshot to cancel", hint="`cdc status` shows the last one")
         state.bind_server(describe_server(conn).identity(), hint=SAME_SERVER_HINT)
-        for table in known.tables:
+        # A locked run leaves no watermark window; tail closes its locked one when the run's directory goes.
+        marks = choose_mode(conn, AUTO, lambda: probe_marks(conn, settings.mysql.watermark_table)) == WATERMARKS
+        for table in known.tables if marks else ():
             write_mark(conn, settings.mysql.watermark_table, known.run,
                        Mark(known.run, CANCEL, table.db, table.table, at=time.time()).to_json())
         replace(known, status="cancelled").write(state)
@@ -195,13 +208,16 @@ class _Reader:
 
     def __init__(self, state: StateDir, settings: Settings, request: ResnapshotRequest, conn: pymysql.Connection,
                  checkpoint: ResnapshotCheckpoint, on_progress: ProgressFn | None,
-                 sleep: Callable[[float], None]) -> None:
+                 sleep: Callable[[float], None], mode: str = WATERMARKS) -> None:
         self.state, self.request, self.conn, self.checkpoint = state, request, conn, checkpoint
         self.on_progress, self.sleep = on_progress, sleep
         self.mysql = settings.mysql
         self.rules: ColumnRules = read_rules(state)
         self.directory = run_dir(state, checkpoint.run)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.windows: ChunkWindows = (
+            LockedWindows(conn, state, self.directory, checkpoint.run, request.wait_timeout, sleep) if mode == LOCKED
+            else _MarkWindows(self))
 
     def _entry(self, info: TableInfo) -> ResnapshotTable:
         return next(t for t in self.checkpoint.tables if t.name == info.name)
@@ -242,7 +258,9 @@ class _Reader:
             raise PreconditionError(f"{info.name} changed its schema inside {MAX_ROUNDS} rounds of re-snapshot chunks",
                                     hint="rerun `cdc resnapshot` once the DDL on the table is over")
         assert entry.cut is not None
-        self._mark(Mark(self.checkpoint.run, END, info.db, info.table, cut=entry.cut, at=time.time()))
+        number = self.checkpoint.next_chunk
+        self._save(entry, next_chunk=number + 1)
+        self.windows.end(info, number, entry.cut, sum(t.rows for t in self.checkpoint.tables))
         self._wait_for_tail(current_position(self.conn))
         entry = replace(entry, done=True)
         self._save(entry)
@@ -253,13 +271,13 @@ class _Reader:
     def _chunk(self, info: TableInfo, entry: ResnapshotTable) -> ResnapshotTable:
         number = self.checkpoint.next_chunk
         self._save(entry, next_chunk=number + 1)  # a number is never used twice, even after a kill -9
-        run, name = self.checkpoint.run, chunk_name(number, secrets.token_hex(4))
-        self._mark(Mark(run, LOW, info.db, info.table, number, at=time.time(), add=self.request.add))
-        plan = plan_table(self.conn, info, "", allow_no_pk=False)  # inside the window: the schema tail will hold
-        self.rules.check_key(plan.schema)
-        rows, last = self._read(plan, entry.last_key)
+        name = chunk_name(number, secrets.token_hex(4))
+        with self.windows.reading(info, number):
+            plan = plan_table(self.conn, info, "", allow_no_pk=False)  # inside the window: the schema tail will hold
+            self.rules.check_key(plan.schema)
+            rows, last = self._read(plan, entry.last_key)
         write_chunk(self.directory / name, plan.schema, rows)
-        self._mark(Mark(run, HIGH, info.db, info.table, number, file=name, at=time.time()))
+        self.windows.emit(info, number, name, sum(t.rows for t in self.checkpoint.tables))
         entry = replace(entry, last_key=last if last is not None else entry.last_key,
                         read_all=len(rows) < self.request.chunk_size, rows=entry.rows + len(rows),
                         chunks=entry.chunks + 1, starts={**entry.starts, str(number): entry.last_key})
@@ -304,6 +322,25 @@ class _Reader:
             self.sleep(0.1)
 
 
+class _MarkWindows:
+    """Watermarks through the binlog (cdc.watermarks): a low mark before the chunk's SELECT, a high one after."""
+
+    def __init__(self, reader: _Reader) -> None:
+        self.reader = reader
+
+    @contextmanager
+    def reading(self, info: TableInfo, chunk: int) -> Iterator[None]:
+        self.reader._mark(Mark(self.reader.checkpoint.run, LOW, info.db, info.table, chunk, at=time.time(),
+                               add=self.reader.request.add))
+        yield
+
+    def emit(self, info: TableInfo, chunk: int, file: str, row_base: int) -> None:
+        self.reader._mark(Mark(self.reader.checkpoint.run, HIGH, info.db, info.table, chunk, file=file, at=time.time()))
+
+    def end(self, info: TableInfo, chunk: int, cut: tuple[str, int], row_base: int) -> None:
+        self.reader._mark(Mark(self.reader.checkpoint.run, END, info.db, info.table, cut=cut, at=time.time()))
+
+
 def write_mark(conn: pymysql.Connection, table: str, slot: str, text: str) -> None:
     """One autocommit write of the watermark table's row `slot` (it reaches tail through the binlog)."""
     name = qualified(*split_table_name(table)).replace("%", "%%")
@@ -327,13 +364,13 @@ def _mark_error(exc: pymysql.err.MySQLError, table: str) -> PreconditionError:
     if code == _NO_TABLE:
         return PreconditionError(f"the watermark table {table} does not exist", hint=f"create it: {create}")
     if code == _DENIED:
-        return PreconditionError(f"no INSERT/UPDATE grant on the watermark table {table}: {exc.args[1]}",
-                                 hint=f"GRANT INSERT, UPDATE ON {qualified(*split_table_name(table))} TO the cdc user")
+        return UnwritableMarksError(f"no INSERT/UPDATE grant on the watermark table {table}: {exc.args[1]}",
+                                 hint=f"GRANT INSERT, UPDATE ON {qualified(*split_table_name(table))} TO the cdc user, "
+                                 "or use --mode locked")
     if code in (_READ_ONLY, _SUPER_READ_ONLY):
-        return PreconditionError(
+        return UnwritableMarksError(
             f"the server is read-only ({exc.args[1]}): re-snapshot watermarks must be written through its binlog",
-            hint="a re-snapshot needs a writable server that tail reads (tail on the primary); against a replica, "
-            "take a new `cdc snapshot` in a fresh --state-dir; the locked-read fallback for replicas is not built yet")
+            hint="use --mode locked (or the default --mode auto): chunks read under a table lock, no write needed")
     return PreconditionError(f"writing a watermark to {table} failed: {exc}")
 
 

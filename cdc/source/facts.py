@@ -51,6 +51,17 @@ class Grants:
                 return True
         return False
 
+    def can_lock(self, databases: Iterable[str]) -> bool:
+        """LOCK TABLES on every database (a locked re-snapshot read, cdc.lockedreads); global or database grants."""
+        wanted = tuple(databases)
+        if self.has_global("LOCK TABLES") or not wanted:  # no databases named: every one, so a global grant
+            return self.has_global("LOCK TABLES")
+        for database in wanted:
+            if not any(scope.endswith(".*") and _like(scope[:-2], database)
+                       and ("LOCK TABLES" in held or "ALL PRIVILEGES" in held) for scope, held in self.by_scope.items()):
+                return False
+        return True
+
     def can_select(self, database: str) -> bool:
         if self.has_global("SELECT"):
             return True

@@ -99,13 +99,24 @@ def evaluate(facts: Facts, options: Options) -> list[Check]:
 
 
 def check_watermark_table(facts: Facts) -> Check:
-    """Whether `cdc resnapshot` can write its watermarks: a warning for a table that exists but is not usable."""
+    """Which way `cdc resnapshot` will read: watermarks (a writable table) or locked chunk reads (cdc.lockedreads)."""
     mark = facts.watermark
     assert mark is not None
     name = f"{mark.db}.{mark.table}"
     quoted = "`" + mark.db.replace("`", "``") + "`.`" + mark.table.replace("`", "``") + "`"
-    expected = "for cdc resnapshot: table (slot, mark), INSERT and UPDATE on it, a writable server"
+    expected = ("for cdc resnapshot: table (slot, mark), INSERT and UPDATE on it, a writable server (watermarks); "
+                "else LOCK TABLES and SELECT on the tables (locked chunk reads)")
     create = " ".join(CREATE_SQL.format(name=quoted).split())
+    read_only = facts.variables.get("read_only", "OFF").upper() in ("ON", "1")
+    if read_only or (mark.columns is not None and {"slot", "mark"} <= set(mark.columns)
+                     and not facts.grants.can_write(mark.db, mark.table)):
+        why = "the server is read-only (a replica?)" if read_only else f"{facts.grants.user} lacks INSERT, UPDATE on {name}"
+        value = f"{why}: cdc resnapshot will read chunks under LOCK TABLES ... READ (--mode locked)"
+        if facts.grants.can_lock(facts.databases):
+            return Check("watermark_table", OK, value, expected)
+        return Check("watermark_table", WARN, value + f"; {facts.grants.user} lacks LOCK TABLES", expected,
+                     "GRANT SELECT, LOCK TABLES ON <db>.* TO " + _account(facts.grants.user) + "; for each captured "
+                     "database" + ("" if read_only else f", or GRANT INSERT, UPDATE ON {quoted} (watermarks)"))
     if mark.columns is None:  # a pipeline that never re-snapshots needs none: no warning for --strict
         return Check("watermark_table", OK, f"{name} does not exist (needed by cdc resnapshot only)", expected,
                      create + "; "
@@ -113,13 +124,7 @@ def check_watermark_table(facts: Facts) -> Check:
     if not {"slot", "mark"} <= set(mark.columns):
         return Check("watermark_table", WARN, f"{name} has columns {list(mark.columns)}, not slot and mark", expected,
                      f"drop it and create it again: {create}")
-    if facts.variables.get("read_only", "OFF").upper() in ("ON", "1"):
-        return Check("watermark_table", WARN, "the server is read-only (a replica?): watermarks cannot be written",
-                     expected, "cdc resnapshot needs tail to read a writable server (the primary)")
-    if not facts.grants.can_write(mark.db, mark.table):
-        return Check("watermark_table", WARN, f"{facts.grants.user} lacks INSERT, UPDATE on {name}", expected,
-                     f"GRANT INSERT, UPDATE ON {quoted} TO {_account(facts.grants.user)};")
-    return Check("watermark_table", OK, f"{name} is writable", expected)
+    return Check("watermark_table", OK, f"{name} is writable: cdc resnapshot will use watermarks", expected)
 
 
 def check_server(server: ServerInfo) -> Check:

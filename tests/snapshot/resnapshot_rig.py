@@ -79,6 +79,27 @@ def wait_for_tail(server: MariaDB, state: Path, timeout: float = 60.0) -> None:
     raise AssertionError(f"tail did not reach {file}:{pos}")
 
 
+def kill_tail_until_done(server: MariaDB, state: Path, db: str, reader: threading.Thread, seed: int) -> int:
+    """`cdc tail --follow` processes, each killed with SIGKILL after a random 0.8-2.5 s, until `reader` ends;
+    returns the number of kills. (Decode workers left at their default: the reassembly path notes keys too.)"""
+    import subprocess
+    import sys
+
+    from tests.capture.conftest import ROOT, env_for
+
+    rng, kills = random.Random(seed), 0
+    env = env_for(server, CDC_MYSQL_DATABASES=db, CDC_MYSQL_WATERMARK_TABLE=f"{MARKS}.watermarks")
+    while reader.is_alive():
+        tail = subprocess.Popen([sys.executable, "-m", "cdc", "tail", "--follow", "--flush-interval", "0.05",
+                                 "--state-dir", str(state)], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reader.join(rng.uniform(0.8, 2.5))  # a tail process starts in about a second
+        tail.kill()
+        tail.wait()
+        kills += 1
+    return kills
+
+
 def wait_for_lines(server: MariaDB, state: Path, timeout: float = 60.0) -> None:
     """Until the sealed change log has a line past the server's binlog end now (writes must go on meanwhile).
 

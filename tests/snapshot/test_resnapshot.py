@@ -31,6 +31,7 @@ from tests.snapshot.resnapshot_rig import (
     MARKS,
     Workload,
     create_marks_table,
+    kill_tail_until_done,
     replay,
     resnapshot_settings,
     source,
@@ -199,22 +200,11 @@ def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaD
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             box["error"] = exc
 
-    rng = random.Random(os.getpid())
-    env = {"CDC_MYSQL_DATABASES": fresh_db, "CDC_MYSQL_WATERMARK_TABLE": f"{MARKS}.watermarks"}
-    kills = 0
     # Throttled: a tail killed every few seconds must still catch up with it on a loaded machine.
     with Workload(mariadb, fresh_db, "t", 2000, seed=3, pause=0.005):
         reader = threading.Thread(target=resnapshot, daemon=True)
         reader.start()
-        while reader.is_alive():
-            # (decode workers left at their default: the reassembly path notes keys too)
-            tail = subprocess.Popen([sys.executable, "-m", "cdc", "tail", "--follow", "--flush-interval", "0.05",
-                                     "--state-dir", str(state)], cwd=ROOT, env=env_for(mariadb, **env),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            reader.join(rng.uniform(0.8, 2.5))  # a tail process starts in about a second
-            tail.send_signal(signal.SIGKILL)
-            tail.wait()
-            kills += 1
+        kills = kill_tail_until_done(mariadb, state, fresh_db, reader, os.getpid())
     assert "error" not in box, box.get("error")
     assert kills >= 2
     with tail_running(mariadb, state, fresh_db, None):
@@ -290,7 +280,8 @@ def test_snapshot_add_table_adds_a_table_to_a_running_capture(mariadb: MariaDB, 
 
 
 def test_a_read_only_server_is_refused_with_a_clear_message(mariadb_factory: Any, tmp_path: Path) -> None:
-    """Watermarks must go through the binlog: on a read-only server (a replica) resnapshot stops, exit 4, saying so."""
+    """Watermarks must go through the binlog: forced on a read-only server (a replica), exit 4, naming --mode locked
+    (the default, auto, reads chunks under a lock there: test_resnapshot_locked.py)."""
     from cdc.config import load_settings
     from cdc.errors import ExitCode
 
@@ -309,8 +300,8 @@ def test_a_read_only_server_is_refused_with_a_clear_message(mariadb_factory: Any
                               "state_dir": str(state)}, env={"HOME": str(tmp_path), "CDC_MYSQL_PASSWORD": "pw"},
                              cwd=tmp_path)
     with pytest.raises(PreconditionError, match="the server is read-only") as raised:
-        run_resnapshot(settings, ResnapshotRequest(("shop.t",)))
-    assert raised.value.exit_code == ExitCode.PRECONDITION and "tail on the primary" in (raised.value.hint or "")
+        run_resnapshot(settings, ResnapshotRequest(("shop.t",), mode="watermarks"))
+    assert raised.value.exit_code == ExitCode.PRECONDITION and "--mode locked" in (raised.value.hint or "")
     assert ResnapshotCheckpoint.read(StateDir(state)) is None  # refused before anything was started
 
 

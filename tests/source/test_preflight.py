@@ -325,10 +325,16 @@ def test_watermark_table_is_reported_for_resnapshot() -> None:
     assert missing.fix.startswith("CREATE TABLE `cdc`.`watermarks` ( slot VARCHAR(64) NOT NULL PRIMARY KEY, mark")
     assert "GRANT INSERT, UPDATE ON `cdc`.`watermarks` TO 'cdc'@'%';" in missing.fix
     good = WatermarkTable("cdc", "watermarks", ("slot", "mark"))
-    assert check(good).status == "warn"  # ALL_GRANTS has no INSERT/UPDATE on it
+    # ALL_GRANTS has no INSERT/UPDATE on it: re-snapshots read chunks under a lock, which needs LOCK TABLES.
+    no_write = check(good)
+    assert no_write.status == "warn" and "--mode locked" in no_write.value and "lacks LOCK TABLES" in no_write.value
+    locker = ALL_GRANTS + ["GRANT LOCK TABLES ON *.* TO `cdc`@`%`"]
+    assert check(good, locker).status == "ok" and "--mode locked" in check(good, locker).value
     writer = ALL_GRANTS + ["GRANT INSERT, UPDATE ON `cdc`.`watermarks` TO `cdc`@`%`"]
     assert check(good, writer).status == "ok"
     assert check(good, ["GRANT ALL PRIVILEGES ON `cdc`.* TO `cdc`@`%`"]).status == "ok"
     assert "read-only" in check(good, writer, read_only="ON").value
+    assert (check(good, locker, read_only="ON").status, check(good, writer, read_only="ON").status) == ("ok", "warn")
+    assert "will use watermarks" in check(good, writer).value
     assert check(WatermarkTable("cdc", "watermarks", ("id",)), writer).status == "warn"
     assert "watermark_table" not in verdicts(facts())  # no table named: nothing to say
