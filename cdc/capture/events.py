@@ -18,8 +18,8 @@ from cdc.capture.decode_pool import DecodePool
 from cdc.capture.fills import alter_effects
 from cdc.capture.filters import Filters
 from cdc.capture.lag import LagMeter
-from cdc.capture.nativeblock import native_block
 from cdc.capture.locked import LockedReads
+from cdc.capture.nativeblock import native_block
 from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
 from cdc.capture.start import Start
 from cdc.capture.txn import split_line

@@ -38,8 +38,8 @@ from cdc.config import Settings
 from cdc.errors import PreconditionError, TimeoutExpired, UsageError
 from cdc.lockedreads import AUTO, LOCKED, WATERMARKS
 from cdc.masking import ColumnRules, read_rules
-from cdc.snapshot.purge_gap import PurgeGap, captured_tables, restart_tail_after_purge
 from cdc.snapshot.locked import ChunkWindows, LockedWindows, UnwritableMarksError, choose_mode
+from cdc.snapshot.purge_gap import PurgeGap, captured_tables, restart_tail_after_purge
 from cdc.source.binlog import Position, current_position
 from cdc.source.connect import connection
 from cdc.source.server import describe_server
