@@ -18,7 +18,7 @@ from cdc.schema import ForeignKey
 from cdc.source.connect import query, variables
 from cdc.source.flavour import binlog_status_statement, replicas_statement
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
-from cdc.source.schema_reads import read_table_schema, select_foreign_keys
+from cdc.source.schema_reads import SYSTEM_SCHEMAS, read_table_schema, select_foreign_keys, user_databases
 from cdc.source.server import ServerInfo, describe_server
 
 VARIABLES = [
@@ -26,7 +26,6 @@ VARIABLES = [
     "binlog_transaction_compression", "log_bin_compress", "gtid_mode", "enforce_gtid_consistency", "gtid_executed",
     "gtid_binlog_pos", "gtid_strict_mode", "read_only", *RETENTION_VARIABLES,
 ]
-SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
 @dataclass(frozen=True)
@@ -224,9 +223,8 @@ def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> 
 
 
 def _foreign_keys(conn: pymysql.Connection, databases: tuple[str, ...]) -> tuple[ForeignKey, ...]:
-    """Every foreign key with its child or its parent in `databases` (all non-system databases if none)."""
-    names = list(databases or SYSTEM_SCHEMAS)
-    marks = ", ".join(["%s"] * len(names))
-    scope = (f"(k.TABLE_SCHEMA IN ({marks}) OR k.REFERENCED_TABLE_SCHEMA IN ({marks}))" if databases
-             else f"k.TABLE_SCHEMA NOT IN ({marks})")
-    return tuple(select_foreign_keys(conn, scope, names * 2 if databases else names))
+    """Every foreign key with its child or its parent in `databases` (all non-system databases if none).
+
+    A child may sit in any database, so every database is read, one at a time (select_foreign_keys says why)."""
+    keys = (key for schema in user_databases(conn) for key in select_foreign_keys(conn, schema))
+    return tuple(k for k in keys if not databases or k.db in databases or k.ref_db in databases)

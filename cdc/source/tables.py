@@ -23,10 +23,9 @@ from cdc.config import MySQLSettings
 from cdc.errors import PreconditionError, UsageError
 from cdc.schema import Column, TableSchema
 from cdc.source.connect import query
-from cdc.source.schema_reads import read_table_schema
+from cdc.source.schema_reads import SYSTEM_SCHEMAS, read_table_schema
 from cdc.values import INTEGER_TYPES, TEXT_TYPES, encode_value
 
-SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 _GLOB_CHARS = frozenset("*?[")
 # What PyMySQL already returns in change-log form for these types: skip the encoder call.
 _NATIVE: dict[str, type] = {**{t: int for t in INTEGER_TYPES}, **{t: str for t in TEXT_TYPES}, "double": float}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cdc.schema import Column
+from cdc.source.facts import gather
 from cdc.source.schema_reads import read_table_schema
 from tests.rig import MariaDB
 
@@ -24,3 +27,35 @@ def test_columns_keys_and_mariadb_json(mariadb: MariaDB, fresh_db: str) -> None:
     assert columns["f"].charset == "latin1"
     # MariaDB's JSON is LONGTEXT with a json_valid() check: read as json, as MySQL's own type is.
     assert (columns["g"].data_type, columns["g"].type) == ("json", "json")
+
+
+def test_foreign_key_reads_open_one_database_at_a_time(mariadb_factory: Callable[..., MariaDB]) -> None:
+    """Every information_schema read of a table's schema (tail's at each DDL) and of check-binlog's foreign keys
+    is pinned to one database: MariaDB otherwise opens every table of the server for it, and 10.11 crashed in
+    that path (ha_maria::drop_table <- create_tmp_table_for_schema) under concurrent DDL, dropping tail's link.
+    The server's own EXPLAIN of each statement we sent, read back from its general log, is the judge."""
+    server = mariadb_factory({"general-log": 1, "log-output": "TABLE"})
+    for statement in ("CREATE DATABASE a", "CREATE DATABASE b", "CREATE DATABASE c",
+                      "CREATE TABLE a.p (id INT PRIMARY KEY)",
+                      "CREATE TABLE b.ch (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES a.p (id) ON DELETE CASCADE)",
+                      "CREATE TABLE c.other (id INT PRIMARY KEY, q INT, FOREIGN KEY (q) REFERENCES c.other (id))"):
+        server.execute(statement)
+    with server.connect() as conn:
+        parent = read_table_schema(conn, "a", "p")
+        child = read_table_schema(conn, "b", "ch")
+        facts = gather(conn, ("a",))
+        thread = conn.thread_id()
+    assert parent is not None and child is not None
+    assert [(k.db, k.table, k.on_delete) for k in parent.referenced_by] == [("b", "ch", "CASCADE")]
+    assert [(k.ref_db, k.ref_table) for k in child.foreign_keys] == [("a", "p")]
+    assert [(k.db, k.table) for k in facts.foreign_keys] == [("b", "ch")]  # c.other is neither child nor parent of a
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL general_log = 0")
+        cur.execute("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE thread_id = %s "
+                    "AND command_type = 'Query' AND argument LIKE %s", (thread, "%KEY_COLUMN_USAGE%"))
+        statements = [row[0] for row in cur.fetchall()]
+        assert statements, "the general log shows no key reads: the test would prove nothing"
+        for statement in statements:
+            cur.execute("EXPLAIN " + statement)
+            plans = [str(row[-1]) for row in cur.fetchall()]
+            assert not any("Scanned all databases" in plan for plan in plans), (statement, plans)
