@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from cdc.config import SSL_MODES, load_settings
+from cdc.config import load_settings
 from cdc.schema import SchemaHistory
+from cdc.settings import SSL_MODES
 from cdc.state import DEFAULT_STATE_DIR, StateDir
 
 # `cdc ship --to`: the two sinks (s3://bucket/prefix is accepted too, but there is nothing to offer for it).

@@ -1,146 +1,46 @@
-"""One typed settings object, resolved flag > environment (CDC_*) > cdc.toml > MySQL option file > default.
+"""Settings resolved flag > environment (CDC_*) > cdc.toml > MySQL option file > default.
 
 Every resolved value remembers where it came from, so a validation error can say
 "mysql.port = 'abc' (from environment CDC_MYSQL_PORT) is not a port number".
 Secrets are never read from cdc.toml or flags: passwords come from the environment,
 a MySQL option file (~/.my.cnf or --defaults-file), or a prompt at a TTY.
+The settings themselves (the dataclasses, their allowed values and checks) are cdc.settings; the ones every
+stage imports are named here too.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from cdc.durations import parse_duration
-from cdc.errors import CdcError, ConfigError
+from cdc.errors import ConfigError
 from cdc.option_file import Option, flag_value, read_options
+from cdc.settings import (
+    SECRET_KEYS,
+    SECTIONS,
+    SSL_MODES,
+    AWSSettings,
+    LogSettings,
+    MySQLSettings,
+    Settings,
+    SnowflakeSettings,
+    SparkSettings,
+    parse_host,
+    validate_log,
+    validate_settings,
+)
 
-SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
-SECRET_KEYS = frozenset({"password", "private_key_passphrase", "aws_secret_access_key", "token", "hash_key"})
-LOG_LEVELS = ("debug", "info", "warning", "error")
-SSE_MODES = ("AES256", "aws:kms")
-LOG_FORMATS = ("text", "json")
+# The settings every stage reads come from here as they always have (the model moved to cdc.settings).
+__all__ = [
+    "AWSSettings", "LogSettings", "MySQLSettings", "Settings", "SnowflakeSettings", "SparkSettings",
+    "env_name", "load_log_settings", "load_settings", "with_password",
+]
 # The flags whose name is not --<last part of the key>.
 _FLAG_NAMES = {"log.level": "--log-level", "log.format": "--log-format"}
-
-
-@dataclass(frozen=True)
-class MySQLSettings:
-    host: str = "127.0.0.1"
-    port: int = 3306
-    user: str = "root"
-    password: str | None = field(default=None, repr=False)
-    socket: str | None = None
-    defaults_file: str | None = None
-    ssl_mode: str = "PREFERRED"
-    ssl_ca: str | None = None
-    ssl_cert: str | None = None
-    ssl_key: str | None = None
-    connect_timeout: int = 10
-    # The server_id our binlog reader announces; 0 means "derive one" (see reader_server_id).
-    server_id: int = 0
-    databases: tuple[str, ...] = ()
-    tables: tuple[str, ...] = ()
-    exclude_tables: tuple[str, ...] = ()
-    # DB.TABLE.COLUMN globs never written / written as HMAC-SHA-256 hex, by snapshot and tail alike
-    # (fixed per state directory, with the key's fingerprint: cdc.masking.bind_rules).
-    exclude_columns: tuple[str, ...] = ()
-    hash_columns: tuple[str, ...] = ()
-    # The HMAC key of hash_columns: CDC_MYSQL_HASH_KEY (a secret: refused in cdc.toml), or a 0600 file.
-    hash_key: str | None = field(default=None, repr=False)
-    hash_key_file: str | None = None
-    # The table `cdc resnapshot` writes its watermarks to, and tail reads them from (cdc.watermarks).
-    watermark_table: str = "cdc.watermarks"
-    # host or host:port of every server of one replication topology: tail reads the writable one and follows a
-    # failover or switchover to another by GTIDs (cdc.source.topology). Empty: host/port only, --rebase by hand.
-    hosts: tuple[str, ...] = ()
-
-    def reader_server_id(self) -> int:
-        """Our replica server_id: the configured one, else a stable value derived from host/port/user.
-
-        Never 0 (the server refuses it) and never random: two runs of the same pipeline must
-        announce the same id, and a collision with a real replica kicks that replica off.
-        """
-        if self.server_id:
-            return self.server_id
-        digest = hashlib.sha256(f"cdc:{self.host}:{self.port}:{self.user}".encode()).digest()
-        return 1_000_000_000 + int.from_bytes(digest[:4], "big") % 1_000_000_000
-
-    def describe(self) -> str:
-        return self.socket or f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class AWSSettings:
-    region: str | None = None
-    profile: str | None = None
-    endpoint_url: str | None = None
-    stream: str | None = None
-    bucket: str | None = None
-    prefix: str = "cdc"
-    roll_size: int = 128  # MiB: ship --to s3 closes a batch (and cuts a table's object) at this payload
-    roll_interval: float = 60.0  # seconds the oldest segment of an open S3 batch may wait (--follow)
-    # Server-side encryption of every object cdc writes to S3: AES256 (SSE-S3) or aws:kms (SSE-KMS, with
-    # sse_kms_key_id, else the account's aws/s3 key). None: the bucket's default encryption.
-    sse: str | None = None
-    sse_kms_key_id: str | None = None
-
-
-@dataclass(frozen=True)
-class SparkSettings:
-    master: str = "local[*]"
-    driver_memory: str = "2g"
-    conf: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SnowflakeSettings:
-    connection: str | None = None
-    database: str | None = None
-    schema: str | None = None
-    warehouse: str | None = None
-    role: str | None = None
-
-
-@dataclass(frozen=True)
-class LogSettings:
-    """The logs of the long-running commands (commands/logs.py sets them up; the library only logs)."""
-
-    level: str = "info"  # debug | info | warning | error
-    format: str = "text"  # text | json (one JSON object per line)
-    status_interval: str = "30s"  # tail/run: a status line this often without a terminal; 0 = never
-
-    def status_seconds(self) -> float:
-        return parse_duration(self.status_interval, "log.status_interval")
-
-
-@dataclass(frozen=True)
-class Settings:
-    state_dir: str = ".cdc"
-    mysql: MySQLSettings = MySQLSettings()
-    aws: AWSSettings = AWSSettings()
-    spark: SparkSettings = SparkSettings()
-    snowflake: SnowflakeSettings = SnowflakeSettings()
-    log: LogSettings = LogSettings()
-    # "mysql.port" -> "flag --port" / "environment CDC_MYSQL_PORT" / "cdc.toml" / "option file" / "default"
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def source_of(self, key: str) -> str:
-        return self.sources.get(key, "default")
-
-
-SECTIONS: dict[str, type] = {
-    "mysql": MySQLSettings,
-    "aws": AWSSettings,
-    "spark": SparkSettings,
-    "snowflake": SnowflakeSettings,
-    "log": LogSettings,
-}
 
 
 def load_settings(
@@ -231,7 +131,7 @@ def load_log_settings(
                 merged[key] = value
                 sources[key] = _describe_origin(origin, key)
     settings = _build(merged, sources, validate=False)
-    _validate_log(settings)
+    validate_log(settings)
     return settings.log
 
 
@@ -369,7 +269,7 @@ def _option_file_tls_mode(tls: dict[str, Option]) -> tuple[str | None, str]:
     wanted += [("REQUIRED", tls[name]) for name in ("ssl-cert", "ssl-key") if name in tls]
     if not wanted:
         return None, ""
-    # An unknown mode sorts first and is kept only alone: _validate then names it.
+    # An unknown mode sorts first and is kept only alone: validate_settings then names it.
     mode, option = max(wanted, key=lambda item: _MODE_STRENGTH.get(item[0], -1))
     return mode, f"{option.where}: {option.name}" + (f"={option.value}" if option.value else "")
 
@@ -387,7 +287,7 @@ def _build(merged: dict[str, Any], sources: dict[str, str], *, validate: bool = 
         kwargs["state_dir"] = str(merged["state_dir"])
     settings = Settings(**kwargs, sources=sources)
     if validate:
-        _validate(settings)
+        validate_settings(settings)
     return settings
 
 
@@ -424,80 +324,6 @@ def _coerce(key: str, value: Any, type_name: Any, origin: str) -> Any:
 
 def _shown(key: str, value: Any) -> str:
     return "'***'" if key.split(".")[-1] in SECRET_KEYS else repr(value)
-
-
-def _validate(settings: Settings) -> None:
-    _validate_log(settings)
-    mysql = settings.mysql
-    if not 0 < mysql.port < 65536:
-        raise ConfigError(f"mysql.port = {mysql.port} (from {settings.source_of('mysql.port')}) is not a TCP port")
-    mode = mysql.ssl_mode.upper()
-    if mode not in SSL_MODES:
-        raise ConfigError(
-            f"mysql.ssl_mode = {mysql.ssl_mode!r} (from {settings.source_of('mysql.ssl_mode')}) is not one of "
-            + ", ".join(SSL_MODES)
-        )
-    if mode in ("VERIFY_CA", "VERIFY_IDENTITY") and not mysql.ssl_ca:
-        raise ConfigError(
-            f"mysql.ssl_mode = {mode} (from {settings.source_of('mysql.ssl_mode')}) needs --ssl-ca",
-            hint="pass the CA bundle that signed the server certificate (for RDS: the region's global bundle)",
-        )
-    _validate_sse(settings)
-    _validate_hosts(settings)
-    if not 0 <= mysql.server_id < 2**32:
-        raise ConfigError(
-            f"mysql.server_id = {mysql.server_id} (from {settings.source_of('mysql.server_id')}) "
-            "is outside 1..4294967295 (0 lets cdc derive one)"
-        )
-
-
-def parse_host(entry: str, default_port: int) -> tuple[str, int]:
-    """`host`, `host:port` or `[v6 address]:port` of mysql.hosts; ValueError names what is wrong."""
-    text = entry.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else rest
-    elif text.count(":") == 1:
-        host, _, port_text = text.partition(":")
-    else:
-        host, port_text = text, ""
-    if not host or (port_text and not port_text.isdigit()):
-        raise ValueError(f"{entry!r} is not host or host:port")
-    port = int(port_text) if port_text else default_port
-    if not 0 < port < 65536:
-        raise ValueError(f"{entry!r} has no TCP port")
-    return host, port
-
-
-def _validate_hosts(settings: Settings) -> None:
-    for entry in settings.mysql.hosts:
-        try:
-            parse_host(entry, settings.mysql.port)
-        except ValueError as exc:
-            raise ConfigError(f"mysql.hosts (from {settings.source_of('mysql.hosts')}): {exc}",
-                              hint='write e.g. hosts = ["db-a.example.com:3306", "db-b.example.com:3306"]') from None
-
-
-def _validate_sse(settings: Settings) -> None:
-    aws = settings.aws
-    if aws.sse is not None and aws.sse not in SSE_MODES:
-        raise ConfigError(f"aws.sse = {aws.sse!r} (from {settings.source_of('aws.sse')}) is not one of "
-                          + ", ".join(SSE_MODES), hint="AES256 for SSE-S3, aws:kms for SSE-KMS")
-    if aws.sse_kms_key_id and aws.sse != "aws:kms":
-        raise ConfigError(f"aws.sse_kms_key_id (from {settings.source_of('aws.sse_kms_key_id')}) needs aws.sse = "
-                          f"'aws:kms', not {aws.sse!r}", hint="pass --sse aws:kms with --sse-kms-key-id")
-
-
-def _validate_log(settings: Settings) -> None:
-    log = settings.log
-    for key, value, allowed in (("log.level", log.level, LOG_LEVELS), ("log.format", log.format, LOG_FORMATS)):
-        if value not in allowed:
-            raise ConfigError(f"{key} = {value!r} (from {settings.source_of(key)}) is not one of {', '.join(allowed)}")
-    try:
-        log.status_seconds()
-    except CdcError:
-        raise ConfigError(f"log.status_interval = {log.status_interval!r} (from {settings.source_of('log.status_interval')}) "
-                          "is not a duration", hint="write e.g. 30s, 2m, or 0 for no status lines") from None
 
 
 def with_password(settings: Settings, password: str) -> Settings:

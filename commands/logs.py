@@ -37,9 +37,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cdc.config import LOG_FORMATS, LogSettings, env_name, load_log_settings
+from cdc.config import LogSettings, env_name, load_log_settings
 from cdc.errors import ConfigError
 from cdc.escapes import json_safe
+from cdc.settings import LOG_FORMATS
 
 _LOG = "Logs"
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from cdc.config import SSL_MODES, AWSSettings, MySQLSettings, Settings, SnowflakeSettings, load_settings
+from cdc.config import AWSSettings, MySQLSettings, Settings, SnowflakeSettings, load_settings
 from cdc.errors import CdcError, ConfigError, PreconditionError, UsageError
+from cdc.settings import SSL_MODES
 from cdc.state import write_bytes_atomic
 
 DEFAULT_PATH = "cdc.toml"

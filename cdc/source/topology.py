@@ -17,8 +17,9 @@ from dataclasses import dataclass, replace
 
 import pymysql
 
-from cdc.config import MySQLSettings, parse_host
+from cdc.config import MySQLSettings
 from cdc.errors import CdcError, TransientError
+from cdc.settings import parse_host
 from cdc.source.connect import open_connection, query
 from cdc.source.server import describe_server
 
