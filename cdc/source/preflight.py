@@ -3,6 +3,7 @@
 `gather` (cdc.source.facts) reads the server once; `evaluate` is a pure function from those
 facts to checks, so the MySQL 5.7/8.0/8.4, RDS and Aurora branches are unit-tested without
 those servers. Nothing here writes, neither to the server nor to the state directory.
+What a verdict is: cdc.source.verdicts; the verdicts on the tables' keys: cdc.source.key_checks.
 """
 
 from __future__ import annotations
@@ -10,35 +11,20 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from cdc.checkpoints import TailCheckpoint
 from cdc.config import Settings
 from cdc.errors import CdcError
 from cdc.gtid import GtidSet
-from cdc.schema import cascades_in_binlog
 from cdc.source import flavour
-from cdc.source.connect import TlsState, connection, tls_state
+from cdc.source.connect import connection, tls_state
 from cdc.source.facts import Facts, gather
+from cdc.source.key_checks import cascade_notes, check_foreign_keys, check_primary_keys
 from cdc.source.retention import effective_retention, retention_fix, retention_limits
 from cdc.source.server import AURORA_MYSQL, ServerInfo
+from cdc.source.verdicts import FAIL, OK, WARN, Check, Report
 from cdc.state import StateDir
 from cdc.watermarks import CREATE_SQL, split_table_name
-
-OK, WARN, FAIL = "ok", "warn", "fail"
-SHOWN_TABLES = 10
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str
-    value: str
-    expected: str = ""
-    fix: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -46,28 +32,6 @@ class Options:
     min_retention_hours: float = 24
     reader_server_id: int = 1
     reader_id_source: str = "derived"
-
-
-@dataclass(frozen=True)
-class Report:
-    server: dict[str, Any]
-    checks: tuple[Check, ...]
-    strict: bool = False
-    tls: TlsState | None = None
-    cascades: tuple[dict[str, Any], ...] = ()  # cascading foreign keys and how cdc handles each (cascade_notes)
-
-    @property
-    def ok(self) -> bool:
-        """Nothing failed (with strict, nothing warned either)."""
-        bad = (FAIL, WARN) if self.strict else (FAIL,)
-        return not any(check.status in bad for check in self.checks)
-
-    def count(self, status: str) -> int:
-        return sum(1 for check in self.checks if check.status == status)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "server": self.server, "tls": self.tls.to_dict() if self.tls else None,
-                "checks": [check.to_dict() for check in self.checks], "cascading_foreign_keys": list(self.cascades)}
 
 
 def run(settings: Settings, *, min_retention_hours: float = 24, strict: bool = False) -> Report:
@@ -294,74 +258,6 @@ def _check_select(facts: Facts, account: str, missing: str) -> Check:
 def _account(user: str) -> str:
     name, _, host = user.rpartition("@") if "@" in user else (user, "", "%")
     return f"'{name.replace(chr(39), chr(39) * 2)}'@'{host.replace(chr(39), chr(39) * 2)}'"
-
-
-def check_primary_keys(facts: Facts) -> Check:
-    """Tables keyed by a UNIQUE NOT NULL key instead of a primary key are named; keyless ones warn (issue #24)."""
-    tables = facts.tables_without_pk
-    scope = ", ".join(facts.databases) or "all non-system databases"
-    unique = [f"{name} ({', '.join(key)})" for name, key in sorted(facts.unique_keys.items())]
-    keyed = f"; keyed by their UNIQUE NOT NULL key instead: {_shown(unique)}" if unique else ""
-    if not tables:
-        every = "has a primary key" if not unique else "has a primary key or a UNIQUE NOT NULL key"
-        return Check("primary_keys", OK, f"every table in {scope} {every}{keyed}", "a primary key per table")
-    return Check("primary_keys", WARN, f"{len(tables)} table(s) without a primary key: {_shown(list(tables))}{keyed}",
-                 "a primary key per table",
-                 "keyless tables are copied with snapshot --allow-no-pk and replicated as multisets of whole rows "
-                 "(duplicates kept; verify compares them whole, which costs memory per distinct row); "
-                 "or add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...))")
-
-
-def _shown(names: list[str]) -> str:
-    more = f" and {len(names) - SHOWN_TABLES} more" if len(names) > SHOWN_TABLES else ""
-    return ", ".join(names[:SHOWN_TABLES]) + more
-
-
-def _captured(facts: Facts, db: str) -> bool:
-    return db in facts.databases if facts.databases else True
-
-
-def cascade_notes(facts: Facts) -> list[dict[str, Any]]:
-    """Each cascading foreign key (ON DELETE/UPDATE CASCADE, SET NULL, SET DEFAULT) and how cdc handles it."""
-    logged = cascades_in_binlog(facts.server.flavour, facts.server.version)
-    notes = []
-    for key in facts.foreign_keys:
-        if not key.cascades:
-            continue
-        if "SET DEFAULT" in (key.on_delete, key.on_update):
-            handling = "not reproduced: InnoDB refuses SET DEFAULT, so such a key never changes a row"
-        elif not _captured(facts, key.db):
-            handling = (f"child table {key.child} is not captured: spark-merge reports the cascades of "
-                        f"{key.parent} into it and changes nothing there")
-        elif not _captured(facts, key.ref_db):
-            handling = (f"parent table {key.parent} is not captured: its changes, and so the cascades they make "
-                        f"into {key.child}, are not seen (capture {key.ref_db} too)")
-        elif logged:
-            handling = "the binlog carries the changed child rows; spark-merge applies them once, as they are"
-        else:
-            handling = ("reproduced by spark-merge: the child rows InnoDB changes (and the binlog omits) are "
-                        "changed at the parent's position")
-        notes.append({**key.to_dict(), "handling": handling})
-    return notes
-
-
-def check_foreign_keys(facts: Facts) -> Check:
-    expected = "cascading foreign keys reproduced in the lake and Snowflake"
-    if "foreign_keys" in facts.errors:
-        return Check("foreign_keys", WARN, f"cannot read: {facts.errors['foreign_keys']}", expected,
-                     "GRANT SELECT on the replicated databases (information_schema shows only visible tables)")
-    notes = cascade_notes(facts)
-    if not notes:
-        return Check("foreign_keys", OK, f"{len(facts.foreign_keys)} foreign key(s), none cascading", expected)
-    unhandled = [n for n in notes if not n["handling"].startswith(("reproduced", "the binlog"))]
-    how = ("the binlog carries their rows" if cascades_in_binlog(facts.server.flavour, facts.server.version)
-           else "spark-merge reproduces them (the binlog omits their rows)")
-    value = f"{len(notes)} cascading foreign key(s): {how}"
-    if not unhandled:
-        return Check("foreign_keys", OK, value, expected)
-    names = ", ".join(f"{n['db']}.{n['table']}.{n['name']}" for n in unhandled[:SHOWN_TABLES])
-    return Check("foreign_keys", WARN, f"{value}; not reproduced: {names}", expected,
-                 "capture the child tables too (--databases); see cascading_foreign_keys in --json")
 
 
 def _binlog_access_fix(facts: Facts) -> str:

@@ -12,8 +12,10 @@ from cdc.config import MySQLSettings, Settings
 from cdc.schema import ForeignKey
 from cdc.source import flavour, preflight
 from cdc.source.facts import Facts, parse_grants
+from cdc.source.key_checks import cascade_notes
 from cdc.source.preflight import Options, evaluate
 from cdc.source.server import AURORA_MYSQL, MARIADB, MYSQL, RDS_MYSQL, ServerInfo, parse_version
+from cdc.source.verdicts import Check, Report
 from cdc.state import ServerIdentity, StateDir, write_json_atomic
 from tests.rig import MariaDB
 
@@ -45,7 +47,7 @@ def facts(info: ServerInfo | None = None, variables: dict[str, str] | None = Non
     return Facts(**values)
 
 
-def verdicts(f: Facts, **options: Any) -> dict[str, preflight.Check]:
+def verdicts(f: Facts, **options: Any) -> dict[str, Check]:
     return {check.name: check for check in evaluate(f, Options(**{"reader_server_id": 4242, **options}))}
 
 
@@ -213,11 +215,11 @@ def test_cascading_foreign_keys_are_listed_with_how_cdc_handles_them() -> None:
     check = verdicts(found)["foreign_keys"]
     assert (check.status, check.value) == ("warn", "4 cascading foreign key(s): spark-merge reproduces them (the "
                                           "binlog omits their rows); not reproduced: other.log.fk_log, shop.x.fk_x")
-    notes = preflight.cascade_notes(found)
+    notes = cascade_notes(found)
     assert [(n["table"], n["handling"].split(":")[0]) for n in notes] == [
         ("lines", "reproduced by spark-merge"), ("notes", "reproduced by spark-merge"),
         ("log", "child table other.log is not captured"), ("x", "parent table other.p is not captured")]
-    report = preflight.Report({}, (check,), cascades=tuple(notes))
+    report = Report({}, (check,), cascades=tuple(notes))
     assert report.to_dict()["cascading_foreign_keys"][0] == {
         "name": "fk_lines", "db": "shop", "table": "lines", "columns": ["parent_id"], "ref_db": "shop",
         "ref_table": "parent", "ref_columns": ["id"], "on_delete": "CASCADE", "on_update": "RESTRICT",
@@ -230,7 +232,7 @@ def test_foreign_keys_on_mysql84_are_in_the_binlog_and_none_cascading_is_ok() ->
     assert (check.status, check.value) == ("ok", "1 cascading foreign key(s): the binlog carries their rows")
     check = verdicts(facts(foreign_keys=(_key("lines", "RESTRICT"),)))["foreign_keys"]
     assert (check.status, check.value) == ("ok", "1 foreign key(s), none cascading")
-    assert preflight.cascade_notes(facts(mysql84, foreign_keys=(_key("lines", "SET NULL"),)))[0]["handling"] == (
+    assert cascade_notes(facts(mysql84, foreign_keys=(_key("lines", "SET NULL"),)))[0]["handling"] == (
         "the binlog carries the changed child rows; spark-merge applies them once, as they are")
 
 
@@ -239,7 +241,7 @@ def test_tables_without_pk_warn_and_strict_fails() -> None:
     check = verdicts(facts(tables_without_pk=tables))["primary_keys"]
     assert check.status == "warn"
     assert check.value.endswith("shop.t09 and 2 more")
-    report = preflight.Report({}, tuple(evaluate(facts(tables_without_pk=tables), Options(reader_server_id=9))))
+    report = Report({}, tuple(evaluate(facts(tables_without_pk=tables), Options(reader_server_id=9))))
     assert report.ok and not replace(report, strict=True).ok
 
 
@@ -316,7 +318,7 @@ def test_retention_fix_stays_within_the_flavour_limit() -> None:
 def test_watermark_table_is_reported_for_resnapshot() -> None:
     from cdc.source.facts import WatermarkTable
 
-    def check(mark: WatermarkTable, grants: list[str] = ALL_GRANTS, **variables: str) -> preflight.Check:
+    def check(mark: WatermarkTable, grants: list[str] = ALL_GRANTS, **variables: str) -> Check:
         return verdicts(facts(variables=variables, watermark=mark, grants=parse_grants("cdc@%", grants)))[
             "watermark_table"]
 
