@@ -36,6 +36,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from cdc.changelog import file_seq
 from cdc.config import MySQLSettings
 from cdc.errors import CdcError, ConnectError, DataError, PositionError, PreconditionError, TransientError
+from cdc.source.binlog_blocks import BlockPackets
 from cdc.source.binlog_rows import DeleteRows, UpdateRows, WriteRows
 from cdc.source.connect import Connection, connection_kwargs, is_tls_failure, map_error, tls_error
 
@@ -196,6 +197,7 @@ class BinlogReader:
         self.options = options or ReaderOptions()
         self._stream: BinLogStreamReader | None = None
         self._stream_connects = 0
+        self._blocks: BlockPackets | None = None
 
     def _connect(self, **kwargs: Any) -> pymysql.Connection:
         # Called by the library for its control and its stream connections. A second stream connection is the
@@ -223,6 +225,9 @@ class BinlogReader:
                 raw = self._fetch()
                 if raw is None:
                     raise TransientError(f"the server at {self.settings.describe()} ended the binlog stream")
+                if self._blocks is None:  # the dump has started: read its packets in blocks from here on
+                    self._blocks = BlockPackets(self._stream._stream_connection)
+                    self._blocks.install()
                 # The library's packet and its event refer to each other: a cycle only the garbage collector
                 # frees, so a long transaction's events (packet + row bytes, ~16 KB each) pile up between
                 # collections. Breaking it frees each event as soon as tail is done with it.
@@ -236,9 +241,11 @@ class BinlogReader:
     def has_input(self) -> bool:
         """Whether the server sent bytes not read yet: a poll of the socket that never waits.
 
-        Bytes already in the driver's read buffer do not count, so it may say False while an event is
-        there; callers use it only to choose between waiting for decode workers now or reading on.
+        Bytes in the driver's own read buffer do not count, so it may say False while an event is there;
+        callers use it only to choose between waiting for decode workers now or reading on.
         """
+        if self._blocks is not None and self._blocks.has_packet():
+            return True
         sock = getattr(getattr(self._stream, "_stream_connection", None), "_sock", None)
         if sock is None:
             return False
