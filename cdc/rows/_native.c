@@ -70,14 +70,27 @@ static uint64_t be(const unsigned char *p, int n) {
     return v;
 }
 
-/* Decimal digits of v, at least `width` of them (zero-padded), at w; returns the end (printf's %0*llu, faster). */
+/* "00".."99": two digits per division (digits_at is a tenth of tail's instructions otherwise). */
+static const char DIGIT_PAIRS[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Decimal digits of v, at least `width` (<= 20) of them (zero-padded), at w; returns the end (printf's %0*llu). */
 static char *digits_at(char *w, uint64_t v, int width) {
     char tmp[24];
-    int n = 0;
-    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    while (n < width) tmp[n++] = '0';
-    while (n) *w++ = tmp[--n];
-    return w;
+    int n = 24;
+    while (v >= 100) {
+        unsigned pair = (unsigned)(v % 100);
+        v /= 100;
+        n -= 2;
+        memcpy(tmp + n, DIGIT_PAIRS + 2 * pair, 2);
+    }
+    if (v >= 10) { n -= 2; memcpy(tmp + n, DIGIT_PAIRS + 2 * v, 2); }
+    else tmp[--n] = (char)('0' + v);
+    while (24 - n < width) tmp[--n] = '0';
+    memcpy(w, tmp + n, 24 - n);
+    return w + 24 - n;
 }
 
 static int put_int(Buf *out, const unsigned char *p, long size, long is_unsigned) {
@@ -261,7 +274,12 @@ static int put_base64(Buf *out, const unsigned char *s, Py_ssize_t n, Py_ssize_t
     if (buf_reserve(out, (total + 2) / 3 * 4 + 2) < 0) return -1;
     char *w = out->data + out->len;
     *w++ = '"';
-    for (Py_ssize_t i = 0; i < total; i += 3) {
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3, w += 4) { /* whole groups of the value itself: no padding to decide */
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        w[0] = B64[v >> 18]; w[1] = B64[v >> 12 & 63]; w[2] = B64[v >> 6 & 63]; w[3] = B64[v & 63];
+    }
+    for (; i < total; i += 3) {
         uint32_t v = 0;
         int k;
         for (k = 0; k < 3; k++) v = v << 8 | (i + k < n ? s[i + k] : 0);
@@ -291,6 +309,15 @@ static int utf8_length(const unsigned char *s, Py_ssize_t left) {
     return n;
 }
 
+/* Whether none of 8 bytes is non-ASCII, a control character, '"' or '\\' (each test exact for "any byte"). */
+static int plain8(uint64_t v) {
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t quote = v ^ (ones * '"'), backslash = v ^ (ones * '\\');
+    uint64_t bad = (v & high) | ((v - ones * 0x20) & ~v & high) | ((quote - ones) & ~quote & high) |
+                   ((backslash - ones) & ~backslash & high);
+    return bad == 0;
+}
+
 /* UTF-8 text as orjson writes a str: quoted, with '"', '\\' and control characters escaped. */
 static int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
     static const char HEX[] = "0123456789abcdef";
@@ -298,6 +325,11 @@ static int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
     char *w = out->data + out->len;
     *w++ = '"';
     for (Py_ssize_t i = 0; i < n;) {
+        if (n - i >= 8) { /* eight bytes at a time while none needs a look of its own */
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            if (plain8(v)) { memcpy(w, s + i, 8); w += 8; i += 8; continue; }
+        }
         unsigned char c = s[i];
         if (c >= 0x80) {
             int k = utf8_length(s + i, n - i);
