@@ -85,7 +85,7 @@ class BlockPackets:
                 if exc.errno == errno.EINTR:
                     continue
                 conn._force_close()
-                raise err.OperationalError(CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query ({exc})")
+                raise err.OperationalError(CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query ({exc})") from exc
             except BaseException:
                 conn._force_close()
                 raise

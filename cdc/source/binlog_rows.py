@@ -31,6 +31,9 @@ class _RowsGuard(ExactReads):
     table_map: Any
     event_size: int
     complete: bool
+    number_of_columns: int
+    columns_present_bitmap: bytes
+    columns_present_bitmap2: bytes
     op: str  # c / u / d: each event class below sets it
 
     def _mark_unmapped(self) -> None:
@@ -108,7 +111,7 @@ class DeleteRows(_RowsGuard, lib_rows.DeleteRowsEvent):  # type: ignore[misc]  #
         self._mark_unmapped()
 
 
-_ROWS_CLASSES: dict[int, type[_RowsGuard]] = {
+_ROWS_CLASSES: dict[int, Any] = {
     **{code: WriteRows for code in (23, 30)}, **{code: UpdateRows for code in (24, 31)},
     **{code: DeleteRows for code in (25, 32)},
 }
@@ -169,7 +172,8 @@ class _PacketWrapper(BinLogPacketWrapper):  # type: ignore[misc]  # the library 
         self.timestamp, self.event_type, self.server_id, self.event_size = timestamp, kind, server_id, size
         self.log_pos, self.flags, self.read_bytes, self.packet = log_pos, header_flags, 0, packet
         self._BinLogPacketWrapper__data_buffer = b""
-        event = self.event = cls.__new__(cls)
+        event: Any = cls.__new__(cls)
+        self.event = event
         event.packet, event.table_map, event.event_type, event.timestamp = self, table_map, kind, timestamp
         event._ctl_connection = args[2]
         event.event_size = size - (23 if use_checksum else 19)
