@@ -18,7 +18,7 @@
 #include <string.h>
 
 /* Raised when this file changes what the Python side passes (cdc/rows/native.py). */
-#define ABI_VERSION 2
+#define ABI_VERSION 3
 
 enum action { A_PYTHON, A_INT, A_DECIMAL, A_TEXT, A_BASE64, A_DATETIME2, A_DATE, A_ENUM, A_YEAR, A_TIMESTAMP2, A_TIME2,
               A_COUNT };
@@ -31,7 +31,8 @@ typedef struct {
     PyObject *extra;    /* PYTHON: the reader; ENUM: tuple of label fragments (bytes) */
 } Column;
 
-typedef struct { char *data; Py_ssize_t len, cap; } Buf;
+/* A growing output; with `bytes` set it is that bytes object itself (the result, returned without a copy). */
+typedef struct { char *data; Py_ssize_t len, cap; PyObject *bytes; } Buf;
 
 typedef struct { Py_ssize_t start, len; } Span; /* a value's JSON in the scratch buffer */
 
@@ -39,6 +40,12 @@ static int buf_reserve(Buf *b, Py_ssize_t more) {
     if (b->len + more <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + more) cap *= 2;
+    if (b->bytes) {
+        if (_PyBytes_Resize(&b->bytes, cap) < 0) return -1; /* it freed the object and set b->bytes to NULL */
+        b->data = PyBytes_AS_STRING(b->bytes);
+        b->cap = cap;
+        return 0;
+    }
     char *data = PyMem_Realloc(b->data, cap);
     if (!data) { PyErr_NoMemory(); return -1; }
     b->data = data;
@@ -51,6 +58,24 @@ static int buf_put(Buf *b, const char *s, Py_ssize_t n) {
     memcpy(b->data + b->len, s, n);
     b->len += n;
     return 0;
+}
+
+/* Start `b` as a bytes object of `cap` bytes, to be cut to its length by buf_result. */
+static int buf_start_bytes(Buf *b, Py_ssize_t cap) {
+    b->bytes = PyBytes_FromStringAndSize(NULL, cap);
+    if (!b->bytes) return -1;
+    b->data = PyBytes_AS_STRING(b->bytes);
+    b->len = 0;
+    b->cap = cap;
+    return 0;
+}
+
+/* The bytes object of a buf_start_bytes buffer, cut to what was written (a new reference), or NULL. */
+static PyObject *buf_result(Buf *b) {
+    PyObject *bytes = b->bytes;
+    b->bytes = NULL;
+    if (bytes && _PyBytes_Resize(&bytes, b->len) < 0) return NULL;
+    return bytes;
 }
 
 static int truncated(Py_ssize_t pos, Py_ssize_t end) {
@@ -573,6 +598,7 @@ static PyObject *rows(PyObject *self, PyObject *args) {
     Buf out = {0}, before = {0}, after = {0};
     Span *spans = PyMem_Calloc(2 * plan->ncols, sizeof(Span));
     if (!spans) return PyErr_NoMemory();
+    if (buf_start_bytes(&out, 2 * PyBytes_GET_SIZE(body) + 4096) < 0) { PyMem_Free(spans); return NULL; }
     Span *bspans = spans, *aspans = spans + plan->ncols;
     Py_ssize_t pos = 0, end = PyBytes_GET_SIZE(body), index = 0;
     PyObject *result = NULL;
@@ -595,16 +621,46 @@ static PyObject *rows(PyObject *self, PyObject *args) {
         n = digits_at(digits, (uint64_t)index, 1) - digits;
         if (buf_put(&out, digits, n) < 0 || put_bytes(&out, p4) < 0) goto done;
     }
-    result = Py_BuildValue("(y#n)", out.data ? out.data : "", out.len, index > first ? index - first : 0);
+    PyObject *lines = buf_result(&out);
+    if (lines) result = Py_BuildValue("(Nn)", lines, index > first ? index - first : 0);
 done:
-    PyMem_Free(out.data);
+    Py_XDECREF(out.bytes);
     PyMem_Free(before.data);
     PyMem_Free(after.data);
     PyMem_Free(spans);
     return result;
 }
 
+/* finish(block, xid, end) -> block.replace(b"\x00", xid).replace(b"\x01", end) in one pass: the commit's
+ * fields put into a transaction's lines (cdc.capture.txn; the markers occur nowhere else in a line). */
+static PyObject *finish(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer block;
+    PyObject *xid, *end;
+    if (!PyArg_ParseTuple(args, "y*SS", &block, &xid, &end)) return NULL;
+    const char *p = block.buf, *stop = p + block.len;
+    Buf out = {0};
+    PyObject *result = NULL;
+    if (buf_start_bytes(&out, block.len + block.len / 4 + 64) < 0) goto done;
+    const char *zero = memchr(p, 0, (size_t)(stop - p)), *one = memchr(p, 1, (size_t)(stop - p));
+    while (zero || one) {
+        int is_zero = zero && (!one || zero < one);
+        const char *mark = is_zero ? zero : one;
+        if (buf_put(&out, p, mark - p) < 0 || put_bytes(&out, is_zero ? xid : end) < 0) goto done;
+        p = mark + 1;
+        if (is_zero) zero = memchr(p, 0, (size_t)(stop - p));
+        else one = memchr(p, 1, (size_t)(stop - p));
+    }
+    if (buf_put(&out, p, stop - p) < 0) goto done;
+    result = buf_result(&out);
+done:
+    Py_XDECREF(out.bytes);
+    PyBuffer_Release(&block);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"finish", finish, METH_VARARGS, "finish(block, xid, end) -> the block with its markers replaced"},
     {"compile", compile_plan, METH_VARARGS, "compile(columns, names, keys, dumps) -> plan"},
     {"rows", rows, METH_VARARGS, "rows(plan, body, op, first, p1, p2, p3, p4) -> (lines, count)"},
     {NULL, NULL, 0, NULL},
