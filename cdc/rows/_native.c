@@ -292,6 +292,7 @@ static int put_time2(Buf *out, const unsigned char *p, long fsize, long scale) {
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static char B64_PAIRS[2 * 4096]; /* the two characters of every 12 bits, filled when the module loads */
 
 /* binascii.b2a_base64(data.ljust(pad, b"\0"), newline=False), quoted. */
 static int put_base64(Buf *out, const unsigned char *s, Py_ssize_t n, Py_ssize_t pad) {
@@ -302,7 +303,8 @@ static int put_base64(Buf *out, const unsigned char *s, Py_ssize_t n, Py_ssize_t
     Py_ssize_t i = 0;
     for (; i + 3 <= n; i += 3, w += 4) { /* whole groups of the value itself: no padding to decide */
         uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-        w[0] = B64[v >> 18]; w[1] = B64[v >> 12 & 63]; w[2] = B64[v >> 6 & 63]; w[3] = B64[v & 63];
+        memcpy(w, B64_PAIRS + 2 * (v >> 12), 2);
+        memcpy(w + 2, B64_PAIRS + 2 * (v & 0xFFF), 2);
     }
     for (; i < total; i += 3) {
         uint32_t v = 0;
@@ -459,6 +461,7 @@ typedef struct {
     Column *cols;
     PyObject *names;    /* tuple of (column index, b'"name":') in the image's key order (sorted, kept only) */
     PyObject *keys;     /* the same for the key's columns */
+    Py_ssize_t *name_index, *key_index; /* the column indexes of names and keys, read once by compile() */
     PyObject *dumps;
 } Plan;
 
@@ -482,11 +485,11 @@ static int read_image(const Plan *plan, PyObject *body, Py_ssize_t *pos, Buf *sc
 }
 
 /* {"name":value,...} of one image, columns in `names` order. */
-static int put_object(Buf *out, PyObject *names, const Buf *scratch, const Span *spans) {
+static int put_object(Buf *out, PyObject *names, const Py_ssize_t *index, const Buf *scratch, const Span *spans) {
     if (buf_put(out, "{", 1) < 0) return -1;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
         PyObject *entry = PyTuple_GET_ITEM(names, k);
-        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
+        Py_ssize_t i = index[k];
         PyObject *name = PyTuple_GET_ITEM(entry, 1);
         if ((k && buf_put(out, ",", 1) < 0) || buf_put(out, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) < 0 ||
             buf_put(out, scratch->data + spans[i].start, spans[i].len) < 0)
@@ -500,6 +503,8 @@ static void plan_free(PyObject *capsule) {
     if (!plan) return;
     for (Py_ssize_t i = 0; i < plan->ncols; i++) Py_XDECREF(plan->cols[i].extra);
     PyMem_Free(plan->cols);
+    PyMem_Free(plan->name_index);
+    PyMem_Free(plan->key_index);
     Py_XDECREF(plan->names);
     Py_XDECREF(plan->keys);
     Py_XDECREF(plan->dumps);
@@ -550,6 +555,15 @@ static int parse_column(PyObject *spec, Column *c) {
     return 0;
 }
 
+/* The column index of every (index, name) entry (check_entries checked them), or NULL with an error set. */
+static Py_ssize_t *entry_indexes(PyObject *entries) {
+    Py_ssize_t count = PyTuple_GET_SIZE(entries);
+    Py_ssize_t *index = PyMem_Calloc(count ? count : 1, sizeof(Py_ssize_t));
+    if (!index) { PyErr_NoMemory(); return NULL; }
+    for (Py_ssize_t k = 0; k < count; k++) index[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(entries, k), 0));
+    return index;
+}
+
 /* compile(columns, names, keys, dumps) -> a plan: columns is one (action, a, b, extra) per table-map column. */
 static PyObject *compile_plan(PyObject *self, PyObject *args) {
     (void)self;
@@ -576,6 +590,10 @@ static PyObject *compile_plan(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < ncols; i++) {
         if (parse_column(PyTuple_GET_ITEM(columns, i), &plan->cols[i]) < 0) { Py_DECREF(capsule); return NULL; }
         plan->ncols = i + 1; /* plan_free releases the columns parsed so far */
+    }
+    if (!(plan->name_index = entry_indexes(names)) || !(plan->key_index = entry_indexes(keys))) {
+        Py_DECREF(capsule);
+        return NULL;
     }
     return capsule;
 }
@@ -611,10 +629,10 @@ static PyObject *rows(PyObject *self, PyObject *args) {
         const Buf *row = op == 'd' ? &before : &after;
         const Span *rspans = op == 'd' ? bspans : aspans;
         if (buf_put(&out, "{\"after\":", 9) < 0) goto done;
-        if (op == 'd' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, &after, aspans) < 0) goto done;
+        if (op == 'd' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, plan->name_index, &after, aspans) < 0) goto done;
         if (buf_put(&out, ",\"before\":", 10) < 0) goto done;
-        if (op == 'c' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, &before, bspans) < 0) goto done;
-        if (put_bytes(&out, p1) < 0 || put_object(&out, plan->keys, row, rspans) < 0 || put_bytes(&out, p2) < 0)
+        if (op == 'c' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, plan->name_index, &before, bspans) < 0) goto done;
+        if (put_bytes(&out, p1) < 0 || put_object(&out, plan->keys, plan->key_index, row, rspans) < 0 || put_bytes(&out, p2) < 0)
             goto done;
         Py_ssize_t n = digits_at(digits, (uint64_t)index, 12) - digits;
         if (buf_put(&out, digits, n) < 0 || put_bytes(&out, p3) < 0) goto done;
@@ -669,6 +687,10 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
+    for (int v = 0; v < 4096; v++) {
+        B64_PAIRS[2 * v] = B64[v >> 6];
+        B64_PAIRS[2 * v + 1] = B64[v & 63];
+    }
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     const struct { const char *name; long value; } constants[] = {
