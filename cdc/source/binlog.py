@@ -16,6 +16,9 @@ Verified against MariaDB 10.11 (see tests/capture/test_tail_binlog.py):
 - Values the library decodes lossily (zero and partial-zero dates, negative TIME fractions, strings decoded
   with Python's latin1 instead of MySQL's cp1252) are read by our overrides (cdc.rows.exact_reads), returning raw
   bytes for strings; the rest is fixed per type (cdc.rows.mysql_types' fixes, applied by cdc.rows.decode).
+- Per event, PyMySQL reads a packet in two reads and the library builds a wrapper and an event object: half of
+  tail's CPU at binlog rates (issue 28). Once the dump has started, packets are cut from 256 KiB blocks
+  (cdc.source.binlog_blocks) and common rows events skip the library's constructor (cdc.source.binlog_rows).
 - PARTIAL_UPDATE_ROWS (MySQL partial JSON images) and row events the library does not implement (MariaDB
   compressed events, MySQL transaction payloads) would be skipped or decoded to NULL: we stop with coordinates.
 """
