@@ -19,6 +19,7 @@ import orjson
 
 from cdc.capture.rowblock import TS_MARK, XID_MARK
 from cdc.changelog import LINE_VERSION
+from cdc.rows.native import marker_filler
 
 _SORT = orjson.OPT_SORT_KEYS
 _END = b'","v":' + str(LINE_VERSION).encode() + b"}\n"
@@ -29,6 +30,11 @@ def split_line(body: dict[str, Any], src: dict[str, Any], table: str) -> tuple[b
     """(head, tail) of a line whose xid and ts are not known yet. `body` holds the keys sorting before src."""
     head = orjson.dumps(body, option=_SORT)[:-1] + b',"src":' + orjson.dumps(src, option=_SORT)[:-1] + b',"xid":'
     return head, b'},"table":' + orjson.dumps(table) + b',"ts":"'
+
+
+def _replace(block: bytes | bytearray, xid: bytes, end: bytes) -> bytes:
+    """The commit's fields in place of a block's markers (cdc.capture.rowblock); the C decoder's finish() is faster."""
+    return bytes(block.replace(XID_MARK, xid).replace(TS_MARK, end))
 
 
 def commit_ts(epoch_seconds: int) -> bytes:
@@ -80,9 +86,10 @@ class TransactionBuffer:
         """The finished lines, in order and in blocks of whole lines, with the commit's xid and timestamp."""
         xid_bytes = b"null" if xid is None else str(xid).encode()
         end = commit_ts(ts) + _END
+        fill = marker_filler() or _replace  # C: one pass over the block instead of two replaces (issue 28)
         if self._spill is None:
             for block in self._blocks:
-                yield block.replace(XID_MARK, xid_bytes).replace(TS_MARK, end)
+                yield fill(block, xid_bytes, end)
             return
         self._spill.flush()
         self._spill.seek(0)
@@ -92,7 +99,7 @@ class TransactionBuffer:
             if not cut:
                 pending += chunk
                 continue
-            yield (pending + chunk[:cut]).replace(XID_MARK, xid_bytes).replace(TS_MARK, end)
+            yield fill(pending + chunk[:cut], xid_bytes, end)
             pending = chunk[cut:]
 
     def clear(self) -> None:

@@ -18,7 +18,7 @@
 #include <string.h>
 
 /* Raised when this file changes what the Python side passes (cdc/rows/native.py). */
-#define ABI_VERSION 2
+#define ABI_VERSION 3
 
 enum action { A_PYTHON, A_INT, A_DECIMAL, A_TEXT, A_BASE64, A_DATETIME2, A_DATE, A_ENUM, A_YEAR, A_TIMESTAMP2, A_TIME2,
               A_COUNT };
@@ -31,7 +31,8 @@ typedef struct {
     PyObject *extra;    /* PYTHON: the reader; ENUM: tuple of label fragments (bytes) */
 } Column;
 
-typedef struct { char *data; Py_ssize_t len, cap; } Buf;
+/* A growing output; with `bytes` set it is that bytes object itself (the result, returned without a copy). */
+typedef struct { char *data; Py_ssize_t len, cap; PyObject *bytes; } Buf;
 
 typedef struct { Py_ssize_t start, len; } Span; /* a value's JSON in the scratch buffer */
 
@@ -39,6 +40,12 @@ static int buf_reserve(Buf *b, Py_ssize_t more) {
     if (b->len + more <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + more) cap *= 2;
+    if (b->bytes) {
+        if (_PyBytes_Resize(&b->bytes, cap) < 0) return -1; /* it freed the object and set b->bytes to NULL */
+        b->data = PyBytes_AS_STRING(b->bytes);
+        b->cap = cap;
+        return 0;
+    }
     char *data = PyMem_Realloc(b->data, cap);
     if (!data) { PyErr_NoMemory(); return -1; }
     b->data = data;
@@ -51,6 +58,24 @@ static int buf_put(Buf *b, const char *s, Py_ssize_t n) {
     memcpy(b->data + b->len, s, n);
     b->len += n;
     return 0;
+}
+
+/* Start `b` as a bytes object of `cap` bytes, to be cut to its length by buf_result. */
+static int buf_start_bytes(Buf *b, Py_ssize_t cap) {
+    b->bytes = PyBytes_FromStringAndSize(NULL, cap);
+    if (!b->bytes) return -1;
+    b->data = PyBytes_AS_STRING(b->bytes);
+    b->len = 0;
+    b->cap = cap;
+    return 0;
+}
+
+/* The bytes object of a buf_start_bytes buffer, cut to what was written (a new reference), or NULL. */
+static PyObject *buf_result(Buf *b) {
+    PyObject *bytes = b->bytes;
+    b->bytes = NULL;
+    if (bytes && _PyBytes_Resize(&bytes, b->len) < 0) return NULL;
+    return bytes;
 }
 
 static int truncated(Py_ssize_t pos, Py_ssize_t end) {
@@ -70,14 +95,27 @@ static uint64_t be(const unsigned char *p, int n) {
     return v;
 }
 
-/* Decimal digits of v, at least `width` of them (zero-padded), at w; returns the end (printf's %0*llu, faster). */
+/* "00".."99": two digits per division (digits_at is a tenth of tail's instructions otherwise). */
+static const char DIGIT_PAIRS[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Decimal digits of v, at least `width` (<= 20) of them (zero-padded), at w; returns the end (printf's %0*llu). */
 static char *digits_at(char *w, uint64_t v, int width) {
     char tmp[24];
-    int n = 0;
-    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    while (n < width) tmp[n++] = '0';
-    while (n) *w++ = tmp[--n];
-    return w;
+    int n = 24;
+    while (v >= 100) {
+        unsigned pair = (unsigned)(v % 100);
+        v /= 100;
+        n -= 2;
+        memcpy(tmp + n, DIGIT_PAIRS + 2 * pair, 2);
+    }
+    if (v >= 10) { n -= 2; memcpy(tmp + n, DIGIT_PAIRS + 2 * v, 2); }
+    else tmp[--n] = (char)('0' + v);
+    while (24 - n < width) tmp[--n] = '0';
+    memcpy(w, tmp + n, 24 - n);
+    return w + 24 - n;
 }
 
 static int put_int(Buf *out, const unsigned char *p, long size, long is_unsigned) {
@@ -254,6 +292,7 @@ static int put_time2(Buf *out, const unsigned char *p, long fsize, long scale) {
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static char B64_PAIRS[2 * 4096]; /* the two characters of every 12 bits, filled when the module loads */
 
 /* binascii.b2a_base64(data.ljust(pad, b"\0"), newline=False), quoted. */
 static int put_base64(Buf *out, const unsigned char *s, Py_ssize_t n, Py_ssize_t pad) {
@@ -261,7 +300,13 @@ static int put_base64(Buf *out, const unsigned char *s, Py_ssize_t n, Py_ssize_t
     if (buf_reserve(out, (total + 2) / 3 * 4 + 2) < 0) return -1;
     char *w = out->data + out->len;
     *w++ = '"';
-    for (Py_ssize_t i = 0; i < total; i += 3) {
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3, w += 4) { /* whole groups of the value itself: no padding to decide */
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        memcpy(w, B64_PAIRS + 2 * (v >> 12), 2);
+        memcpy(w + 2, B64_PAIRS + 2 * (v & 0xFFF), 2);
+    }
+    for (; i < total; i += 3) {
         uint32_t v = 0;
         int k;
         for (k = 0; k < 3; k++) v = v << 8 | (i + k < n ? s[i + k] : 0);
@@ -291,6 +336,15 @@ static int utf8_length(const unsigned char *s, Py_ssize_t left) {
     return n;
 }
 
+/* Whether none of 8 bytes is non-ASCII, a control character, '"' or '\\' (each test exact for "any byte"). */
+static int plain8(uint64_t v) {
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t quote = v ^ (ones * '"'), backslash = v ^ (ones * '\\');
+    uint64_t bad = (v & high) | ((v - ones * 0x20) & ~v & high) | ((quote - ones) & ~quote & high) |
+                   ((backslash - ones) & ~backslash & high);
+    return bad == 0;
+}
+
 /* UTF-8 text as orjson writes a str: quoted, with '"', '\\' and control characters escaped. */
 static int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
     static const char HEX[] = "0123456789abcdef";
@@ -298,6 +352,11 @@ static int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
     char *w = out->data + out->len;
     *w++ = '"';
     for (Py_ssize_t i = 0; i < n;) {
+        if (n - i >= 8) { /* eight bytes at a time while none needs a look of its own */
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            if (plain8(v)) { memcpy(w, s + i, 8); w += 8; i += 8; continue; }
+        }
         unsigned char c = s[i];
         if (c >= 0x80) {
             int k = utf8_length(s + i, n - i);
@@ -402,6 +461,7 @@ typedef struct {
     Column *cols;
     PyObject *names;    /* tuple of (column index, b'"name":') in the image's key order (sorted, kept only) */
     PyObject *keys;     /* the same for the key's columns */
+    Py_ssize_t *name_index, *key_index; /* the column indexes of names and keys, read once by compile() */
     PyObject *dumps;
 } Plan;
 
@@ -425,11 +485,11 @@ static int read_image(const Plan *plan, PyObject *body, Py_ssize_t *pos, Buf *sc
 }
 
 /* {"name":value,...} of one image, columns in `names` order. */
-static int put_object(Buf *out, PyObject *names, const Buf *scratch, const Span *spans) {
+static int put_object(Buf *out, PyObject *names, const Py_ssize_t *index, const Buf *scratch, const Span *spans) {
     if (buf_put(out, "{", 1) < 0) return -1;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
         PyObject *entry = PyTuple_GET_ITEM(names, k);
-        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
+        Py_ssize_t i = index[k];
         PyObject *name = PyTuple_GET_ITEM(entry, 1);
         if ((k && buf_put(out, ",", 1) < 0) || buf_put(out, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) < 0 ||
             buf_put(out, scratch->data + spans[i].start, spans[i].len) < 0)
@@ -443,6 +503,8 @@ static void plan_free(PyObject *capsule) {
     if (!plan) return;
     for (Py_ssize_t i = 0; i < plan->ncols; i++) Py_XDECREF(plan->cols[i].extra);
     PyMem_Free(plan->cols);
+    PyMem_Free(plan->name_index);
+    PyMem_Free(plan->key_index);
     Py_XDECREF(plan->names);
     Py_XDECREF(plan->keys);
     Py_XDECREF(plan->dumps);
@@ -493,6 +555,15 @@ static int parse_column(PyObject *spec, Column *c) {
     return 0;
 }
 
+/* The column index of every (index, name) entry (check_entries checked them), or NULL with an error set. */
+static Py_ssize_t *entry_indexes(PyObject *entries) {
+    Py_ssize_t count = PyTuple_GET_SIZE(entries);
+    Py_ssize_t *index = PyMem_Calloc(count ? count : 1, sizeof(Py_ssize_t));
+    if (!index) { PyErr_NoMemory(); return NULL; }
+    for (Py_ssize_t k = 0; k < count; k++) index[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(entries, k), 0));
+    return index;
+}
+
 /* compile(columns, names, keys, dumps) -> a plan: columns is one (action, a, b, extra) per table-map column. */
 static PyObject *compile_plan(PyObject *self, PyObject *args) {
     (void)self;
@@ -520,6 +591,10 @@ static PyObject *compile_plan(PyObject *self, PyObject *args) {
         if (parse_column(PyTuple_GET_ITEM(columns, i), &plan->cols[i]) < 0) { Py_DECREF(capsule); return NULL; }
         plan->ncols = i + 1; /* plan_free releases the columns parsed so far */
     }
+    if (!(plan->name_index = entry_indexes(names)) || !(plan->key_index = entry_indexes(keys))) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
     return capsule;
 }
 
@@ -541,6 +616,7 @@ static PyObject *rows(PyObject *self, PyObject *args) {
     Buf out = {0}, before = {0}, after = {0};
     Span *spans = PyMem_Calloc(2 * plan->ncols, sizeof(Span));
     if (!spans) return PyErr_NoMemory();
+    if (buf_start_bytes(&out, 2 * PyBytes_GET_SIZE(body) + 4096) < 0) { PyMem_Free(spans); return NULL; }
     Span *bspans = spans, *aspans = spans + plan->ncols;
     Py_ssize_t pos = 0, end = PyBytes_GET_SIZE(body), index = 0;
     PyObject *result = NULL;
@@ -553,26 +629,56 @@ static PyObject *rows(PyObject *self, PyObject *args) {
         const Buf *row = op == 'd' ? &before : &after;
         const Span *rspans = op == 'd' ? bspans : aspans;
         if (buf_put(&out, "{\"after\":", 9) < 0) goto done;
-        if (op == 'd' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, &after, aspans) < 0) goto done;
+        if (op == 'd' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, plan->name_index, &after, aspans) < 0) goto done;
         if (buf_put(&out, ",\"before\":", 10) < 0) goto done;
-        if (op == 'c' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, &before, bspans) < 0) goto done;
-        if (put_bytes(&out, p1) < 0 || put_object(&out, plan->keys, row, rspans) < 0 || put_bytes(&out, p2) < 0)
+        if (op == 'c' ? buf_put(&out, "null", 4) < 0 : put_object(&out, plan->names, plan->name_index, &before, bspans) < 0) goto done;
+        if (put_bytes(&out, p1) < 0 || put_object(&out, plan->keys, plan->key_index, row, rspans) < 0 || put_bytes(&out, p2) < 0)
             goto done;
         Py_ssize_t n = digits_at(digits, (uint64_t)index, 12) - digits;
         if (buf_put(&out, digits, n) < 0 || put_bytes(&out, p3) < 0) goto done;
         n = digits_at(digits, (uint64_t)index, 1) - digits;
         if (buf_put(&out, digits, n) < 0 || put_bytes(&out, p4) < 0) goto done;
     }
-    result = Py_BuildValue("(y#n)", out.data ? out.data : "", out.len, index > first ? index - first : 0);
+    PyObject *lines = buf_result(&out);
+    if (lines) result = Py_BuildValue("(Nn)", lines, index > first ? index - first : 0);
 done:
-    PyMem_Free(out.data);
+    Py_XDECREF(out.bytes);
     PyMem_Free(before.data);
     PyMem_Free(after.data);
     PyMem_Free(spans);
     return result;
 }
 
+/* finish(block, xid, end) -> block.replace(b"\x00", xid).replace(b"\x01", end) in one pass: the commit's
+ * fields put into a transaction's lines (cdc.capture.txn; the markers occur nowhere else in a line). */
+static PyObject *finish(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer block;
+    PyObject *xid, *end;
+    if (!PyArg_ParseTuple(args, "y*SS", &block, &xid, &end)) return NULL;
+    const char *p = block.buf, *stop = p + block.len;
+    Buf out = {0};
+    PyObject *result = NULL;
+    if (buf_start_bytes(&out, block.len + block.len / 4 + 64) < 0) goto done;
+    const char *zero = memchr(p, 0, (size_t)(stop - p)), *one = memchr(p, 1, (size_t)(stop - p));
+    while (zero || one) {
+        int is_zero = zero && (!one || zero < one);
+        const char *mark = is_zero ? zero : one;
+        if (buf_put(&out, p, mark - p) < 0 || put_bytes(&out, is_zero ? xid : end) < 0) goto done;
+        p = mark + 1;
+        if (is_zero) zero = memchr(p, 0, (size_t)(stop - p));
+        else one = memchr(p, 1, (size_t)(stop - p));
+    }
+    if (buf_put(&out, p, stop - p) < 0) goto done;
+    result = buf_result(&out);
+done:
+    Py_XDECREF(out.bytes);
+    PyBuffer_Release(&block);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"finish", finish, METH_VARARGS, "finish(block, xid, end) -> the block with its markers replaced"},
     {"compile", compile_plan, METH_VARARGS, "compile(columns, names, keys, dumps) -> plan"},
     {"rows", rows, METH_VARARGS, "rows(plan, body, op, first, p1, p2, p3, p4) -> (lines, count)"},
     {NULL, NULL, 0, NULL},
@@ -581,6 +687,10 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
+    for (int v = 0; v < 4096; v++) {
+        B64_PAIRS[2 * v] = B64[v >> 6];
+        B64_PAIRS[2 * v + 1] = B64[v & 63];
+    }
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     const struct { const char *name; long value; } constants[] = {

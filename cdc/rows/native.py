@@ -14,7 +14,7 @@ decodes an event whenever the extension is not built (no C compiler: the build i
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,7 +27,7 @@ from cdc.rows.strings import by_shape
 from cdc.schema import Column, TableSchema
 from cdc.values import INTEGER_TYPES
 
-ABI_VERSION = 2  # must match _native.c's: what compile() and rows() take
+ABI_VERSION = 3  # must match _native.c's: what compile(), rows() and finish() take
 _ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2")
 PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2 = range(len(_ACTIONS))
 _CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
@@ -58,6 +58,12 @@ _MODULE, PROBLEM = _load()
 def native_module() -> ModuleType | None:
     """The C decoder's module when it is built, current and not disabled (CDC_NATIVE=0); else None."""
     return None if os.environ.get("CDC_NATIVE", "1").strip() == "0" else _MODULE
+
+
+def marker_filler() -> Callable[[bytes | bytearray, bytes, bytes], bytes] | None:
+    """The C `finish(block, xid, end)`: a block's commit markers replaced in one pass (cdc.capture.txn), or None."""
+    module = native_module()
+    return None if module is None else module.finish
 
 
 def column_spec(lib_column: Any, ours: Column, read: Reader, hashed: bool) -> Spec:

@@ -16,6 +16,9 @@ Verified against MariaDB 10.11 (see tests/capture/test_tail_binlog.py):
 - Values the library decodes lossily (zero and partial-zero dates, negative TIME fractions, strings decoded
   with Python's latin1 instead of MySQL's cp1252) are read by our overrides (cdc.rows.exact_reads), returning raw
   bytes for strings; the rest is fixed per type (cdc.rows.mysql_types' fixes, applied by cdc.rows.decode).
+- Per event, PyMySQL reads a packet in two reads and the library builds a wrapper and an event object: half of
+  tail's CPU at binlog rates (issue 28). Once the dump has started, packets are cut from 256 KiB blocks
+  (cdc.source.binlog_blocks) and common rows events skip the library's constructor (cdc.source.binlog_rows).
 - PARTIAL_UPDATE_ROWS (MySQL partial JSON images) and row events the library does not implement (MariaDB
   compressed events, MySQL transaction payloads) would be skipped or decoded to NULL: we stop with coordinates.
 """
@@ -36,6 +39,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from cdc.changelog import file_seq
 from cdc.config import MySQLSettings
 from cdc.errors import CdcError, ConnectError, DataError, PositionError, PreconditionError, TransientError
+from cdc.source.binlog_blocks import BlockPackets
 from cdc.source.binlog_rows import DeleteRows, UpdateRows, WriteRows
 from cdc.source.connect import Connection, connection_kwargs, is_tls_failure, map_error, tls_error
 
@@ -196,6 +200,7 @@ class BinlogReader:
         self.options = options or ReaderOptions()
         self._stream: BinLogStreamReader | None = None
         self._stream_connects = 0
+        self._blocks: BlockPackets | None = None
 
     def _connect(self, **kwargs: Any) -> pymysql.Connection:
         # Called by the library for its control and its stream connections. A second stream connection is the
@@ -223,6 +228,9 @@ class BinlogReader:
                 raw = self._fetch()
                 if raw is None:
                     raise TransientError(f"the server at {self.settings.describe()} ended the binlog stream")
+                if self._blocks is None:  # the dump has started: read its packets in blocks from here on
+                    self._blocks = BlockPackets(self._stream._stream_connection)
+                    self._blocks.install()
                 # The library's packet and its event refer to each other: a cycle only the garbage collector
                 # frees, so a long transaction's events (packet + row bytes, ~16 KB each) pile up between
                 # collections. Breaking it frees each event as soon as tail is done with it.
@@ -236,9 +244,11 @@ class BinlogReader:
     def has_input(self) -> bool:
         """Whether the server sent bytes not read yet: a poll of the socket that never waits.
 
-        Bytes already in the driver's read buffer do not count, so it may say False while an event is
-        there; callers use it only to choose between waiting for decode workers now or reading on.
+        Bytes in the driver's own read buffer do not count, so it may say False while an event is there;
+        callers use it only to choose between waiting for decode workers now or reading on.
         """
+        if self._blocks is not None and self._blocks.has_packet():
+            return True
         sock = getattr(getattr(self._stream, "_stream_connection", None), "_sock", None)
         if sock is None:
             return False

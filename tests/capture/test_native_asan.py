@@ -1,9 +1,10 @@
-"""The C row decoder under AddressSanitizer: the fuzz and differential tests of test_nativeblock.py, ASan build (issue 28).
+"""The C row decoder under AddressSanitizer: test_nativeblock.py's fuzz and differential tests, and the marker fill.
 
 Builds cdc/rows/_native.c with -fsanitize=address into a temporary directory, then runs
-tests/capture/test_nativeblock.py in a fresh Python with ASan preloaded and that build standing in for the
-installed extension (PYTHONMALLOC=malloc, so the decoder's buffers are ASan's too). Any read or write
-outside a buffer aborts the run with ASan's report. Slow: run it with `-m slow`.
+tests/capture/test_nativeblock.py and test_txn.py's test of the C marker fill (issue 28) in a fresh Python
+with ASan preloaded and that build standing in for the installed extension (PYTHONMALLOC=malloc, so the
+decoder's buffers are ASan's too). Any read or write outside a buffer aborts the run with ASan's report.
+Slow: run it with `-m slow`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ sys.modules["cdc.rows._native"] = module
 from cdc.rows import native
 assert native.native_module() is module, native.PROBLEM
 import pytest
-sys.exit(pytest.main(["-q", "-n", "0", "-p", "no:cacheprovider", "-p", "no:randomly", sys.argv[2]]))
+sys.exit(pytest.main(["-q", "-n", "0", "-p", "no:cacheprovider", "-p", "no:randomly", *sys.argv[2:]]))
 """
 
 
@@ -48,7 +49,8 @@ def test_fuzz_corpus_under_address_sanitizer(tmp_path: Path) -> None:
     libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
            "PYTHONMALLOC": "malloc", "CDC_NATIVE": "1", "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", _RUN, str(module), str(ROOT / "tests/capture/test_nativeblock.py")],
+    run = subprocess.run([sys.executable, "-c", _RUN, str(module), str(ROOT / "tests/capture/test_nativeblock.py"),
+                          str(ROOT / "tests/capture/test_txn.py") + "::test_c_marker_fill_equals_two_replaces"],
                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert "AddressSanitizer" not in run.stderr, run.stderr[-4000:]
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]

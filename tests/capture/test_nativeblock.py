@@ -160,3 +160,30 @@ def test_without_the_extension_the_python_path_decodes(monkeypatch: pytest.Monke
     monkeypatch.undo()
     monkeypatch.setenv("CDC_NATIVE", "0")
     assert RowDecoder(schema, columns=[SimpleNamespace(type=F.LONG, unsigned=False, name="id")]).native is None
+
+
+# Runs around the C decoder's eight-byte steps: plain ASCII mixed with every byte it must look at on its own
+# (quote, backslash, controls, DEL, multi-byte UTF-8, invalid UTF-8), and binary of every length mod 3.
+_RUN_TEXT = st.lists(st.sampled_from(["abcdefgh", "x", "\"", "\\", "\x00", "\x1f", " ", "\x7f", "é", "🎉", "\u2028"]),
+                     max_size=12).map(lambda parts: "".join(parts).encode())
+_RUN_BYTES = _RUN_TEXT | st.binary(max_size=40) | st.just(b"ok\xc3(")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_c_text_and_base64_runs_equal_the_python_fast_path(data: st.DataObject) -> None:
+    text, blob = data.draw(_RUN_BYTES), data.draw(st.binary(max_size=20))
+    pad = data.draw(st.sampled_from([0, 0, 1, 5, 16]))
+    specs = [(SimpleNamespace(type=F.LONG, unsigned=False), Column(name="id", type="int", data_type="int")),
+             (SimpleNamespace(type=F.VARCHAR, max_length=400),
+              Column(name="s", type="varchar(100)", data_type="varchar", charset="utf8mb4")),
+             (SimpleNamespace(type=F.STRING, max_length=pad or 255, real_type=F.STRING),
+              Column(name="b", type=f"binary({pad})" if pad else "varbinary(255)",
+                     data_type="binary" if pad else "varbinary"))]
+    schema = TableSchema("db", "t", tuple(ours for _, ours in specs), ("id",), "p")
+    decoder = RowDecoder(schema, frozenset(), frozenset(), [lib for lib, _ in specs])
+    blob = blob[:pad] if pad else blob
+    body = b"\x00" + struct.pack("<i", 7) + struct.pack("<H", len(text)) + text + bytes([len(blob)]) + blob
+    meta = RowsMeta("db", "t", "mariadb-bin.000001", 4, None, 1, "c")
+    assert decoder.native is not None
+    assert _c(decoder, body, meta) == _python(decoder, body, meta)

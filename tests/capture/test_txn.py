@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdc.capture.rowblock import ALL_ROWS, RowsMeta, first_row_after, rows_block
 from cdc.capture.txn import TransactionBuffer
 from cdc.changelog import encode_line, position_string
+from cdc.rows.native import marker_filler
 
 # Control characters (the block's markers are \x00 and \x01) are welcome in values, names and GTIDs.
 text = st.text()
@@ -56,3 +57,15 @@ def test_first_row_after_a_recovered_position() -> None:
     assert first_row_after(meta, position_string("mariadb-bin.000003", 500, 7)) == 8  # this one, row 7
     assert first_row_after(meta, position_string("mariadb-bin.000003", 501, 0)) == ALL_ROWS  # a later event
     assert first_row_after(meta, position_string("mariadb-bin.000004", 4, 0)) == ALL_ROWS
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"\x00", b"\x01", b"a", b"line\n", b'{"x":1}', b"\xff\x02"]), max_size=30),
+       st.sampled_from([b"null", b"42", b"18446744073709551615"]), st.binary(max_size=12))
+def test_c_marker_fill_equals_two_replaces(parts: list[bytes], xid: bytes, end: bytes) -> None:
+    """cdc.rows._native.finish (one pass) against bytes.replace twice, the Python fallback (issue 28)."""
+    fill = marker_filler()
+    assert fill is not None, "the C decoder is built by `pip install -e .`"
+    block = b"".join(parts)
+    assert fill(block, xid, end) == block.replace(b"\x00", xid).replace(b"\x01", end)
+    assert fill(bytearray(block), xid, end) == block.replace(b"\x00", xid).replace(b"\x01", end)
