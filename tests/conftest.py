@@ -39,20 +39,25 @@ PART_OF_FIXTURE = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with the parts its fixtures start (tests that start one themselves say so by hand)."""
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """Mark every test with the parts its fixtures start (tests that start one themselves say so by hand), before
+    `-m` selects by them; then order what was selected."""
     for item in items:
         for part in {PART_OF_FIXTURE[name] for name in getattr(item, "fixturenames", ()) if name in PART_OF_FIXTURE}:
             item.add_marker(part)
         if "tests/pipeline/" in item.nodeid:
             item.add_marker("e2e")
+    yield  # `-m` and `-k` deselect now: the shares below are of the tests that run
     # The long tests first, on every worker: pytest-xdist's worksteal hands worker i the i-th contiguous share of
     # this list, and an idle worker steals from the end of another's queue. Sorted alone, the list gave the first
     # worker every long test and the second the short ones; the second then stole the first's tail and both ended
     # on long tests where the queues met, one core idle while the other finished a 60 s test. Dealt into one
     # stripe per worker, each share runs long to short and the steals take short tests, so the workers finish
-    # together. Stable: within each group, tests keep their file order.
-    items[:] = _stripes(sorted(items, key=_cost_rank), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    # together. (`--dist load` hands out tests from the head of one list: there, one stripe is right.) Stable:
+    # within each group, tests keep their file order.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items[:] = _stripes(sorted(items, key=_cost_rank), workers if config.getoption("dist", "no") == "worksteal" else 1)
 
 
 def _stripes(ordered: list[pytest.Item], workers: int) -> list[pytest.Item]:
