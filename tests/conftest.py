@@ -7,6 +7,7 @@ saying what to install.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 
@@ -38,17 +39,47 @@ PART_OF_FIXTURE = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with the parts its fixtures start (tests that start one themselves say so by hand)."""
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """Mark every test with the parts its fixtures start (tests that start one themselves say so by hand), before
+    `-m` selects by them; then order what was selected."""
     for item in items:
         for part in {PART_OF_FIXTURE[name] for name in getattr(item, "fixturenames", ()) if name in PART_OF_FIXTURE}:
             item.add_marker(part)
         if "tests/pipeline/" in item.nodeid:
             item.add_marker("e2e")
-    # The long tests first: pytest-xdist hands each worker a share of this list and an idle worker steals from
-    # the end of another's, so short tests at the end even the finish (a 60 s test started last keeps one core
-    # busy while the other waits). Stable: within each group, tests keep their file order.
-    items.sort(key=_cost_rank)
+    yield  # `-m` and `-k` deselect now: the shares below are of the tests that run
+    # The long tests first, on every worker: pytest-xdist's worksteal hands worker i the i-th contiguous share of
+    # this list, and an idle worker steals from the end of another's queue. Sorted alone, the list gave the first
+    # worker every long test and the second the short ones; the second then stole the first's tail and both ended
+    # on long tests where the queues met, one core idle while the other finished a 60 s test. Dealt into one
+    # stripe per worker, each share runs long to short and the steals take short tests, so the workers finish
+    # together. (`--dist load` hands out tests from the head of one list: there, one stripe is right.) Stable:
+    # within each group, tests keep their file order.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items[:] = _stripes(sorted(items, key=_cost_rank), workers if config.getoption("dist", "no") == "worksteal" else 1)
+
+
+def _stripes(ordered: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """`ordered` (long to short) dealt into `workers` stripes of worksteal's first shares, concatenated.
+
+    A module's tests of one cost group stay in one stripe (a module fixture then starts on one worker only); each
+    stripe stays long to short, and only the short tail of a stripe moves to fill another to its share.
+    """
+    stripes: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for _, unit in itertools.groupby(ordered, key=lambda item: (_cost_rank(item), item.nodeid.split("::")[0])):
+        min(stripes, key=len).extend(unit)
+    shares, rest = [], len(ordered)
+    for worker in range(workers):  # worksteal's split: worker i takes len(rest) // (workers - i) of the rest
+        shares.append(rest // (workers - worker))
+        rest -= shares[-1]
+    spare = [item for stripe, share in zip(stripes, shares, strict=True) for item in stripe[share:]]
+    for stripe, share in zip(stripes, shares, strict=True):
+        del stripe[share:]
+        need = share - len(stripe)
+        stripe += spare[:need]
+        del spare[:need]
+    return [item for stripe in stripes for item in sorted(stripe, key=_cost_rank)]
 
 
 def _cost_rank(item: pytest.Item) -> int:

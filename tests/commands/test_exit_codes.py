@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -191,12 +192,33 @@ def test_wait_stopped_while_it_waits_is_130_or_143(signum: int, mariadb: MariaDB
     proc = subprocess.Popen([*base, "wait", "--stage", "tail", "--position", f"{file}:999999999", "--interval", "200ms",
                              "--state-dir", state, *server_args(mariadb)],
                             cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(3)  # polling by now (imports and the first poll take about a second)
-    assert proc.poll() is None, proc.communicate()
+    # Polling once its first note is out (a fixed 3 s was too short on a loaded machine and too long on an idle one).
+    said = _lines_until(proc, "waiting for tail", timeout=60)
+    assert proc.poll() is None, said
     proc.send_signal(signum)
-    _, err = proc.communicate(timeout=60)
+    _, rest = proc.communicate(timeout=60)
+    err = "".join(said) + rest
     assert proc.returncode == (ExitCode.INTERRUPTED if signum == signal.SIGINT else ExitCode.TERMINATED), err
     assert "Traceback" not in err, err
+
+
+def _lines_until(proc: subprocess.Popen[str], text: str, timeout: float) -> list[str]:
+    """The stderr lines of `proc` up to the first holding `text` (read in a thread: a silent process cannot hang
+    the test); fails if none comes within `timeout` seconds."""
+    said: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if text in line:
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    assert said and text in said[-1], said
+    return said
 
 
 @pytest.mark.spark

@@ -7,6 +7,7 @@ equals SELECT *" is a statement about exact values, not only about row counts.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -100,10 +101,13 @@ connection = "fake"
     return path
 
 
-def cdc_run(config: Path, *args: str, timeout: float = 300) -> tuple[int, list[dict[str, Any]], str]:
-    """`cdc run --json` as a subprocess: exit code, the JSON lines of stdout, stderr."""
+def cdc_run(config: Path, *args: str, timeout: float = 300,
+            umask: int | None = None) -> tuple[int, list[dict[str, Any]], str]:
+    """`cdc run --json` as a subprocess: exit code, the JSON lines of stdout, stderr. With `umask`, started under
+    it (its JVM too), as a user's shell with a permissive umask starts it."""
     done = subprocess.run([sys.executable, "-m", "cdc", "run", "--config", str(config), "--json", *args], cwd=ROOT,
-                          env=dict(os.environ), capture_output=True, text=True, timeout=timeout)
+                          env=dict(os.environ), capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=None if umask is None else functools.partial(os.umask, umask))
     return done.returncode, [json.loads(line) for line in done.stdout.splitlines()], done.stderr
 
 

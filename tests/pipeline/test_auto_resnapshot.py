@@ -21,7 +21,8 @@ import pytest
 
 from cdc.spark import read_lake_table
 from tests.pipeline.campaign import ROOT, cdc_argv
-from tests.pipeline.run_rig import Background, cdc_run, write_config
+from tests.pipeline.run_rig import Background, write_config
+from tests.rig._process import wait_until
 from tests.snowflake.stand_in import rows
 
 DB = "auto_rs"
@@ -107,10 +108,10 @@ def _wait_until_equal(server: Any, sf: Any, state: Path, columns: list[str], tim
 
 def test_run_follow_resnapshots_flagged_tables_by_itself(source: dict[str, Any], sf: Any) -> None:  # noqa: F811
     server, config, state = source["server"], source["config"], source["state"]
-    code, _, err = cdc_run(config, "--until-now")
-    assert code == 0, err
     run = Background(config, "--follow", "--poll-interval", "0.5")
     try:
+        # The first cycle snapshots and replicates the table (a `cdc run --until-now` before it cost a JVM start).
+        assert wait_until(lambda: run.has(stage="snowflake-apply", status="done"), timeout=300), run.lines
         with _Writes(server):
             time.sleep(3)
             server.execute(f"ALTER TABLE `{DB}`.`{TABLE}` ADD COLUMN created DATETIME DEFAULT CURRENT_TIMESTAMP")

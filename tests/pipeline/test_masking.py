@@ -20,6 +20,7 @@ from cdc.errors import ExitCode
 from tests.hash_key import ENV, HASH_KEY, hmac_hex
 from tests.pipeline.run_rig import ROOT, cdc_run, create_source, more_writes, write_config
 from tests.rig import MariaDB
+from tests.security.modes import assert_private_state
 
 
 def written_files(state: Path) -> dict[str, bytes]:
@@ -64,11 +65,13 @@ def test_rules_from_cdc_toml_hold_from_snapshot_to_snowflake(
         snowflake_env: dict[str, str], sf: Any) -> None:  # noqa: F811
     create_source(mariadb, fresh_db)
     config = masked_config(tmp_path, mariadb, fresh_db, aws_env, bucket)
-    code, _, err = cdc_run(config, "--until-now")  # snapshot: `r` lines
+    # Under umask 022 (the usual default): every file written is still private (#26; 000 in tests/pipeline/test_run.py).
+    code, _, err = cdc_run(config, "--until-now", umask=0o022)  # snapshot: `r` lines
     assert code == 0, err
     more_writes(mariadb, fresh_db)
-    code, _, err = cdc_run(config, "--until-now")  # tail: binlog changes, a key change, deletes
+    code, _, err = cdc_run(config, "--until-now", umask=0o022)  # tail: binlog changes, a key change, deletes
     assert code == 0, err
+    assert_private_state(tmp_path / "state")
 
     cursor = sf.cursor()
     cursor.execute('SELECT "ID", "NAME", "BALANCE", "SEEN" FROM "CUSTOMERS" ORDER BY "ID"')

@@ -30,6 +30,7 @@ from tests.pipeline.run_rig import (
 )
 from tests.rig import MariaDB
 from tests.rig._process import wait_until
+from tests.security.modes import assert_private_state
 
 CHAIN = ["snapshot", "tail", "ship-s3", "spark-merge", "snowflake-bootstrap", "snowflake-apply"]
 
@@ -59,7 +60,8 @@ def applied_batches(sf: Any) -> list[str]:  # noqa: F811
 
 def test_until_now_replicates_then_catches_up_then_changes_nothing(
         setup: dict[str, Any], mariadb: MariaDB, sf: Any, s3: Any) -> None:  # noqa: F811
-    code, lines, err = cdc_run(setup["config"], "--until-now")
+    """Started under umask 000, as a careless shell would: every file the runs write is still private (#26)."""
+    code, lines, err = cdc_run(setup["config"], "--until-now", umask=0o000)
     assert code == 0, err
     first = stages(lines)
     assert list(first) == CHAIN and lines[-1]["event"] == "summary" and lines[-1]["complete"] is True
@@ -68,7 +70,7 @@ def test_until_now_replicates_then_catches_up_then_changes_nothing(
     assert_replicated(mariadb, setup["db"], sf)
 
     more_writes(mariadb, setup["db"])
-    code, lines, err = cdc_run(setup["config"])  # --until-now is the default
+    code, lines, err = cdc_run(setup["config"], umask=0o000)  # --until-now is the default
     assert code == 0, err
     second = stages(lines)
     assert second["snapshot"]["status"] == "skipped" and second["tail"]["count"] > 0
@@ -77,12 +79,13 @@ def test_until_now_replicates_then_catches_up_then_changes_nothing(
     assert source_rows(mariadb, setup["db"], "customers")[-1][0] == 100  # the PK change really happened
 
     before = (s3_keys(s3, setup["bucket"]), applied_batches(sf), target_rows(sf, "customers"))
-    code, lines, err = cdc_run(setup["config"])
+    code, lines, err = cdc_run(setup["config"], umask=0o000)
     assert code == 0, err
     third = stages(lines)
     assert [third[s]["status"] for s in CHAIN] == ["skipped"] + ["nothing new"] * 5
     assert (s3_keys(s3, setup["bucket"]), applied_batches(sf), target_rows(sf, "customers")) == before
     assert applied_batches(sf) == ["b000000000001", "b000000000002"]
+    assert_private_state(setup["state"])  # snapshot chunks, segments, lake and batch files, checkpoints
 
 
 def test_kill_9_during_spark_merge_then_rerun_is_exact(

@@ -239,11 +239,12 @@ def test_kill_9_during_merge_and_apply_with_cascades_then_rerun_is_exact(
     for delay in (1.5, 2.5, 3.5, 4.5):
         process = subprocess.Popen([sys.executable, "-m", "cdc", "snowflake-apply", "--state-dir", str(state)],
                                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        if process.poll() is None:
+        try:  # killed at `delay` if still running; one that finishes sooner is not waited for
+            process.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
             os.kill(process.pid, signal.SIGKILL)
             kills += 1
-        process.wait()
+            process.wait()
     assert kills >= 1
     final = subprocess.run([sys.executable, "-m", "cdc", "snowflake-apply", "--state-dir", str(state)], cwd=ROOT,
                            capture_output=True, text=True, timeout=300)

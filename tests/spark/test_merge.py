@@ -210,7 +210,8 @@ def test_key_names_differing_only_in_case_across_tables(tmp_path: Path, spark: A
 
 
 def test_progress_reports_the_phases_in_order(tmp_path: Path, spark: Any) -> None:
-    """The callback a progress display or a log is built on: phases in order, then each table's steps and result."""
+    """The callback a progress display or a log is built on: phases in order, then each table's steps and result;
+    the tables merged at once. (One merge for both: each was a test with the same workload and merge of its own.)"""
     from cdc.spark import MergeProgress
 
     state = StateDir(tmp_path / "state")
@@ -233,21 +234,11 @@ def test_progress_reports_the_phases_in_order(tmp_path: Path, spark: Any) -> Non
         assert len(finished) == 1 and finished[0].tables_done == done + 1 and finished[0].result == summary.tables[done]
     assert seen[-1].changes_done == seen[-1].changes_total == sum(t.changes for t in summary.tables) > 0
     assert [p.seconds for p in seen] == sorted(p.seconds for p in seen)
+    # A run's tables merge concurrently (a follow cycle's time is per-job latency, not work): every table has
+    # started before the first one finishes; results still come in table order.
+    first_done = next(i for i, p in enumerate(merging) if p.result is not None)
+    assert {p.table for p in merging[:first_done] if p.step == "compacting"} == set(tables)
+    assert [p.result for p in merging if p.result is not None] == summary.tables
     again: list[MergeProgress] = []
     assert merge(state, spark=spark, on_progress=again.append).batch_id is None
     assert [p.phase for p in again] == ["listing", "done"]  # nothing new: Spark not even asked
-
-
-def test_tables_of_a_run_are_merged_at_once(tmp_path: Path, spark: Any) -> None:
-    """A run's tables merge concurrently (a follow cycle's time is per-job latency, not work): every table has
-    started before the first one finishes; results still come in table order."""
-    state = StateDir(tmp_path / "state")
-    w = build(state.root, seed=3)
-    w.write_segments(w.lines[:100], per_segment=50)
-    seen: list[Any] = []
-    summary = merge(state, spark=spark, on_progress=seen.append)
-    merging = [p for p in seen if p.phase == "merging"]
-    first_done = next(i for i, p in enumerate(merging) if p.result is not None)
-    started = {p.table for p in merging[:first_done] if p.step == "compacting"}
-    assert len(summary.tables) == 2 and started == {t.table for t in summary.tables}
-    assert [p.result for p in merging if p.result is not None] == summary.tables
