@@ -3,11 +3,12 @@
 A `cdc run --follow` cycle touches a few keys in many tables. Merged table by table (cdc.spark.table_merge),
 each touched table costs several Spark jobs (its compaction with its counts, the lake version, the batch),
 and each job a fixed latency of planning, task launch and a Parquet commit: the cycle's time grew with the
-tables it touched, not with its changes (docs/performance.md, "Freshness"). Here each small table's
-compaction is the same plan as there (compact.table_events + compact.last_changes: the exact rules live in
-one place), every table's result is one column of one union, collected once as Arrow; the counts, the new
-lake version (the base version's rows no change touched, read with pyarrow, plus the kept rows) and the
-batch rows are then computed on the driver and written without a Spark job.
+tables it touched, not with its changes (docs/performance.md, "Freshness"). Here the small tables' events
+are typed in Spark with the same expressions (compact.table_events, compact.outcomes: the exact rules live
+in one place), every table's columns side by side in one union collected once as Arrow: one Spark job, no
+shuffle. The rest is done on the driver over a few rows: each key's last change, whether the lake had it,
+the counts, the new lake version (the base version's rows no change touched, read with pyarrow, plus the
+kept rows) and the batch rows, written without a Spark job.
 
 A table goes this way only where that is the same merge: a primary key (a keyless table's copies are
 cdc.spark.multiset's), no truncate in the run, a lake version written under the run's final schema (no
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import reduce
 from pathlib import Path
@@ -63,8 +64,9 @@ def pick(history: SchemaHistory, infos: list[TableStats], target: Path, run: int
     lines = 0
     for info in infos:
         final = history.at(info.db, info.table, info.last_position)
-        if final is None or not final.primary_key or info.truncate_position is not None:
-            continue
+        if final is None or not final.primary_key or info.truncate_position is not None \
+                or any(final.column(k).data_type in ("float", "double") for k in final.primary_key):
+            continue  # (float keys: Spark's equality of -0.0 and NaN is not Python's)
         directory = lake.table_dir(target, info.db, info.table)
         base_name = lake.base_version(directory, run)
         base_rows = lake.version_rows(directory / base_name) if base_name else 0
@@ -90,23 +92,21 @@ def merge_small(spark: SparkSession, raw: DataFrame, tables: list[SmallTable], *
 
 
 def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable]) -> list[pa.Table]:
-    """Each table's compacted changes (compact.last_changes' columns), from one Spark query over all of them."""
+    """Each table's events, typed, with their outcome as if the lake lacked their key (compact.outcomes' columns):
+    one Spark job over all the tables, no shuffle (the last change per key is picked on the driver, _winners)."""
     from pyspark.sql import functions as F
 
     from cdc.spark import compact
 
     frames, names = [], []
     for index, table in enumerate(tables):
-        base = None
-        if table.base_name is not None:
-            base = compact.read_base(spark, str(table.directory / table.base_name), table.final, table.versions,
-                                     table.final.position)
-        events = compact.table_events(raw, table.versions, table.final, table.info.as_input())
-        changed = compact.last_changes(events, base, table.versions, table.final, table.info.as_input())
+        info = table.info.as_input()
+        events = compact.table_events(raw, table.versions, table.final, info)
+        typed = compact.outcomes(events.withColumn("_in_lake", F.lit(False)), table.versions, table.final, info)
         # Each table's columns under names of its own (t<index>_...), so that tables of any shapes share one union
         # (a column missing from a table's rows is NULL there; a struct per table would keep its non-null fields).
-        frames.append(changed.select(F.lit(index).alias("_t"), *[F.col(c).alias(f"t{index}_{c}") for c in changed.columns]))
-        names.append(changed.columns)
+        frames.append(typed.select(F.lit(index).alias("_t"), *[F.col(c).alias(f"t{index}_{c}") for c in typed.columns]))
+        names.append(typed.columns)
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     collected = union.toArrow()
     tags = collected.column("_t")
@@ -115,6 +115,32 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
         rows = collected.filter(pc.equal(tags, index)).select([f"t{index}_{c}" for c in columns])
         out.append(rows.rename_columns(columns))
     return out
+
+
+def _winners(table: SmallTable, events: pa.Table, base: pa.Table | None) -> pa.Table:
+    """compact.last_changes on the driver: each key's last event (the highest position), whether the lake had its key.
+
+    Keys compare as Python values, as Spark's window and joins compare the typed key columns (no key is NULL, and
+    no float key takes this way). The outcome's rules are last_changes' (compact.outcomes), with `_in_lake` known.
+    """
+    key_columns = [f"c{table.final.column_names.index(k)}" for k in table.final.primary_key]
+    last: dict[tuple[Any, ...], tuple[str, int]] = {}
+    positions = events.column("_cdc_position").to_pylist()
+    for row, key in enumerate(zip(*[events.column(c).to_pylist() for c in key_columns], strict=True)):
+        if key not in last or positions[row] > last[key][0]:  # the same position twice: the same line, replayed
+            last[key] = (positions[row], row)
+    won = events.take(pa.array(sorted(row for _, row in last.values()), type=pa.int64()))
+    lake_keys = set() if base is None else set(_keys(base, table.final.primary_key))
+    in_lake = pa.array([key in lake_keys for key in _keys(won, key_columns)], type=pa.bool_())
+    keep = won.column("_keep")
+    action = pc.if_else(keep, "INSERT", pc.if_else(in_lake, "DELETE", pa.scalar(None, pa.string())))
+    won = won.set_column(won.schema.get_field_index("_action"), "_action", action)
+    won = won.set_column(won.schema.get_field_index("_isupdate"), "_isupdate", pc.and_(keep, in_lake))
+    return won.set_column(won.schema.get_field_index("_in_lake"), "_in_lake", in_lake)
+
+
+def _keys(rows: pa.Table, columns: Sequence[str]) -> Any:
+    return zip(*[rows.column(c).to_pylist() for c in columns], strict=True)
 
 
 def _name(table: SmallTable) -> str:
@@ -126,6 +152,8 @@ def _write(table: SmallTable, changed: pa.Table, *, run: int, batch_dir: Path, s
     """table_merge.merge_table's work after the compaction, on the driver: counts, lake version, batch files."""
     final, name = table.final, _name(table)
     columns = [f"c{i}" for i in range(len(final.columns))]
+    base = _read_base(table)
+    changed = _winners(table, changed, base)
     action = changed.column("_action")
     inserts = _count(pc.equal(action, "INSERT"))
     deletes = _count(pc.equal(action, "DELETE"))
@@ -133,7 +161,7 @@ def _write(table: SmallTable, changed: pa.Table, *, run: int, batch_dir: Path, s
     kept_rows = kept_rows.rename_columns([*final.column_names, *META])
     step(name, "lake")
     version = lake.version_name(run)
-    rows = _lake_version(table, changed, kept_rows)
+    rows = _lake_version(table, changed, kept_rows, base)
     _write_parquet(rows, table.directory / version)
     lake_rows = rows.num_rows
     manifest_entry = None
@@ -155,17 +183,23 @@ def _write(table: SmallTable, changed: pa.Table, *, run: int, batch_dir: Path, s
     return {"dir": table.directory.name, "pointer": pointer, "manifest": manifest_entry, "result": result}
 
 
-def _lake_version(table: SmallTable, changed: pa.Table, kept: pa.Table) -> pa.Table:
-    """The base version's rows whose key no change touched, plus the kept rows (as lake.py's versions hold them)."""
+def _read_base(table: SmallTable) -> pa.Table | None:
+    """The lake version the run merges onto, as lake.py's versions hold it (None: the table's first)."""
     if table.base_name is None:
-        return kept
+        return None
+    names = [*table.final.column_names, *META]
     files = sorted((table.directory / table.base_name).glob("*.parquet"))
-    base = pa.concat_tables([pq.read_table(f, columns=kept.column_names) for f in files]) if files else kept.slice(0, 0)
+    return pa.concat_tables([pq.read_table(f, columns=names) for f in files])
+
+
+def _lake_version(table: SmallTable, changed: pa.Table, kept: pa.Table, base: pa.Table | None) -> pa.Table:
+    """The base version's rows whose key no change touched, plus the kept rows."""
+    if base is None:
+        return kept
     key_columns = [f"c{table.final.column_names.index(k)}" for k in table.final.primary_key]
-    # Keys compared as Python values: what Spark's anti join on the typed key columns compares (no key is NULL).
-    touched = set(zip(*[changed.column(c).to_pylist() for c in key_columns], strict=True))
-    keys = zip(*[base.column(k).to_pylist() for k in table.final.primary_key], strict=True)
-    rest = base.filter(pa.array([key not in touched for key in keys], type=pa.bool_()))
+    touched = set(_keys(changed, key_columns))
+    rest = base.filter(pa.array([key not in touched for key in _keys(base, table.final.primary_key)],
+                                type=pa.bool_()))
     schema = pa.schema([field.with_nullable(True) for field in base.schema])
     return pa.concat_tables([rest.cast(schema), kept.cast(schema)])
 
