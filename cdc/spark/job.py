@@ -211,10 +211,10 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         small_tables.pick(history, [i for i in infos if i.rows], target, run)
     chosen = {(t.info.db, t.info.table) for t in small}
     infos = [i for i in infos if (i.db, i.table) not in chosen]
-    # One read of the lines: its read parses only the fields it uses, cheaper than building a cache of
-    # every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several
-    # (tables merged one by one, and the small tables' query): the first one caches the lines.
-    if sum(1 for i in infos if i.rows) + (1 if small else 0) > 1:
+    # One read of the lines (one table): its read parses only the fields it uses, cheaper than building a cache
+    # of every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several
+    # (each table merged one by one, each small table a branch of one union): the first read caches the lines.
+    if sum(1 for i in infos if i.rows) + len(small) > 1:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         if small:
