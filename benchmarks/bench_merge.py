@@ -179,7 +179,8 @@ def cold_merge(code: Path, state: Path) -> tuple[float, dict[str, float]]:
         raise SystemExit(f"cold merge failed ({done.returncode}):\n{done.stderr}")
     summary = json.loads(done.stdout)
     # process = everything outside merge(): interpreter, imports, JVM exit
-    return seconds, {**summary["phases"], "process": round(seconds - summary["seconds"], 3)}
+    return seconds, {**summary["phases"], "process": round(seconds - summary["seconds"], 3),
+                     "spark_jobs": summary.get("spark_jobs", -1)}
 
 
 @dataclass(frozen=True)

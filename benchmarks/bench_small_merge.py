@@ -84,12 +84,14 @@ def main() -> None:
             reply = worker.merge(state.root)
             loaded.restore()
             runs["warm"].append(float(reply["seconds"]))  # type: ignore[arg-type]
-            print(f"repeat {repeat + 1}: warm {reply['seconds']:.2f}s phases {reply['summary']['phases']}",  # type: ignore[index]
-                  flush=True)
+            summary = reply["summary"]
+            print(f"repeat {repeat + 1}: warm {reply['seconds']:.2f}s spark jobs "  # type: ignore[index]
+                  f"{summary.get('spark_jobs', '?')} phases {summary['phases']} "  # type: ignore[union-attr,index]
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
             seconds, phases = cold_merge(code, state.root)
             loaded.restore()
             runs["cold"].append(seconds)
-            print(f"repeat {repeat + 1}: cold {seconds:.2f}s phases {phases}", flush=True)
+            print(f"repeat {repeat + 1}: cold {seconds:.2f}s phases {phases} load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         worker.close()
         shutil.rmtree(state.root)

@@ -259,10 +259,19 @@ def last_changes(events: DataFrame, base: DataFrame | None, versions: list[Table
         # file to its estimate, a hash table of every key in the lake in fact).
         lake_keys = base.select(*keys, F.lit(True).alias("_in_lake")).hint("merge")
         won = won.join(lake_keys, keys, "left").withColumn("_in_lake", F.coalesce("_in_lake", F.lit(False)))
+    return outcomes(won, versions, final, info)
+
+
+def outcomes(won: DataFrame, versions: list[TableSchema], final: TableSchema, info: TableInput) -> DataFrame:
+    """Events (table_events' columns and `_in_lake`) with their images typed and their outcome: last_changes' columns.
+
+    cdc.spark.small_tables runs it on every event of a small table, then picks the winners on the driver.
+    """
+    keys = _keys(final)
     scoped = scoped_versions(versions, final, info, F.col("_cdc_position"))
     # Each image parsed once, in its own projection: in the one below, Spark would prune a from_json
     # per column read from it and parse the same text once per column.
-    read_as_text = isinstance(events.schema["_after"].dataType, T.StringType)  # else read as a struct
+    read_as_text = isinstance(won.schema["_after"].dataType, T.StringType)  # else read as a struct
     won = won.select(*keys, *WINNER, "_in_lake", *[
         (F.from_json("_after", raw_struct(v.column_names)) if read_as_text else F.col("_after")).alias(f"_a{n}")
         for n, (v, _) in enumerate(scoped)])

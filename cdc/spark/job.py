@@ -20,9 +20,6 @@ import argparse
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +28,15 @@ from cdc.config import AWSSettings, SparkSettings
 from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
-from cdc.spark import batches, lake, renames, scan
+from cdc.spark import batches, lake, renames, scan, small_tables
 from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
 from cdc.spark.rekey import key_change_cut
-from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult
+from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult, timed
 from cdc.spark.scan import TableStats
 from cdc.spark.sources import Segment, list_input
+from cdc.spark.table_merge import merge_table
 from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 
-# Up to this many touched keys, the anti join that copies the untouched lake rows broadcasts the keys
-# (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
-# wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
-BROADCAST_KEYS = 1_000_000
 # Local input up to this size is scanned in Python (scan.local_stats) even with a session up: a follow
 # cycle's few lines cost milliseconds so, against a Spark job's second or more on a loaded machine.
 LOCAL_SCAN_BYTES = 16 * 1024 * 1024
@@ -87,11 +81,13 @@ def merge(
             if own:
                 spark, infos = _start(settings or SparkSettings(), segments, checkpoint.last_position, summary.phases,
                                       report)
+            jobs = _jobs_started(spark)
             try:
                 # A fresh JVM (own session) merges table after table: its first queries are compiled as they run,
                 # and concurrent ones measured no faster there (docs/performance.md, "Freshness").
                 journal = _run(spark, state, segments, run, target_dir, checkpoint.last_position, report,
                                summary.phases, infos, 1 if own else PARALLEL_TABLES)
+                summary.spark_jobs = _jobs_started(spark) - jobs
             finally:
                 if own:
                     from cdc.spark.session import stop_session
@@ -130,13 +126,12 @@ def merge(
         return summary
 
 
-@contextmanager
-def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        phases[name] = round(phases.get(name, 0.0) + time.monotonic() - started, 3)
+def _jobs_started(spark: Any) -> int:
+    """Spark jobs the session has started so far (job ids count up from 0; 0 before the session exists)."""
+    if spark is None:
+        return 0
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+    return max(ids, default=-1) + 1
 
 
 def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | None,
@@ -146,7 +141,7 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
     scanning = scan.LocalScan(files, merged_upto) if scan.is_local(files) else None
     report("starting")
     try:
-        with _timed(phases, "session"):
+        with timed(phases, "session"):
             from cdc.spark.session import build_session, stop_session
 
             spark = build_session(settings, record_classes=True, one_shot=True)
@@ -154,7 +149,7 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
             return spark, None
         try:
             report("scanning")
-            with _timed(phases, "scan_wait"):  # what the session's start did not hide
+            with timed(phases, "scan_wait"):  # what the session's start did not hide
                 infos = scanning.result()
         except BaseException:
             stop_session(spark)
@@ -190,16 +185,16 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     entries = []
     if infos is None:
         report("scanning")
-        with _timed(phases, "scan"):  # the first read: per table row count, positions, truncates
-            small = scan.is_local(files) and sum(s.bytes for s in segments) <= LOCAL_SCAN_BYTES
-            infos = scan.local_stats(files, merged_upto) if small else scan.spark_stats(raw)
+        with timed(phases, "scan"):  # the first read: per table row count, positions, truncates
+            in_python = scan.is_local(files) and sum(s.bytes for s in segments) <= LOCAL_SCAN_BYTES
+            infos = scan.local_stats(files, merged_upto) if in_python else scan.spark_stats(raw)
     cut = key_change_cut(history, infos)
     if cut is not None:  # this run ends before a key change; the next one merges the rest (cdc.spark.rekey)
         raw = raw.filter(F.col("position") < F.lit(cut))
         infos = scan.spark_stats(raw)
     max_position = max((i.last_position for i in infos), default=merged_upto)  # of the real lines, never a derived one
     raw, infos, plan = renames.follow(raw, infos)  # each line under its table's name at the run's end
-    with _timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
+    with timed(phases, "cascades"):  # ~0 without cascading foreign keys or parent updates/deletes
         cascades = _cascades(spark, raw, state, history, infos, target, run, plan)
     # A table created in this run that has no row yet has no schema history either (tail records one at its first
     # table map): nothing to merge, and no schema to merge it with.
@@ -211,18 +206,26 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         from cdc.spark.cascade_reads import read_lines
 
         raw = raw.unionByName(read_lines(spark, raw.schema, cascades.lines))
-    # One table with changes: its read parses only the fields it uses, cheaper than building a cache of
-    # every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several:
-    # the lines are cached by the first table's read rather than read once per table.
-    if sum(1 for i in infos if i.rows) > 1:
+    # A follow cycle's small tables: one Spark query for all of them, their files written on the driver.
+    small = [] if cut is not None or plan is not None or cascades.lines else \
+        small_tables.pick(history, [i for i in infos if i.rows], target, run)
+    chosen = {(t.info.db, t.info.table) for t in small}
+    infos = [i for i in infos if (i.db, i.table) not in chosen]
+    # One read of the lines (one table): its read parses only the fields it uses, cheaper than building a cache
+    # of every parsed line (measured: the cache cost ~6 s per 300,000 lines, a second read ~3 s). Several
+    # (each table merged one by one, each small table a branch of one union): the first read caches the lines.
+    if sum(1 for i in infos if i.rows) + len(small) > 1:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        if small:
+            entries.extend(_merge_small(spark, raw, small, run, state.batch_dir(batch), staging, phases, report))
+
         def merge_one(info: TableStats, **progress: Any) -> dict[str, Any]:
-            return _merge_table(spark, raw, history, info, run=run, target=target,
+            return merge_table(spark, raw, history, info, run=run, target=target,
                                 base_dir=renames.lake_base(target, plan, info.db, info.table),
                                 batch_dir=state.batch_dir(batch), staging=staging, **progress)
 
-        for entry in merge_tables(merge_one, infos, phases, report, at_once):
+        for entry in merge_tables(merge_one, infos, phases, report, at_once, done=len(small)):
             entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
             entries.append(entry)
     finally:
@@ -230,6 +233,22 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     moved = renames.journal(plan, target, {e["dir"] for e in entries}) if plan is not None else {}
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
             "warnings": cascades.warnings, "key_change": cut, **moved}
+
+
+def _merge_small(spark: Any, raw: Any, small: list[small_tables.SmallTable], run: int, batch_dir: Path,
+                 staging: Path, phases: dict[str, float], report: Reporter) -> list[dict[str, Any]]:
+    """The small tables' entries (cdc.spark.small_tables), each table's finish reported as merge_tables does."""
+    def step(table: str, name: str) -> None:
+        report("merging", table=table, step=name, result=None)
+
+    entries = small_tables.merge_small(spark, raw, small, run=run, batch_dir=batch_dir, staging=staging,
+                                       phases=phases, step=step)
+    for done, entry in enumerate(entries, start=1):
+        entry["result"]["cascaded"] = 0  # a run with cascades takes no table this way
+        result = TableResult(**entry["result"])
+        report("merging", table=result.table, step=None, tables_done=done,
+               changes_done=report.now.changes_done + result.changes, result=result)
+    return entries
 
 
 def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
@@ -279,112 +298,6 @@ def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | No
     lines = spark.read.schema(schema).option("mode", "FAILFAST").json(files)
     lines = lines.filter(F.col("position") > merged_upto) if merged_upto else lines
     return lines.filter(F.col("position") < F.lit(cut)) if cut else lines
-
-
-def _merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run: int, target: Path,
-                 base_dir: Path | None,
-                 batch_dir: Path, staging: Path, phases: dict[str, float],
-                 step: Callable[[str], None]) -> dict[str, Any]:
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from cdc.spark import compact, multiset
-
-    final = history.at(info.db, info.table, info.last_position)
-    if final is None:
-        raise DataError(f"{info.db}.{info.table}: no schema history at {info.last_position} "
-                        f"({history.path(info.db, info.table)})",
-                        hint="snapshot/tail record the schema before the changes; rerun them for this table")
-    directory = lake.table_dir(target, info.db, info.table)
-    # A renamed table merges onto the lake table of its name when the run started (cdc.spark.renames).
-    base_name = lake.base_version(base_dir, run) if base_dir else None
-    base_path = base_dir / base_name if base_dir and base_name else None
-    versions = history.versions(info.db, info.table)
-    base_position = lake.base_schema_position(base_dir, run) if base_dir else ""
-    base = compact.read_base(spark, str(base_path), final, versions, base_position) if base_path else None
-    table_input = info.as_input()
-    keyless = not final.primary_key  # a multiset of full rows (cdc.spark.multiset)
-    if keyless:
-        events = multiset.row_events(raw, versions, final, table_input)
-        changed = multiset.count_changes(events, base, final, table_input)
-    else:
-        events = compact.table_events(raw, versions, final, table_input)
-        changed = compact.last_changes(events, base, versions, final, table_input)
-    changed = changed.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        step("compacting")
-        with _timed(phases, "compact"):  # the first action on `changed`: read, compaction, cached
-            counts = _counts(changed)
-        broadcast = counts["touched"] <= BROADCAST_KEYS
-        rest = None if base is None else (
-            multiset.untouched(base, changed, final) if keyless else compact.untouched(base, changed, final, broadcast))
-        # The rows no event touched are the lake's rows minus the touched ones (their copies, for a keyless table).
-        untouched = (lake.version_rows(base_path) - counts["in_lake"]) if base_path else 0
-        truncated = table_input.truncate_position is not None
-        if truncated and rest is not None and keyless:  # one DELETE per distinct row: apply removes every copy
-            gone = multiset.truncated_rows(rest, final, table_input)
-            changed_rows, untouched = changed.unionByName(gone), gone.count()
-            lake_rows, deletes, rest = counts["kept"], counts["deletes"] + untouched, None
-        elif truncated and rest is not None and table_input.is_partial_cut:
-            # A re-snapshot's end: only the untouched rows older than its cut are gone (a DELETE in the batch).
-            gone = rest.filter(F.col("_cdc_position") < F.lit(table_input.truncate_position))
-            rest = rest.filter(F.col("_cdc_position") >= F.lit(table_input.truncate_position))
-            removed = gone.count()
-            changed_rows = changed.drop("_in_lake").unionByName(compact.truncated_rows(gone, final, table_input))
-            lake_rows, deletes = counts["kept"] + untouched - removed, counts["deletes"] + removed
-        elif truncated and rest is not None:  # every untouched row is gone: a DELETE in the batch
-            changed_rows = changed.drop("_in_lake").unionByName(compact.truncated_rows(rest, final, table_input))
-            lake_rows, deletes, rest = counts["kept"], counts["deletes"] + untouched, None
-        else:
-            changed_rows, lake_rows, deletes = changed, counts["kept"] + untouched, counts["deletes"]
-        version = lake.version_name(run)
-        step("lake")
-        with _timed(phases, "lake"):
-            kept = multiset.copies(changed) if keyless else changed
-            batches.lake_frame(kept, rest, final).write.mode("overwrite").parquet(str(directory / version))
-        name, folder = f"{info.db}.{info.table}", batches.table_folder(info.db, info.table)
-        manifest_entry, inserts = None, counts["inserts"]
-        # A schema change alone (an ALTER and no row change of the table) still makes a batch entry, empty:
-        # snowflake-apply evolves the table at it (new columns with their fills, dropped ones gone).
-        if inserts + deletes or (base_name is not None and base_position != final.position):
-            step("batch")
-            with _timed(phases, "batch"):
-                rows = multiset.batch_rows(changed_rows) if keyless else changed_rows
-                batches.batch_frame(rows, final).write.mode("overwrite").parquet(str(staging / folder))
-            manifest_entry = {
-                "files": batches.publish_files(staging / folder, batch_dir / folder),
-                "rows": inserts + deletes, "inserts": inserts, "deletes": deletes,
-                "schema_position": final.position, "columns": final.column_names,
-            }
-            if truncated and not table_input.is_partial_cut:  # apply need not convert rows it deletes (#30)
-                manifest_entry["emptied_at"] = table_input.truncate_position
-    finally:
-        changed.unpersist()
-    pointer = {"current": version, "previous": base_name, "batch_id": batches.batch_id(run),
-               "schema_position": final.position, "previous_schema_position": base_position,
-               "primary_key": list(final.primary_key), "columns": [asdict(c) for c in final.columns], "rows": lake_rows}
-    result_doc = asdict(TableResult(name, info.rows, lake_rows, inserts + deletes, inserts, deletes, final.position))
-    return {"dir": directory.name, "pointer": pointer, "manifest": manifest_entry, "result": result_doc}
-
-
-def _counts(changed: Any) -> dict[str, int]:
-    """Touched keys, kept rows, keys the lake had, the batch's inserts and deletes (one pass over the cache).
-
-    A keyless table's changed rows carry their copies (`_n` after the run, `_lake_n` before): rows are
-    counted as copies, and an INSERT is `_n` rows of the batch.
-    """
-    from pyspark.sql import functions as F
-
-    counted = "_n" in changed.columns
-    n = F.col("_n") if counted else F.lit(1)
-    lake_n = F.col("_lake_n") if counted else F.when(F.col("_in_lake"), 1)
-    row = changed.agg(
-        F.count(F.lit(1)).alias("touched"),
-        F.sum(F.when(F.col("_keep"), n)).alias("kept"),
-        F.sum(lake_n).alias("in_lake"),
-        F.sum(F.when(F.col("_action") == "INSERT", n)).alias("inserts"),
-        F.count(F.when(F.col("_action") == "DELETE", 1)).alias("deletes")).first()
-    return {k: int(v or 0) for k, v in row.asDict().items()}
 
 
 def main(argv: list[str] | None = None) -> int:

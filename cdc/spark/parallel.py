@@ -18,8 +18,11 @@ PARALLEL_TABLES = 4
 
 
 def merge_tables(merge_one: Callable[..., dict[str, Any]], infos: list[TableStats], phases: dict[str, float],
-                 report: Reporter, at_once: int) -> list[dict[str, Any]]:
-    """Every table's merge, up to `at_once` at a time; entries (and each table's finish report) in infos order."""
+                 report: Reporter, at_once: int, done: int = 0) -> list[dict[str, Any]]:
+    """Every table's merge, up to `at_once` at a time; entries (and each table's finish report) in infos order.
+
+    done: tables of the run already merged (cdc.spark.small_tables), counted in the progress.
+    """
     lock = threading.Lock()
     finished: dict[int, dict[str, Any]] = {}
     told = [0]  # tables whose finish was reported: in order, so progress reads as before
@@ -38,7 +41,7 @@ def merge_tables(merge_one: Callable[..., dict[str, Any]], infos: list[TableStat
             while told[0] in finished:
                 result = TableResult(**finished[told[0]]["result"])
                 told[0] += 1
-                report("merging", table=result.table, step=None, tables_done=told[0],
+                report("merging", table=result.table, step=None, tables_done=done + told[0],
                        changes_done=report.now.changes_done + result.changes, result=result)
         return entry
 

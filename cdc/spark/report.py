@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -49,6 +50,9 @@ class MergeSummary:
     # The run ended just before this position, where a table's primary key changes (cdc.spark.rekey): the next
     # run merges on from there under the new key.
     key_change: str | None = None
+    # Spark jobs the run started (a warm session's count; with its own session, the session's): what a follow
+    # cycle's latency grows with on a loaded machine, more than with its changes.
+    spark_jobs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "changes": sum(t.changes for t in self.tables)}
@@ -100,3 +104,13 @@ class Reporter:
                          "tables_done": p.tables_done, "tables_total": p.tables_total, "rows": p.changes_done})
         if self.callback is not None:
             self.callback(p)
+
+
+@contextmanager
+def timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Add the seconds the block takes to phases[name] (a run's "where the time went")."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = round(phases.get(name, 0.0) + time.monotonic() - started, 3)

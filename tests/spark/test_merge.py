@@ -65,7 +65,7 @@ def check_batch(before: dict[Any, Any], after: dict[Any, Any], got: dict[Any, An
 def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark: Any, broadcast_keys: int,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways of copying the untouched lake rows: anti join with the touched keys broadcast, or shuffled."""
-    monkeypatch.setattr("cdc.spark.job.BROADCAST_KEYS", broadcast_keys)
+    monkeypatch.setattr("cdc.spark.table_merge.BROADCAST_KEYS", broadcast_keys)
     state = StateDir(tmp_path / "state")
     w = build(state.root, seed=11)
     cuts = [len(w.lines) // 4, len(w.lines) // 2, len(w.lines)]
