@@ -70,6 +70,45 @@ def test_tail_follow_through_a_faulty_network_replays_to_select_star(mariadb_fac
     assert max(delays) <= DETECTION_BOUND, (delays, chaos.log)
 
 
+# The next connections tail opens, each reset once the server sent it this many bytes: in the handshake, in the
+# first queries of the start-up (server facts, the start position's GTID state), and further on in it.
+STARTUP_RESETS = [0, 200, 700, 2500, 8000]
+
+
+def test_tail_follow_comes_up_through_resets_during_its_start_up(mariadb_factory: Any, tmp_path: Path) -> None:
+    """A link lost while tail --follow starts (facts, start position, schemas) is retried like a lost stream."""
+    server = mariadb_factory()
+    db = "netstart"
+    server.execute(f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4")
+    file, pos = server.binlog_position()
+    with server.connect(autocommit=False) as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=2, transactions=10)
+    state = tmp_path / "state"
+    with FaultProxy(server.host, server.port) as proxy:
+        proxy.reset_next(STARTUP_RESETS)
+        tail = spawn_cdc(cdc_env(proxy), "tail", "--follow", "--json", "--read-timeout", str(READ_TIMEOUT),
+                         "--start-position", f"{file}:{pos}", "--databases", db, "--state-dir", str(state))
+        try:
+            started = wait_for_tail(state, server, timeout=90)
+            if started is not None:  # then changes made while it streams
+                with server.connect(autocommit=False) as conn:
+                    run_workload(conn, db, seed=3, transactions=10, first_key=10_000)
+            caught_up = started is not None and wait_for_tail(state, server, timeout=60) is not None
+        finally:
+            out, err = stop(tail)
+    assert tail.returncode == 0, err[-3000:]
+    assert caught_up, err[-3000:]
+    assert len(proxy.accepted) > len(STARTUP_RESETS), (proxy.accepted, err[-3000:])
+    retries = [line for line in err.splitlines() if "retrying tail's start-up" in line]
+    assert len(retries) >= 2, err[-3000:]
+    lines = changelog_lines(state)
+    positions = [line["position"] for line in lines]
+    assert positions == sorted(set(positions)), "a change was written twice or out of order"
+    with server.connect() as conn:
+        assert replay(lines, db, TABLE) == expected_rows(conn, db, TABLE)
+
+
 @pytest.mark.parametrize("kind", ["s3", "kinesis"])
 def test_ship_through_a_faulty_link_delivers_every_record(aws_env: dict[str, str], moto_server: MotoServer,
                                                           stream: str, kinesis: Any, s3: Any, bucket: str,
