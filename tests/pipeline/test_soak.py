@@ -7,6 +7,7 @@ CI runs a short soak (SOAK_SECONDS, default 90); the long one (SOAK_LONG_SECONDS
 
     SOAK_LONG_SECONDS=1800 bash scripts/test.sh -n 0 -m slow tests/pipeline/test_soak.py -s
     .venv/bin/python benchmarks/bench_soak.py --minutes 30      # the same, with its table of samples
+    .venv/bin/python benchmarks/bench_soak.py --minutes 16 --kill-every 0   # one run left alone: its own growth
 
 It prints the samples as a table and a JSON line of figures, which docs/fault-campaign.md records.
 """
