@@ -20,6 +20,7 @@ from cdc.capture.events import Capture, Progress
 from cdc.capture.filters import Filters
 from cdc.capture.rebase import rebase_start
 from cdc.capture.start import Start, StartRequest, resolve_start
+from cdc.capture.startup import start_up
 from cdc.checkpoints import TailCheckpoint
 from cdc.config import MySQLSettings, Settings
 from cdc.durations import backoff
@@ -110,7 +111,11 @@ def _run_on_topology(state: StateDir, settings: Settings, options: TailOptions, 
     if not settings.mysql.hosts:
         return _run(state, settings, options, pool, should_stop, on_progress, on_note, stdout)[0]
     options = replace(options, rebase=True)
-    mysql = choose(settings.mysql)
+    mysql = start_up(lambda: choose(settings.mysql), settings.mysql, retry=options.follow,
+                     read_timeout=options.read_timeout, reconnect_timeout=options.reconnect_timeout,
+                     should_stop=should_stop)
+    if mysql is None:
+        return _not_started(state)
     runs: list[TailSummary] = []
     while True:
         summary, moved = _run(state, replace(settings, mysql=mysql), options, pool, should_stop, on_progress,
@@ -138,21 +143,12 @@ def _combined(runs: list[TailSummary]) -> TailSummary:
 def _run(state: StateDir, settings: Settings, options: TailOptions, pool: DecodePool | None,
          should_stop: Callable[[], bool], on_progress: Callable[[Progress], None] | None,
          on_note: Callable[[str], None] | None, stdout: BinaryIO | None) -> tuple[TailSummary, MySQLSettings | None]:
-    # Kept as the capture's control connection (one connect less); every wait on it is bounded like the stream's.
-    conn = open_connection(settings.mysql, **bounded_waits(settings.mysql, options.read_timeout))
-    try:
-        info = describe_server(conn)
-        start = _start(state, options, conn, info, f"the server at {settings.mysql.describe()}")
-        state.bind_server(info.identity(), rebase=options.rebase)
-        bind_rules(state, options.filters.rules)  # the rules snapshot and earlier tails wrote with
-        target = None if options.follow else current_position(conn)
-        capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
-                          flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
-                          spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress, pool=pool,
-                          control=conn, control_timeout=options.read_timeout)
-    except BaseException:
-        conn.close()
-        raise
+    opened = start_up(lambda: _open(state, settings, options, pool, on_progress, stdout), settings.mysql,
+                      retry=options.follow, read_timeout=options.read_timeout,
+                      reconnect_timeout=options.reconnect_timeout, should_stop=should_stop)
+    if opened is None:  # a signal while a start-up that failed waited to be retried
+        return _not_started(state), None
+    info, start, target, capture = opened
     summary = TailSummary(str(start.position), str(start.position), start.origin, str(target) if target else None,
                           decode_workers=pool.size if pool is not None else 0)
     log.info(f"tail starting at {start.position} ({start.origin}) on {settings.mysql.describe()}, "
@@ -181,6 +177,35 @@ def _run(state: StateDir, settings: Settings, options: TailOptions, pool: Decode
     summary.worker_peak_bytes = pool.peak_bytes if pool is not None else 0
     summary.queued_peak_bytes = capture.queued_peak_bytes
     return summary, moved
+
+
+def _open(state: StateDir, settings: Settings, options: TailOptions, pool: DecodePool | None,
+          on_progress: Callable[[Progress], None] | None,
+          stdout: BinaryIO | None) -> tuple[ServerInfo, Start, Position | None, Capture]:
+    """Tail's start-up: the server, where to start, the target (--until-now), the capture ready to read."""
+    # Kept as the capture's control connection (one connect less); every wait on it is bounded like the stream's.
+    conn = open_connection(settings.mysql, **bounded_waits(settings.mysql, options.read_timeout))
+    try:
+        info = describe_server(conn)
+        start = _start(state, options, conn, info, f"the server at {settings.mysql.describe()}")
+        state.bind_server(info.identity(), rebase=options.rebase)
+        bind_rules(state, options.filters.rules)  # the rules snapshot and earlier tails wrote with
+        target = None if options.follow else current_position(conn)
+        capture = Capture(state, settings.mysql, options.filters, start, info.server_uuid,
+                          flush_interval=options.flush_interval, segment_bytes=options.segment_bytes,
+                          spill_bytes=options.spill_bytes, stdout=stdout, on_progress=on_progress, pool=pool,
+                          control=conn, control_timeout=options.read_timeout)
+    except BaseException:
+        conn.close()
+        raise
+    return info, start, target, capture
+
+
+def _not_started(state: StateDir) -> TailSummary:
+    """The summary of a tail stopped before it started: at its checkpoint (if any), nothing read."""
+    checkpoint = TailCheckpoint.read(state)
+    at = f"{checkpoint.file}:{checkpoint.pos}" if checkpoint is not None else "(no checkpoint)"
+    return TailSummary(at, at, "checkpoint" if checkpoint is not None else "none", None, stopped="stopped by signal")
 
 
 def _start(state: StateDir, options: TailOptions, conn: Any, info: ServerInfo, where: str) -> Start:

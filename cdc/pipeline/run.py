@@ -175,7 +175,7 @@ def run_pipeline(
     stop = stop or threading.Event()
     chain = plan_stages(settings, options)
     ctx = Context(settings, StateDir(settings.state_dir).ensure(), stop, on_progress or (lambda _p: None),
-                  start=options.start, allow_no_pk=options.allow_no_pk)
+                  start=options.start, allow_no_pk=options.allow_no_pk, follow=options.follow)
     summary = RunSummary(chain, options.follow)
     began, finished = time.monotonic(), False
     repairs = _repairs(ctx, chain, options)

@@ -64,12 +64,13 @@ class Context:
     snowflake_used: float = 0.0  # time.monotonic() of its last use
     bootstrapped: tuple[Any, ...] | None = None  # the schema history (files) the last bootstrap of this run saw
     tailed: bool = False  # tail ran once in this run (caught up with the backlog there was at the start)
+    follow: bool = False  # run --follow: the SparkSession lives as long as the run (its JVM bounded for that)
 
     def spark_session(self) -> Any:
         if self.spark is None:
             from cdc.spark import build_session
 
-            self.spark = build_session(self.settings.spark)
+            self.spark = build_session(self.settings.spark, follow=self.follow)
         return self.spark
 
     def snowflake_connection(self) -> Any:

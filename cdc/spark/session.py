@@ -105,7 +105,7 @@ _recording: tuple[Path, Path] | None = None
 
 
 def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *, record_classes: bool = False,
-                  one_shot: bool = False) -> SparkSession:
+                  one_shot: bool = False, follow: bool = False) -> SparkSession:
     """Start (or join) the SparkSession; under spark-submit, the submitter's master and memory win.
 
     record_classes: the caller ends the session with stop_session, so a JVM started here may record
@@ -113,6 +113,8 @@ def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *,
     one_shot: the session runs one merge and ends (a fresh `cdc spark-merge`): its JVM gets JIT_OPTIONS.
     A long-lived session (`cdc run`) keeps HotSpot's defaults: warm merges with JIT_OPTIONS measured
     mixed against without (4.9x -> 5.0x and 5.0x -> 5.5x DuckDB), so peak speed is not traded for them.
+    follow: the session of `cdc run --follow`, which lives as long as the run: its JVM gets `follow_driver_memory`
+    and `follow_java_options` (bounded metaspace, a heap given back after a burst: docs/config.md).
     """
     global _recording
     from pyspark.errors import PySparkRuntimeError
@@ -123,7 +125,9 @@ def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *,
     java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_quiet_log4j()}"
     conf["spark.executor.extraJavaOptions"] = "-Duser.timezone=UTC"
     if not is_spark_submit():
-        conf["spark.driver.memory"] = settings.driver_memory
+        conf["spark.driver.memory"] = settings.follow_driver_memory if follow else settings.driver_memory
+        if follow:
+            java_options = f"{java_options} {settings.follow_java_options}"
     user = parse_conf(settings.conf)
     archive: Path | None = None
     if not is_spark_submit() and SparkContext._gateway is None and "spark.driver.extraJavaOptions" not in user:

@@ -26,6 +26,7 @@ class Sample:
 
     seconds: float  # since the soak started
     rss_mib: float  # every process of the run's group (Python, decode workers, Spark's JVM)
+    jvm_rss_mib: float  # of which Spark's driver JVM (the rest is Python: the run and its decode workers)
     fds: int
     threads: int
     processes: int
@@ -54,6 +55,17 @@ def _status(pid: int) -> dict[str, str]:
     return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
 
+def _is_jvm(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+    except OSError:
+        return False
+
+
+def _rss_mib(statuses: list[dict[str, str]]) -> float:
+    return sum(int(s.get("VmRSS", "0 kB").split()[0]) for s in statuses) / 1024
+
+
 def _fds(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -75,9 +87,10 @@ def tree_bytes(root: Path) -> int:
 def sample(pgid: int | None, state: Path, seconds: float) -> Sample:
     pids = group_pids(pgid) if pgid else []
     statuses = [_status(pid) for pid in pids]
-    rss = sum(int(s.get("VmRSS", "0 kB").split()[0]) for s in statuses) / 1024
+    rss = _rss_mib(statuses)
+    jvm = _rss_mib([status for pid, status in zip(pids, statuses) if _is_jvm(pid)])
     threads = sum(int(s.get("Threads", "0")) for s in statuses)
-    return Sample(round(seconds, 1), round(rss, 1), sum(_fds(pid) for pid in pids), threads, len(pids),
+    return Sample(round(seconds, 1), round(rss, 1), round(jvm, 1), sum(_fds(pid) for pid in pids), threads, len(pids),
                   round(tree_bytes(state) / MIB, 2), round(tree_bytes(state / "changelog") / MIB, 2))
 
 
@@ -139,11 +152,12 @@ class Supervisor:
 
 def soak(supervisor: Supervisor, seconds: float, *, sample_every: float, kill_every: float,
          stop: threading.Event | None = None) -> None:
-    """Run for `seconds`: a sample every `sample_every`, a kill -9 and restart every `kill_every` seconds."""
+    """Run for `seconds`: a sample every `sample_every`, a kill -9 and restart every `kill_every` seconds (0: never,
+    one run for the whole soak)."""
     stop = stop or threading.Event()
     supervisor.start()
     end = time.monotonic() + seconds
-    next_kill = time.monotonic() + kill_every
+    next_kill = time.monotonic() + kill_every if kill_every > 0 else float("inf")
     while not stop.wait(sample_every) and time.monotonic() < end:
         supervisor.check()
         supervisor.take_sample()
@@ -154,9 +168,10 @@ def soak(supervisor: Supervisor, seconds: float, *, sample_every: float, kill_ev
 
 def table(samples: list[Sample]) -> str:
     """The samples as a text table, one line each."""
-    head = f"{'t (s)':>8} {'RSS MiB':>9} {'fds':>5} {'threads':>8} {'procs':>6} {'state MiB':>10} {'changelog MiB':>14}"
-    rows = [f"{s.seconds:>8.0f} {s.rss_mib:>9.1f} {s.fds:>5} {s.threads:>8} {s.processes:>6} {s.state_mib:>10.2f} "
-            f"{s.changelog_mib:>14.2f}" for s in samples]
+    head = (f"{'t (s)':>8} {'RSS MiB':>9} {'JVM MiB':>8} {'fds':>5} {'threads':>8} {'procs':>6} {'state MiB':>10} "
+            f"{'changelog MiB':>14}")
+    rows = [f"{s.seconds:>8.0f} {s.rss_mib:>9.1f} {s.jvm_rss_mib:>8.1f} {s.fds:>5} {s.threads:>8} {s.processes:>6} "
+            f"{s.state_mib:>10.2f} {s.changelog_mib:>14.2f}" for s in samples]
     return "\n".join([head, *rows])
 
 

@@ -46,7 +46,7 @@ def test_tail_follow_through_a_faulty_network_replays_to_select_star(mariadb_fac
                          "--reconnect-timeout", "120", "--start-position", f"{file}:{pos}", "--databases", db,
                          "--state-dir", str(state))
         try:
-            # Faults once tail follows (a first checkpoint): a failure while it starts is an exit 10, by design.
+            # Faults once tail follows (a first checkpoint); faults while it starts: the test after this one.
             assert wait_for_tail(state, server, timeout=60) is not None, "tail did not start"
             with Writer(server, db, TABLE, seed=27), \
                     Chaos(proxy, random.Random(27), calm_seconds=(1.5, 4.0), drop_seconds=2 * READ_TIMEOUT) as chaos:
@@ -68,6 +68,53 @@ def test_tail_follow_through_a_faulty_network_replays_to_select_star(mariadb_fac
     print(f"\ntail: faults {chaos.counts()}, reconnects {summary['reconnects']}, drop noticed and reconnected after "
           f"{[round(d, 1) for d in delays]} s, {len(lines)} lines, {summary['transactions']} transactions")
     assert max(delays) <= DETECTION_BOUND, (delays, chaos.log)
+
+
+# The next connections tail opens, each reset once the server sent it this many bytes: in the handshake, in the
+# first queries of the start-up (server facts, the start position's GTID state), and further on in it.
+STARTUP_RESETS = [0, 200, 700, 2500, 8000]
+
+
+# tail --follow retries its start-up itself; run --follow retries the cycle whose tail --until-now failed (exit 10).
+STARTS = {"tail": (("tail", "--follow", "--read-timeout", str(READ_TIMEOUT)), "retrying tail's start-up"),
+          "run": (("run", "--follow", "--stages", "tail"), "retrying the cycle")}
+
+
+@pytest.mark.parametrize("command", sorted(STARTS))
+def test_follow_comes_up_through_resets_during_its_start_up(mariadb_factory: Any, tmp_path: Path,
+                                                            command: str) -> None:
+    """A link lost while tail starts (facts, start position, schemas) is retried like a lost stream."""
+    argv, retried = STARTS[command]
+    server = mariadb_factory()
+    db = "netstart"
+    server.execute(f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4")
+    file, pos = server.binlog_position()
+    with server.connect(autocommit=False) as conn:
+        create_all_types_table(conn, db)
+        run_workload(conn, db, seed=2, transactions=10)
+    state = tmp_path / "state"
+    with FaultProxy(server.host, server.port) as proxy:
+        proxy.reset_next(STARTUP_RESETS)
+        tail = spawn_cdc(cdc_env(proxy, CDC_MYSQL_DATABASES=db), *argv, "--json", "--start-position",
+                         f"{file}:{pos}", "--state-dir", str(state))
+        try:
+            started = wait_for_tail(state, server, timeout=90)
+            if started is not None:  # then changes made while it streams
+                with server.connect(autocommit=False) as conn:
+                    run_workload(conn, db, seed=3, transactions=10, first_key=10_000)
+            caught_up = started is not None and wait_for_tail(state, server, timeout=60) is not None
+        finally:
+            out, err = stop(tail)
+    assert tail.returncode == 0, err[-3000:]
+    assert caught_up, err[-3000:]
+    assert len(proxy.accepted) > len(STARTUP_RESETS), (proxy.accepted, err[-3000:])
+    retries = [line for line in err.splitlines() if retried in line]
+    assert len(retries) >= 2, err[-3000:]
+    lines = changelog_lines(state)
+    positions = [line["position"] for line in lines]
+    assert positions == sorted(set(positions)), "a change was written twice or out of order"
+    with server.connect() as conn:
+        assert replay(lines, db, TABLE) == expected_rows(conn, db, TABLE)
 
 
 @pytest.mark.parametrize("kind", ["s3", "kinesis"])

@@ -7,6 +7,7 @@
         proxy.half_close()    # FIN to both ends of every open connection (each sees end-of-stream)
         proxy.reset()         # RST to both ends of every open connection (SO_LINGER 0, then close)
         proxy.retarget(h, p)  # new connections go to h:p; open ones are closed (an endpoint moved by a failover)
+        proxy.reset_next([0, 300])  # the next connections: RST once the server sent each that many bytes
 
 `Chaos(proxy, rng)` applies such faults at random moments from a thread, logging what it did and when.
 Plain threads and sockets: each connection has two pumps, client -> upstream and upstream -> client.
@@ -37,6 +38,7 @@ class _Link:
         self.paused = paused  # stalled: forwards again when resumed
         self.draining = False  # half-closed: reads and discards until the end of stream, then closes
         self.closed = False
+        self.upstream_budget: int | None = None  # reset_next(): bytes from the server it carries before an RST
         self._ends = 0  # directions that reached end of stream: both, and the link closes
         self._lock = threading.Lock()
 
@@ -58,6 +60,12 @@ class _Link:
                     dst.shutdown(socket.SHUT_WR)
                     self._ended()
                     return
+                if src is self.upstream and self.upstream_budget is not None and len(data) > self.upstream_budget:
+                    dst.sendall(data[:self.upstream_budget])  # a reply cut short by the reset, mid-packet
+                    self.close(reset=True)
+                    return
+                if src is self.upstream and self.upstream_budget is not None:
+                    self.upstream_budget -= len(data)
                 dst.sendall(data)
         except (OSError, ValueError):  # the other pump or a fault closed the sockets
             self.close()
@@ -101,6 +109,7 @@ class FaultProxy:
         self._links: list[_Link] = []
         self._lock = threading.Lock()
         self._blackhole = False  # drop(): new connections are accepted but carry nothing
+        self._doomed: list[int] = []  # reset_next(): byte budgets of the next connections
         self._stalled = False
         self._stopped = threading.Event()
         self.accepted: list[float] = []  # monotonic time of each accepted connection
@@ -143,6 +152,8 @@ class FaultProxy:
             # network heals; so the connection waits (paused), it is not dead.
             link = _Link(client, upstream, paused=self._stalled or self._blackhole)
             with self._lock:
+                if self._doomed:
+                    link.upstream_budget = self._doomed.pop(0)
                 self._links = [old for old in self._links if not old.closed] + [link]
                 self.accepted.append(time.monotonic())
             for src, dst in ((client, upstream), (upstream, client)):
@@ -189,6 +200,12 @@ class FaultProxy:
         """Send RST to both ends of every open connection."""
         for link in self._open():
             link.close(reset=True)
+
+    def reset_next(self, budgets: list[int]) -> None:
+        """Reset each of the next len(budgets) connections (RST to both ends) once the server has sent it its budget
+        of bytes: 0 strikes in the handshake, a few hundred in the first queries a client sends after it."""
+        with self._lock:
+            self._doomed = list(budgets)
 
     def retarget(self, host: str, port: int) -> None:
         """Forward new connections to host:port and close the open ones: what an endpoint standing for a replication

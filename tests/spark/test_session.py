@@ -1,4 +1,5 @@
-"""JIT settings: a one-shot merge's driver JVM gets JIT_OPTIONS, a long-lived session keeps HotSpot's defaults."""
+"""JVM settings: a one-shot merge's driver JVM gets JIT_OPTIONS, a long-lived session keeps HotSpot's defaults,
+`cdc run --follow`'s is bounded (heap, metaspace) for a life of days."""
 
 from __future__ import annotations
 
@@ -31,13 +32,23 @@ _PROBE = """
 import json, sys
 from cdc.config import SparkSettings
 from cdc.spark.session import build_session
-spark = build_session(SparkSettings(master="local[1]", driver_memory="512m"), one_shot=True)
+spark = build_session(SparkSettings(master="local[1]", driver_memory="512m"), **json.loads(sys.argv[2]))
 jvm = spark.sparkContext._jvm
 bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
     jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
 print(json.dumps({name: bean.getVMOption(name).getValue() for name in json.loads(sys.argv[1])}))
 spark.stop()
 """
+
+
+def _probe(names: list[str], tmp_path: Path, **build: bool) -> dict[str, str]:
+    """The values of the JVM options `names` in a fresh session's JVM, built with `build`."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(names), json.dumps(build)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    found: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
 
 
 def _values(spark: Any) -> dict[str, str]:
@@ -49,11 +60,17 @@ def _values(spark: Any) -> dict[str, str]:
 
 @pytest.mark.spark
 def test_one_shot_session_jvm_runs_with_the_jit_options(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(list(WANTED))], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)},
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert len(WANTED) == 8 and json.loads(done.stdout.strip().splitlines()[-1]) == WANTED
+    assert len(WANTED) == 8 and _probe(list(WANTED), tmp_path, one_shot=True) == WANTED
+
+
+@pytest.mark.spark
+def test_follow_session_jvm_has_a_bounded_heap_and_metaspace(tmp_path: Path) -> None:
+    """`cdc run --follow`'s JVM lives as long as the run: follow_driver_memory (not driver_memory) and
+    follow_java_options (issue #27: its heap grew to the cap and stayed; metaspace had no bound)."""
+    found = _probe(["MaxHeapSize", "MaxMetaspaceSize", "MinHeapFreeRatio", "MaxHeapFreeRatio", "G1PeriodicGCInterval",
+                    "UseG1GC"], tmp_path, follow=True)
+    assert found == {"MaxHeapSize": str(2**30), "MaxMetaspaceSize": str(384 * 2**20), "MinHeapFreeRatio": "10",
+                     "MaxHeapFreeRatio": "30", "G1PeriodicGCInterval": "60000", "UseG1GC": "true"}
 
 
 def test_long_lived_session_keeps_hotspot_defaults(spark: Any) -> None:
