@@ -192,7 +192,9 @@ class Applier:
         staging = _Q(f"{names.STAGING_PREFIX}{self.run_id}_{self._staged}")
         location = f"@{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/{self._staged}/"
         columns = ", ".join(f"{_Q(_staging_name(f.name))} {arrow_type(f.type, key)}" for f in arrow)
-        self.execute(f"CREATE TRANSIENT TABLE {staging} ({columns})")
+        # IF NOT EXISTS: the name is this run's own, so it exists only when the connector resent this very
+        # statement after losing its answer (an HTTP 500 or a reset link); it is still empty then.
+        self.execute(f"CREATE TRANSIENT TABLE IF NOT EXISTS {staging} ({columns})")
         with plain_names(files, batch.path / ".put") as uploads:
             for path in uploads:
                 self.execute(f"PUT {sql.quote_literal('file://' + str(path))} {location} "

@@ -229,3 +229,32 @@ def test_keyless_batches_replace_every_copy_and_replay_harmlessly(sf: Any, tmp_p
     again = apply.run(sf, StateDir(tmp_path))
     assert (again.applied, again.skipped) == (["b000000000002"], ["b000000000001"])
     assert rows(sf, query) == expected
+
+
+class _Resending(_Recording):
+    """A connection whose cursors send each CREATE twice, as the connector does when a statement's answer is lost
+    (an HTTP 500 or a reset link after the server ran it): the second one meets what the first made."""
+
+    def cursor(self) -> Any:
+        cursor = super().cursor()
+        run = cursor.execute
+
+        def execute(statement: str, *args: Any, **kwargs: Any) -> Any:
+            if statement.lstrip().upper().startswith("CREATE TRANSIENT"):
+                run(statement, *args, **kwargs)
+            return run(statement, *args, **kwargs)
+
+        cursor.execute = execute
+        return cursor
+
+
+def test_a_resent_staging_create_is_harmless(sf: Any, tmp_path: Path) -> None:
+    """Seen in the soak with faults on the Snowflake link: the resent CREATE of a staging table failed as
+    "already exists", a permanent error, and `cdc run --follow` ended."""
+    _bootstrap(sf, tmp_path)
+    _scenario(tmp_path)
+    resending = _Resending(sf)
+    summary = apply.run(resending, StateDir(tmp_path))
+    assert summary.applied == ["b000000000001", "b000000000002"]
+    assert sum(s.upper().startswith("CREATE TRANSIENT") for s in resending.statements) == 4  # one per batch, each sent twice
+    assert [r[0] for r in rows(sf, 'SELECT "ID" FROM "ITEMS" ORDER BY "ID"')] == [2, 4, 5, 6, 7, 8, 30]
