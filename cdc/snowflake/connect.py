@@ -91,8 +91,11 @@ def connect(settings: SnowflakeSettings, env: Mapping[str, str] | None = None) -
 
     params = connection_params(settings, env)
     try:
+        # No telemetry, and no platform detection: the connector otherwise asks the cloud metadata services
+        # (169.254.169.254, ...) about the machine at every login, for its telemetry, and the login waits on it.
         return snowflake.connector.connect(**params, paramstyle="qmark", autocommit=True,
-                                           session_parameters={"CLIENT_OUT_OF_BAND_TELEMETRY_ENABLED": False})
+                                           session_parameters={"CLIENT_OUT_OF_BAND_TELEMETRY_ENABLED": False},
+                                           platform_detection_timeout_seconds=0.0)
     except snowflake.connector.errors.Error as exc:
         raise ConnectError(f"cannot connect to {describe(params)}: {_safe_message(exc, params)}",
                            hint="check the account, user and credentials (connections.toml or SNOWFLAKE_*)") from None

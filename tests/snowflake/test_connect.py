@@ -114,3 +114,35 @@ def test_key_pair_connects_through_the_real_connector(snowflake_home: Path, fake
         assert rows(conn, "SELECT 1 + 1") == [(2,)]
     finally:
         conn.close()
+
+
+_SOCKET_CONNECTS: list[str] = []
+
+
+def _note_connects(event: str, args: tuple[Any, ...]) -> None:
+    if event == "socket.connect" and _SOCKET_CONNECTS and isinstance(args[1], tuple):
+        _SOCKET_CONNECTS.append(str(args[1][0]))
+
+
+def test_connect_probes_no_cloud_metadata_service(snowflake_home: Path) -> None:
+    """The connector's platform detection (telemetry) asks the cloud metadata services (169.254.169.254, ...) about
+    the machine at every login: cdc sends the connector no telemetry, and a login waits on no such probe."""
+    import sys
+    import threading
+
+    sys.addaudithook(_note_connects)  # audit hooks cannot be removed: it records only while the list is not empty
+    _SOCKET_CONNECTS.append("start")
+    env = {"SNOWFLAKE_HOME": str(snowflake_home), "SNOWFLAKE_DEFAULT_CONNECTION_NAME": "fake"}
+    try:
+        conn = connect(SnowflakeSettings(), env)
+        try:
+            assert rows(conn, "SELECT 1 + 1") == [(2,)]
+        finally:
+            conn.close()
+        for thread in threading.enumerate():  # the detection runs in a pool of its own
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join(timeout=5)
+    finally:
+        seen, _SOCKET_CONNECTS[:] = list(_SOCKET_CONNECTS[1:]), []
+    assert seen, "no socket connect was seen at all: the test would prove nothing"
+    assert not [host for host in seen if host.startswith("169.254.") or host.startswith("fd00:ec2")], seen
