@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from cdc import sql
 from cdc.checkpoints import ApplyCheckpoint
-from cdc.errors import CdcError, DataError, PreconditionError
+from cdc.errors import CdcError, DataError, PreconditionError, TransientError
 from cdc.masking import masked_history
 from cdc.schema import TableSchema
 from cdc.snowflake import ddl, evolve, moves, names, rekey
@@ -356,6 +356,8 @@ def stuck(batch_id: str, key: str, table: str, exc: CdcError, not_null: list[str
 
     Every later batch waits behind it (batches apply in order), so `cdc status` shows this as apply's last error.
     """
+    if isinstance(exc, TransientError):
+        return exc  # the link failed, not the batch: nothing is stuck, a rerun applies it
     if not not_null:
         return DataError(f"batch {batch_id}: MySQL table {key} (Snowflake {table}) cannot be applied; it and every "
                          f"later batch wait: {exc.message}", hint=exc.hint)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.config import SnowflakeSettings
-from cdc.errors import CdcError, ConfigError, ConnectError
+from cdc.errors import CdcError, ConfigError, ConnectError, TransientError
 
 ENV_KEYS = ("account", "user", "password", "host", "port", "protocol", "database", "schema", "warehouse", "role",
             "authenticator", "private_key_file", "private_key_file_pwd")
@@ -117,6 +117,28 @@ def refused(exc: BaseException, statement: str) -> CdcError:
     head = " ".join(statement.split())[:160]
     message = str(getattr(exc, "msg", None) or exc).strip()
     code = f"errno {getattr(exc, 'errno', None)}, sqlstate {getattr(exc, 'sqlstate', None)}"
+    if _transient(exc):
+        return TransientError(f"Snowflake did not answer `{head}`: {message} ({code})",
+                              hint="the link or the service failed, not the statement: a rerun resumes where this "
+                              "one stopped (cdc run --follow retries by itself)")
     return CdcError(f"Snowflake refused `{head}`: {message} ({code})",
                     hint="check the role's privileges and the objects cdc snowflake-bootstrap created; "
                     "nothing after this statement ran, and a rerun resumes where this one stopped")
+
+
+def _transient(exc: BaseException) -> bool:
+    """A lost link, a timeout, throttling or a gateway's 502/503/504 after the connector's own retries. The
+    connector raises OperationalError for the network (250003 "Failed to execute request": a reset, a read
+    timeout), its HTTP classes for some statuses, and HttpError with errno 290000 + status for the rest. In the
+    soak with faults on the Snowflake link the network errors ended `cdc run --follow` with exit 1, as if the
+    statement had been refused. A plain 500 stays permanent: the stand-in (fakesnow) answers 500 for every SQL
+    error it does not map, so the tests could not tell a refusal from an outage."""
+    from snowflake.connector import errors
+
+    http = (errors.ServiceUnavailableError, errors.GatewayTimeoutError, errors.BadGatewayError,
+            errors.OtherHTTPRetryableError, errors.RequestTimeoutError)
+    if isinstance(exc, (errors.OperationalError, *http)):
+        return True
+    errno = getattr(exc, "errno", None)
+    status = errno % 290000 if isinstance(errno, int) and errno >= 290000 else 0
+    return status in (429, 502, 503, 504)

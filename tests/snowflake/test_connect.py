@@ -146,3 +146,29 @@ def test_connect_probes_no_cloud_metadata_service(snowflake_home: Path) -> None:
         seen, _SOCKET_CONNECTS[:] = list(_SOCKET_CONNECTS[1:]), []
     assert seen, "no socket connect was seen at all: the test would prove nothing"
     assert not [host for host in seen if host.startswith("169.254.") or host.startswith("fd00:ec2")], seen
+
+
+def test_a_lost_link_or_a_5xx_is_transient_a_refusal_is_not() -> None:
+    """The connector's own errors, as it raises them: the soak with faults on the Snowflake link saw lost links end
+    `cdc run --follow` with exit 1, as if the statement had been refused. A 500 stays permanent (the stand-in
+    answers 500 for a refused statement: test_apply's NOT NULL test)."""
+    from snowflake.connector import errors
+
+    from cdc.errors import ExitCode, TransientError
+    from cdc.snowflake.connect import refused
+
+    lost = errors.OperationalError(msg="Failed to execute request: ('Connection aborted.', ConnectionResetError(104))",
+                                   errno=250003)
+    unavailable = errors.HttpError(msg="503 Service Unavailable", errno=290503)
+    http_500 = errors.HttpError(msg="290500: HTTP 500: Internal Server Error", errno=580500)
+    throttled = errors.HttpError(msg="429 Too Many Requests", errno=290429)
+    denied = errors.ProgrammingError(msg="SQL access control error: Insufficient privileges", errno=3001,
+                                     sqlstate="42501")
+    forbidden = errors.HttpError(msg="403 Forbidden", errno=290403)
+    for exc in (lost, unavailable, throttled):
+        mapped = refused(exc, "SELECT CURRENT_SCHEMA()")
+        assert isinstance(mapped, TransientError) and mapped.exit_code == ExitCode.TRANSIENT, exc
+        assert "did not answer `SELECT CURRENT_SCHEMA()`" in mapped.message
+    for exc in (denied, forbidden, http_500):
+        mapped = refused(exc, "SELECT 1")
+        assert not isinstance(mapped, TransientError) and "refused" in mapped.message, exc
