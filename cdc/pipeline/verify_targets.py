@@ -120,13 +120,12 @@ class SnowflakeReader:
     stage = ApplyCheckpoint.STAGE
 
     def __init__(self, conn: Any, page: int) -> None:
-        from cdc.snowflake import existing_columns
+        from cdc.snowflake import existing_columns, snowflake_cursor
 
         self.conn = conn
-        self.cursor = conn.cursor()
+        self.cursor = snowflake_cursor(conn)
         self.page = page
-        self.cursor.execute("SELECT CURRENT_DATABASE(), CURRENT_SCHEMA()")
-        self.database, self.schema = self.cursor.fetchone()
+        self.database, self.schema = self.cursor.execute("SELECT CURRENT_DATABASE(), CURRENT_SCHEMA()").fetchall()[0]
         self.existing = existing_columns(self.cursor, self.schema)
 
     def describe(self) -> str:

@@ -35,7 +35,7 @@ from cdc.masking import masked_history
 from cdc.schema import TableSchema
 from cdc.snowflake import ddl, evolve, moves, names, rekey
 from cdc.snowflake.bootstrap import existing_columns
-from cdc.snowflake.connect import refused
+from cdc.snowflake.connect import cursor as guarded_cursor
 from cdc.state import StateDir, read_json
 
 _Q = sql.quote_ident
@@ -95,7 +95,7 @@ class Applier:
     """Apply batches over one Snowflake connection (current database and schema = the targets')."""
 
     def __init__(self, conn: Any, state: StateDir, *, on_batch: Callable[[str, dict[str, Counts]], None] | None = None):
-        self.cursor = conn.cursor()
+        self.cursor = guarded_cursor(conn)
         self.state = state
         self.history = masked_history(state)  # the columns the change log holds
         self.run_id = uuid.uuid4().hex[:12].upper()
@@ -106,13 +106,8 @@ class Applier:
         self._vacated: set[str] = set()  # Snowflake names the batch being applied renamed a table away from
 
     def execute(self, statement: str, params: Any = None, *, fetch: bool = True) -> list[tuple[Any, ...]]:
-        from snowflake.connector.errors import Error
-
-        try:
-            self.cursor.execute(statement, params)
-        except Error as exc:
-            raise refused(exc, statement) from None
-        return list(self.cursor.fetchall()) if fetch and self.cursor.description else []
+        self.cursor.execute(statement, params)
+        return self.cursor.fetchall() if fetch and self.cursor.description else []
 
     def start(self) -> set[str]:
         """Check the bookkeeping table, probe transactions, drop staging left by killed runs."""

@@ -254,26 +254,21 @@ def existing_columns(cursor: Any, schema: str) -> dict[str, dict[str, str]]:
 
 def run(conn: Any, targets: list[ddl.Target], options: Options, *, dry_run: bool = False) -> Plan:
     """Plan against what the schema holds, then (unless dry_run) execute every runnable statement."""
-    cursor = conn.cursor()
+    from cdc.snowflake.connect import cursor as guarded_cursor
+
+    cursor = guarded_cursor(conn)
     if options.schema:
         schema = names.snowflake_name(options.schema)
     else:
-        cursor.execute("SELECT CURRENT_SCHEMA()")
-        schema = (cursor.fetchone() or [None])[0]
+        found = cursor.execute("SELECT CURRENT_SCHEMA()").fetchone()
+        schema = str(found[0]) if found and found[0] else ""
         if not schema:
             raise UsageError("no Snowflake schema selected", hint="pass --schema or set it in the connection")
     result = plan(targets, options, existing_columns(cursor, schema))
     if not dry_run:
-        from snowflake.connector.errors import Error
-
-        from cdc.snowflake.connect import refused
-
         for statement in result.statements:
             if statement.run:
-                try:
-                    cursor.execute(statement.sql)
-                except Error as exc:
-                    raise refused(exc, statement.sql) from None
+                cursor.execute(statement.sql)
     return result
 
 

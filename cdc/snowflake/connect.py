@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +87,14 @@ def describe(params: Mapping[str, Any]) -> str:
 
 
 def connect(settings: SnowflakeSettings, env: Mapping[str, str] | None = None) -> Any:
-    """Open a connection with server-side bind parameters (qmark): values never become SQL text."""
+    """Open a connection with server-side bind parameters (qmark): values never become SQL text.
+
+    A login the link or the service failed (no answer, a reset, a timeout) is a TransientError, as for MySQL: a
+    rerun may succeed. A refused login (credentials, account) is a ConnectError."""
     import snowflake.connector
 
     params = connection_params(settings, env)
+    where = f"cannot connect to {describe(params)}"
     try:
         # No telemetry, and no platform detection: the connector otherwise asks the cloud metadata services
         # (169.254.169.254, ...) about the machine at every login, for its telemetry, and the login waits on it.
@@ -97,8 +102,85 @@ def connect(settings: SnowflakeSettings, env: Mapping[str, str] | None = None) -
                                            session_parameters={"CLIENT_OUT_OF_BAND_TELEMETRY_ENABLED": False},
                                            platform_detection_timeout_seconds=0.0)
     except snowflake.connector.errors.Error as exc:
-        raise ConnectError(f"cannot connect to {describe(params)}: {_safe_message(exc, params)}",
+        if _transient(exc):
+            raise TransientError(f"{where}: {_safe_message(exc, params)}", hint=_UNREACHABLE) from None
+        raise ConnectError(f"{where}: {_safe_message(exc, params)}",
                            hint="check the account, user and credentials (connections.toml or SNOWFLAKE_*)") from None
+    except _network_errors() as exc:
+        raise TransientError(f"{where}: the link failed: {_safe_message(exc, params)}", hint=_UNREACHABLE) from None
+
+
+_UNREACHABLE = "check the host, port, proxy and network; a rerun retries (cdc run --follow does by itself)"
+
+
+def cursor(conn: Any) -> GuardedCursor:
+    """A cursor whose every error is mapped at this boundary (see GuardedCursor); every cdc statement goes through
+    one."""
+    return GuardedCursor(conn.cursor())
+
+
+class GuardedCursor:
+    """The connector's cursor, with its errors mapped as `refused` maps them: a refusal as CdcError, a lost link as
+    TransientError. Statements and fetches both: a fetch downloads result chunks over the network too. The
+    connector wraps most network failures in OperationalError, but a reset in the middle of an answer escapes as its
+    HTTP library's own ChunkedEncodingError (seen in the soak with faults on the Snowflake link, where it ended
+    `cdc run --follow` with a traceback)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self._statement = ""
+
+    def execute(self, statement: str, params: Any = None) -> GuardedCursor:
+        self._statement = statement
+        with answered(statement):
+            self.raw.execute(statement, params)
+        return self
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        with answered(self._statement):
+            return list(self.raw.fetchall())
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        with answered(self._statement):
+            row = self.raw.fetchone()
+        return None if row is None else tuple(row)
+
+    def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
+        with answered(self._statement):
+            return list(self.raw.fetchmany(size))
+
+    @property
+    def description(self) -> Any:
+        return self.raw.description
+
+    @property
+    def rowcount(self) -> int | None:
+        return self.raw.rowcount  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+@contextmanager
+def answered(statement: str) -> Iterator[None]:
+    """Run one statement's round trip with the connector's and the network's errors mapped (see `refused`)."""
+    from snowflake.connector.errors import Error
+
+    mapped: tuple[type[BaseException], ...] = (Error, *_network_errors())
+    try:
+        yield
+    except mapped as exc:
+        raise refused(exc, statement) from None
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    """What a lost link raises when the connector does not wrap it: the socket's own errors and its vendored HTTP
+    library's (requests' RequestException, urllib3's HTTPError). Not every OSError: a PUT of a missing local file
+    is no network fault."""
+    from snowflake.connector.vendored.requests.exceptions import RequestException
+    from snowflake.connector.vendored.urllib3.exceptions import HTTPError
+
+    return (ConnectionError, TimeoutError, RequestException, HTTPError)
 
 
 def _safe_message(exc: BaseException, params: Mapping[str, Any]) -> str:
@@ -137,7 +219,7 @@ def _transient(exc: BaseException) -> bool:
 
     http = (errors.ServiceUnavailableError, errors.GatewayTimeoutError, errors.BadGatewayError,
             errors.OtherHTTPRetryableError, errors.RequestTimeoutError)
-    if isinstance(exc, (errors.OperationalError, *http)):
+    if isinstance(exc, (errors.OperationalError, *http, *_network_errors())):
         return True
     errno = getattr(exc, "errno", None)
     status = errno % 290000 if isinstance(errno, int) and errno >= 290000 else 0
