@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shlex
 import time
 from collections import deque
 from collections.abc import Callable
@@ -13,26 +12,24 @@ from typing import Any, BinaryIO
 import pymysql
 
 from cdc.capture.commit import Committer
-from cdc.capture.ddl import TableDdl, parse_ddl
+from cdc.capture.ddl import parse_ddl
 from cdc.capture.decode_pool import DecodePool
-from cdc.capture.fills import alter_effects
+from cdc.capture.decoders import Decoders
 from cdc.capture.filters import Filters
 from cdc.capture.lag import LagMeter
 from cdc.capture.locked import LockedReads
 from cdc.capture.nativeblock import native_block
 from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
+from cdc.capture.schemas import SchemaRecorder
 from cdc.capture.start import Start
 from cdc.capture.txn import split_line
 from cdc.capture.windows import MarkEvent, Windows
 from cdc.changelog import position_string
 from cdc.config import MySQLSettings
-from cdc.errors import DataError, TransientError
+from cdc.errors import DataError
 from cdc.rows.decode import RowDecoder
-from cdc.rows.table_map import schema_from_map
-from cdc.schema import SchemaHistory, TableSchema
+from cdc.schema import SchemaHistory
 from cdc.source.binlog import Event, Position
-from cdc.source.connect import bounded_waits, open_connection
-from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 from cdc.state import StateDir
 from cdc.watermarks import Mark, read_added, record_added
 
@@ -74,24 +71,22 @@ class Capture:
         self.mysql, self.filters, self.on_progress, self.pool = mysql, filters, on_progress, pool
         self.out = Committer(state, start, server_uuid, flush_interval=flush_interval, segment_bytes=segment_bytes,
                              spill_bytes=spill_bytes, stdout=stdout)
-        self.history = SchemaHistory(state.schema)
+        self.schemas = SchemaRecorder(SchemaHistory(state.schema), filters, mysql, control=control,
+                                      control_timeout=control_timeout)
+        self.history = self.schemas.history
         # Re-snapshot windows (cdc.capture.windows): while one is open, the checkpoint stays before it.
         self.windows = Windows(state, filters, self.history, mysql.watermark_table, self._add_table)
         self.state = state
         self.out.holds = lambda: self.windows.held
         self.locked = LockedReads(state, self.windows)  # re-snapshot chunks read under a lock (cdc.lockedreads)
         self.out.before_checkpoint = self.locked.confirm
-        self._marks: set[int] = set()  # table ids of the watermark table: its rows are marks, never change lines
         self.read_position = start.position  # the last commit read; `position` trails it while rows are decoded
-        self._decoders: dict[int, tuple[Any, RowDecoder | None]] = {}
+        self.decoders = Decoders(filters, self.schemas, self.windows, self._forget)
         self._file = start.position.file
         self._in_txn = self._begun = False
         self._grouped = False  # the open MariaDB GTID group ends with COMMIT/Xid, not with its first statement
         self._txn_gtid: str | None = None
         self._seen = False  # the open transaction was captured before a --rebase: read past it, write nothing
-        self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
-        # Reopened with every wait bounded (cdc.source.connect.bounded_waits): a query into a dead link must fail.
-        self._ctl_options: dict[str, Any] = {} if control_timeout is None else bounded_waits(mysql, control_timeout)
         # Effects in binlog order: (function, args), or (None, (decoder, event, meta)) for a job in the pool.
         self._pending: deque[tuple[Callable[..., None] | None, tuple[Any, ...]]] = deque()
         self._queued_bytes = 0  # of the blocks decoded here that wait in _pending
@@ -100,7 +95,7 @@ class Capture:
         self.worker_rows = 0  # rows decoded and encoded by the decode workers (the rest: in this process)
         self._progress_at, self._progress_events = time.monotonic(), 0
         self._caught_up = False  # a heartbeat: the server has nothing more to send right now
-        self.lag = LagMeter(self._control, self._close_control)
+        self.lag = LagMeter(self.schemas.control, self.schemas.close_control)
 
     @property
     def position(self) -> Position:
@@ -188,140 +183,14 @@ class Capture:
             raise DataError(f"table map at {event.file}:{event.pos} outside a transaction: the start position is "
                             "inside a transaction", hint="start at a transaction boundary (the position after a "
                             "COMMIT/Xid event in SHOW BINLOG EVENTS), or use --start-gtid")
-        raw = event.raw
-        signature = tuple((c.name, c.type, c.unsigned, getattr(c, "collation_name", None)) for c in raw.columns)
-        cached = self._decoders.get(raw.table_id)
-        if cached is not None and cached[0] == (event.db, event.table, signature):
-            return
-        decoder = None
-        self._marks.discard(raw.table_id)
-        if self.windows.is_mark_table(event.db, event.table):
-            decoder = self._mark_decoder(event)
-            self._marks.add(raw.table_id)
-        elif self.filters.wants(event.db or "", event.table or ""):
-            schema = self._schema_for(event)
-            self.filters.rules.check_key(schema)
-            excluded, hashed = self.filters.columns(schema.db, schema.table)
-            decoder = RowDecoder(schema, excluded, hashed, list(raw.columns), self.filters.hash_key)
-        if cached is not None:
-            self._forget(cached[1])
-        self._decoders[raw.table_id] = ((event.db, event.table, signature), decoder)
+        self.decoders.on_table_map(event, position_string(event.file, event.pos, 0, seq_offset=self.out.seq_offset))
 
-    def _mark_decoder(self, event: Event) -> RowDecoder:
-        """The watermark table's decoder: never masked, never in the schema history (it is not captured)."""
-        db, table = event.db or "", event.table or ""
-        position = position_string(event.file, event.pos, 0, seq_offset=self.out.seq_offset)
-        current = self._read_current(db, table)
-        schema = schema_from_map(event.raw, db, table, position, [current] if current is not None else [])
-        return RowDecoder(schema, frozenset(), frozenset(), list(event.raw.columns))
-
-    def _forget(self, decoder: RowDecoder | None) -> None:
-        if decoder is not None and self.pool is not None:
+    def _forget(self, decoder: RowDecoder) -> None:
+        if self.pool is not None:
             self.pool.forget(decoder)
 
-    def _clear_decoders(self) -> None:
-        for _, decoder in self._decoders.values():
-            self._forget(decoder)
-        self._decoders.clear()
-        self._marks.clear()
-
-    def _schema_for(self, event: Event) -> TableSchema:
-        db, table = event.db or "", event.table or ""
-        position = position_string(event.file, event.pos, 0, seq_offset=self.out.seq_offset)
-        latest = self.history.latest(db, table)
-        hints = [latest] if latest is not None else []
-        schema = schema_from_map(event.raw, db, table, position, hints)
-        if latest is not None:  # foreign keys change only by DDL (_refresh_foreign_keys), never in a table map
-            schema = replace(schema, foreign_keys=latest.foreign_keys, referenced_by=latest.referenced_by)
-        if latest is None or not latest.same_shape(schema) or not self.history.knows_foreign_keys(db, table):
-            # New table, changed shape or a history from before foreign keys were recorded: ask information_schema
-            # for what the binlog does not carry (JSON flag, foreign keys).
-            current = self._read_current(db, table)
-            if current is not None:
-                schema = replace(schema_from_map(event.raw, db, table, position, hints + [current]),
-                                 foreign_keys=current.foreign_keys, referenced_by=current.referenced_by)
-        self.history.record(schema)
-        return schema
-
-    def _record_alter(self, change: TableDdl, position: str) -> None:
-        """Record the table's shape at the ALTER's own position, with what older rows hold in added columns.
-
-        At the DDL, not at the table's next rows event: an ALTER followed by no row change of the table must
-        still reach the lake and Snowflake (spark-merge evolves a table from its DDL line alone), and a row
-        written before the ALTER in the same merge run must get the fill, not NULL (issue #30).
-        """
-        before = self.history.latest(change.db, change.table)
-        if before is None:
-            return  # a table tail has not seen yet: its first table map records it
-        now = self._read_current(change.db, change.table)
-        effects = alter_effects(before, now, change.clauses)
-        if effects.schema is not None:
-            self.history.record(replace(effects.schema, position=position))
-        elif effects.fills or effects.renamed or effects.resnapshot:
-            # information_schema already shows a later change: the next table map gives this ALTER's shape.
-            self.history.note_pending(change.db, change.table, position, effects.fills, effects.renamed,
-                                      effects.resnapshot)
-        if effects.resnapshot:
-            name = shlex.quote(f"{change.db}.{change.table}")
-            log.warning(f"{change.db}.{change.table}: {effects.resnapshot} (ALTER at {position}): the binlog cannot "
-                        f"carry what it did to the existing rows; they need `cdc resnapshot {name}` (`cdc run` "
-                        "starts it by itself; `cdc status` lists such tables)",
-                        extra={"stage": "tail", "position": position})
-
-    def _check_rules(self, change: TableDdl, new_db: str, event: Event) -> None:
-        """Refuse a RENAME TABLE across column rules: values hashed or left out under the old name would be
-        written in clear under the new one (the rules are fixed per state directory)."""
-        if self.filters.columns(change.db, change.table) != self.filters.columns(new_db, change.new_table or ""):
-            raise DataError(f"RENAME TABLE {change.db}.{change.table} TO {new_db}.{change.new_table} at "
-                            f"{event.file}:{event.pos}: exclude_columns/hash_columns differ between the two names",
-                            hint="rules that match both names (a pattern such as db.*.email) keep the table masked; "
-                                 "changing the rules needs a new state directory and snapshot")
-
-    def _refresh_foreign_keys(self, db: str, table: str, position: str) -> None:
-        """After DDL on a table: record, at the DDL's position, any change of its foreign keys or of theirs.
-
-        A foreign key is in two tables' versions (the child's `foreign_keys`, the parent's `referenced_by`),
-        so both ends, before and after the statement, are checked. information_schema says how the keys are
-        now, which is how they are after this DDL unless later DDL already ran (docs/limits.md).
-        """
-        latest = self.history.latest(db, table)
-        ends = {(db, table)}
-        for key in (latest.foreign_keys + latest.referenced_by) if latest is not None else ():
-            ends |= {(key.db, key.table), (key.ref_db, key.ref_table)}
-        try:
-            own, referencing = read_foreign_keys(self._control(), db, table)
-        except pymysql.err.MySQLError as exc:
-            self._close_control()
-            raise TransientError(f"reading the foreign keys of {db}.{table} from {self.mysql.describe()} "
-                                 f"failed: {exc}") from None
-        for key in own + referencing:
-            ends |= {(key.db, key.table), (key.ref_db, key.ref_table)}
-        for end_db, end_table in sorted(ends):
-            known = self.history.latest(end_db, end_table)
-            if known is None or not self.filters.wants(end_db, end_table):
-                continue  # not captured (yet): its first table map reads its keys
-            if (end_db, end_table) == (db, table):
-                keys = (own, referencing)
-            else:
-                keys = read_foreign_keys(self._control(), end_db, end_table)
-            if (known.foreign_keys, known.referenced_by) != keys and known.position < position:
-                self.history.record(replace(known, position=position, foreign_keys=keys[0], referenced_by=keys[1]))
-
-    def _control(self) -> pymysql.Connection:
-        """A second connection for queries (schemas, lag), opened on first use."""
-        if self._ctl is None or not self._ctl.open:
-            self._ctl = open_connection(self.mysql, **self._ctl_options)
-        return self._ctl
-
-    def _read_current(self, db: str, table: str) -> TableSchema | None:
-        try:
-            return read_table_schema(self._control(), db, table)
-        except pymysql.err.MySQLError as exc:  # e.g. the server restarted under our control connection
-            self._close_control()
-            raise TransientError(f"reading the schema of {db}.{table} from {self.mysql.describe()} failed: {exc}") from None
-
     def _on_rows(self, event: Event) -> None:
-        cached = self._decoders.get(event.table_id or -1)
+        cached = self.decoders.get(event.table_id or -1)
         if cached is None:
             raise DataError(f"rows event at {event.file}:{event.pos} for {event.db}.{event.table} without a table map")
         decoder = cached[1]
@@ -329,7 +198,7 @@ class Capture:
             return
         meta = RowsMeta(event.db or "", event.table or "", event.file, event.pos, self._txn_gtid, event.server_id,
                         event.op or "", seq_offset=self.out.seq_offset, fk_checks=event.fk_checks)
-        if event.table_id in self._marks:
+        if event.table_id in self.decoders.marks:
             self._on_marks(decoder, event, meta)
             return
         if self.out.skip_until is not None:
@@ -386,10 +255,7 @@ class Capture:
         """Capture db.table from here on (a low mark of `cdc snapshot --add-table`), also after a restart."""
         record_added(self.state, db, table)
         self.filters.added.add((db, table))
-        for table_id, (signature, decoder) in list(self._decoders.items()):
-            if signature[:2] == (db, table):  # cached as not captured: the next table map builds its decoder
-                self._forget(decoder)
-                del self._decoders[table_id]
+        self.decoders.drop_table(db, table)
 
     def _add_marked(self, first_position: str, block: bytes, count: int) -> None:
         """Lines a mark adds to its transaction, unless a run before a crash already sealed them."""
@@ -427,15 +293,14 @@ class Capture:
             src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index,
                    "server_id": event.server_id}
             if change.kind == "alter":
-                self._record_alter(change, position)
+                self.schemas.at_alter(change, position)
             elif change.kind == "rename" and change.new_table and self.filters.wants(body["new_db"], change.new_table):
-                # The table goes on under its new name from the RENAME's position (spark-merge and apply follow it).
-                self._check_rules(change, body["new_db"], event)
-                self.history.record_move(change.db, change.table, body["new_db"], change.new_table, position)
+                self.schemas.at_rename(change, body["new_db"], event, position)
             self._later(self.out.txn.add, position, line_template(*split_line(body, src, change.table)), 1)
             if change.kind in ("alter", "create", "rename", "drop"):
-                self._refresh_foreign_keys(change.new_db or change.db, change.new_table or change.table, position)
-        self._clear_decoders()  # table ids may be reused for the changed tables
+                self.schemas.refresh_foreign_keys(change.new_db or change.db, change.new_table or change.table,
+                                                  position)
+        self.decoders.clear()  # table ids may be reused for the changed tables
         if self._grouped or _opens_transaction(event.sql or ""):
             # CREATE TABLE ... SELECT: the rows it inserted and the commit follow in the same transaction (issue #30).
             self._begun = True
@@ -499,7 +364,7 @@ class Capture:
         finally:
             self.out.txn.clear()
             self._in_txn, self._begun, self._txn_gtid, self._seen = False, False, None, False
-            self._clear_decoders()
+            self.decoders.clear()
             self.read_position = self.position
 
     # --- progress and connections ----------------------------------------------------------------------
@@ -523,15 +388,8 @@ class Capture:
         self._pending.clear()
         self._queued_bytes = 0
         self.out.close()
-        self._close_control()
+        self.schemas.close_control()
 
-    def _close_control(self) -> None:
-        if self._ctl is not None:
-            try:
-                self._ctl.close()
-            except pymysql.err.Error:  # already closed, or the socket is dead: nothing to release
-                pass
-            self._ctl = None
 
 
 def _opens_transaction(sql: str) -> bool:

@@ -160,7 +160,7 @@ def test_tail_warns_when_an_alter_needs_a_resnapshot(mariadb: MariaDB, fresh_db:
     tail_once(mariadb, tmp_path, fresh_db, start)
     assert not [r for r in caplog.records if "cdc resnapshot" in r.getMessage()]
     mariadb.execute(f"ALTER TABLE `{fresh_db}`.`t 1` ADD COLUMN created DATETIME DEFAULT CURRENT_TIMESTAMP")
-    with caplog.at_level(logging.WARNING, logger="cdc.capture.events"):
+    with caplog.at_level(logging.WARNING, logger="cdc.capture.schemas"):
         tail_once(mariadb, tmp_path, fresh_db)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "cdc resnapshot" in r.getMessage()]
     assert len(warned) == 1, caplog.records

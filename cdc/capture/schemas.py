@@ -1,0 +1,150 @@
+"""What the binlog does not carry about a captured table, recorded in the schema history at its position.
+
+A table map names columns by type only; the JSON flag, the keys, the foreign keys and what an ALTER did to the
+rows already there come from information_schema, read over a control connection (a second connection beside the
+binlog stream), and are recorded at the position of the event that made them true: the table map of a new or
+changed shape, the ALTER itself, a RENAME, any DDL that may change a foreign key at either of its ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from dataclasses import replace
+from typing import Any
+
+import pymysql
+
+from cdc.capture.ddl import TableDdl
+from cdc.capture.fills import alter_effects
+from cdc.capture.filters import Filters
+from cdc.config import MySQLSettings
+from cdc.errors import DataError, TransientError
+from cdc.rows.table_map import schema_from_map
+from cdc.schema import SchemaHistory, TableSchema
+from cdc.source.binlog import Event
+from cdc.source.connect import bounded_waits, open_connection
+from cdc.source.schema_reads import read_foreign_keys, read_table_schema
+
+log = logging.getLogger(__name__)
+
+
+class SchemaRecorder:
+    """The schema history of one tail run, and the control connection that fills in what the binlog lacks."""
+
+    def __init__(self, history: SchemaHistory, filters: Filters, mysql: MySQLSettings, *,
+                 control: pymysql.Connection | None = None, control_timeout: float | None = None) -> None:
+        self.history, self.filters, self.mysql = history, filters, mysql
+        self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
+        # Reopened with every wait bounded (cdc.source.connect.bounded_waits): a query into a dead link must fail.
+        self._ctl_options: dict[str, Any] = {} if control_timeout is None else bounded_waits(mysql, control_timeout)
+
+    # --- the control connection --------------------------------------------------------------------------
+
+    def control(self) -> pymysql.Connection:
+        """A second connection for queries (schemas, lag), opened on first use."""
+        if self._ctl is None or not self._ctl.open:
+            self._ctl = open_connection(self.mysql, **self._ctl_options)
+        return self._ctl
+
+    def close_control(self) -> None:
+        if self._ctl is not None:
+            try:
+                self._ctl.close()
+            except pymysql.err.Error:  # already closed, or the socket is dead: nothing to release
+                pass
+            self._ctl = None
+
+    def read_current(self, db: str, table: str) -> TableSchema | None:
+        try:
+            return read_table_schema(self.control(), db, table)
+        except pymysql.err.MySQLError as exc:  # e.g. the server restarted under our control connection
+            self.close_control()
+            raise TransientError(f"reading the schema of {db}.{table} from {self.mysql.describe()} failed: {exc}") from None
+
+    # --- recording -------------------------------------------------------------------------------------------
+
+    def at_table_map(self, event: Event, position: str) -> TableSchema:
+        """The captured table's schema at its table map, recorded when it is new or its shape changed."""
+        db, table = event.db or "", event.table or ""
+        latest = self.history.latest(db, table)
+        hints = [latest] if latest is not None else []
+        schema = schema_from_map(event.raw, db, table, position, hints)
+        if latest is not None:  # foreign keys change only by DDL (refresh_foreign_keys), never in a table map
+            schema = replace(schema, foreign_keys=latest.foreign_keys, referenced_by=latest.referenced_by)
+        if latest is None or not latest.same_shape(schema) or not self.history.knows_foreign_keys(db, table):
+            # New table, changed shape or a history from before foreign keys were recorded: ask information_schema
+            # for what the binlog does not carry (JSON flag, foreign keys).
+            current = self.read_current(db, table)
+            if current is not None:
+                schema = replace(schema_from_map(event.raw, db, table, position, hints + [current]),
+                                 foreign_keys=current.foreign_keys, referenced_by=current.referenced_by)
+        self.history.record(schema)
+        return schema
+
+    def at_alter(self, change: TableDdl, position: str) -> None:
+        """Record the table's shape at the ALTER's own position, with what older rows hold in added columns.
+
+        At the DDL, not at the table's next rows event: an ALTER followed by no row change of the table must
+        still reach the lake and Snowflake (spark-merge evolves a table from its DDL line alone), and a row
+        written before the ALTER in the same merge run must get the fill, not NULL (issue #30).
+        """
+        before = self.history.latest(change.db, change.table)
+        if before is None:
+            return  # a table tail has not seen yet: its first table map records it
+        now = self.read_current(change.db, change.table)
+        effects = alter_effects(before, now, change.clauses)
+        if effects.schema is not None:
+            self.history.record(replace(effects.schema, position=position))
+        elif effects.fills or effects.renamed or effects.resnapshot:
+            # information_schema already shows a later change: the next table map gives this ALTER's shape.
+            self.history.note_pending(change.db, change.table, position, effects.fills, effects.renamed,
+                                      effects.resnapshot)
+        if effects.resnapshot:
+            name = shlex.quote(f"{change.db}.{change.table}")
+            log.warning(f"{change.db}.{change.table}: {effects.resnapshot} (ALTER at {position}): the binlog cannot "
+                        f"carry what it did to the existing rows; they need `cdc resnapshot {name}` (`cdc run` "
+                        "starts it by itself; `cdc status` lists such tables)",
+                        extra={"stage": "tail", "position": position})
+
+    def at_rename(self, change: TableDdl, new_db: str, event: Event, position: str) -> None:
+        """The table goes on under its new name from the RENAME's position (spark-merge and apply follow it).
+
+        Refused across column rules: values hashed or left out under the old name would be written in clear
+        under the new one (the rules are fixed per state directory)."""
+        if self.filters.columns(change.db, change.table) != self.filters.columns(new_db, change.new_table or ""):
+            raise DataError(f"RENAME TABLE {change.db}.{change.table} TO {new_db}.{change.new_table} at "
+                            f"{event.file}:{event.pos}: exclude_columns/hash_columns differ between the two names",
+                            hint="rules that match both names (a pattern such as db.*.email) keep the table masked; "
+                                 "changing the rules needs a new state directory and snapshot")
+        self.history.record_move(change.db, change.table, new_db, change.new_table or "", position)
+
+    def refresh_foreign_keys(self, db: str, table: str, position: str) -> None:
+        """After DDL on a table: record, at the DDL's position, any change of its foreign keys or of theirs.
+
+        A foreign key is in two tables' versions (the child's `foreign_keys`, the parent's `referenced_by`),
+        so both ends, before and after the statement, are checked. information_schema says how the keys are
+        now, which is how they are after this DDL unless later DDL already ran (docs/limits.md).
+        """
+        latest = self.history.latest(db, table)
+        ends = {(db, table)}
+        for key in (latest.foreign_keys + latest.referenced_by) if latest is not None else ():
+            ends |= {(key.db, key.table), (key.ref_db, key.ref_table)}
+        try:
+            own, referencing = read_foreign_keys(self.control(), db, table)
+        except pymysql.err.MySQLError as exc:
+            self.close_control()
+            raise TransientError(f"reading the foreign keys of {db}.{table} from {self.mysql.describe()} "
+                                 f"failed: {exc}") from None
+        for key in own + referencing:
+            ends |= {(key.db, key.table), (key.ref_db, key.ref_table)}
+        for end_db, end_table in sorted(ends):
+            known = self.history.latest(end_db, end_table)
+            if known is None or not self.filters.wants(end_db, end_table):
+                continue  # not captured (yet): its first table map reads its keys
+            if (end_db, end_table) == (db, table):
+                keys = (own, referencing)
+            else:
+                keys = read_foreign_keys(self.control(), end_db, end_table)
+            if (known.foreign_keys, known.referenced_by) != keys and known.position < position:
+                self.history.record(replace(known, position=position, foreign_keys=keys[0], referenced_by=keys[1]))
