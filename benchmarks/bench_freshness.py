@@ -196,6 +196,9 @@ def snowflake_stand_in(workdir: Path) -> Iterator[tuple[dict[str, str], dict[str
     import fakesnow
     import snowflake.connector
 
+    from tests.snowflake.stand_in import faithful_not_null
+
+    faithful_not_null()
     with fakesnow.server() as params:
         for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "fakesnow", "fakesnow.server", "sqlglot"):
             logging.getLogger(name).setLevel(logging.CRITICAL)

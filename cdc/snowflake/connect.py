@@ -209,18 +209,20 @@ def refused(exc: BaseException, statement: str) -> CdcError:
 
 
 def _transient(exc: BaseException) -> bool:
-    """A lost link, a timeout, throttling or a gateway's 502/503/504 after the connector's own retries. The
-    connector raises OperationalError for the network (250003 "Failed to execute request": a reset, a read
-    timeout), its HTTP classes for some statuses, and HttpError with errno 290000 + status for the rest. In the
-    soak with faults on the Snowflake link the network errors ended `cdc run --follow` with exit 1, as if the
-    statement had been refused. A plain 500 stays permanent: the stand-in (fakesnow) answers 500 for every SQL
-    error it does not map, so the tests could not tell a refusal from an outage."""
+    """A lost link, a timeout, throttling or the service failing (HTTP 500/502/503/504), after the connector's own
+    retries. The connector raises OperationalError for the network (250003 "Failed to execute request": a reset,
+    a read timeout), its HTTP classes for some statuses, HttpError with errno 290000 + status for the rest, and
+    lets some resets through as its HTTP library's own exceptions. Snowflake refuses a statement in an HTTP 200
+    answer (ProgrammingError and kin, with the SQL error's code): an HTTP 5xx never means "refused". In the soak
+    with faults on the Snowflake link these ended `cdc run --follow` with exit 1, as if refused. (The test
+    stand-in answers 500 for what it cannot run; tests/snowflake/stand_in.py makes its NOT NULL refusal
+    Snowflake's.)"""
     from snowflake.connector import errors
 
-    http = (errors.ServiceUnavailableError, errors.GatewayTimeoutError, errors.BadGatewayError,
+    http = (errors.InternalServerError, errors.ServiceUnavailableError, errors.GatewayTimeoutError, errors.BadGatewayError,
             errors.OtherHTTPRetryableError, errors.RequestTimeoutError)
     if isinstance(exc, (errors.OperationalError, *http, *_network_errors())):
         return True
     errno = getattr(exc, "errno", None)
     status = errno % 290000 if isinstance(errno, int) and errno >= 290000 else 0
-    return status in (429, 502, 503, 504)
+    return status in (429, 500, 502, 503, 504)

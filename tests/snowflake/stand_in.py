@@ -30,8 +30,38 @@ def fakesnow_server() -> Iterator[dict[str, Any]]:
         import uvicorn  # noqa: F401  fakesnow[server]
     except ImportError as exc:  # fail, never skip: the test rig is part of the project
         pytest.fail(f"fakesnow server mode needs {exc.name}: pip install 'fakesnow[server]==0.12.1'")
+    faithful_not_null()
     with fakesnow.server() as params:
         yield params
+
+
+def faithful_not_null() -> None:
+    """Make the stand-in answer a NOT NULL violation as Snowflake does (idempotent; this process's fakesnow only).
+
+    Snowflake refuses it as a SQL error: ProgrammingError 100072 (22000) "NULL result in a non-nullable column",
+    in an HTTP 200 answer. fakesnow lets DuckDB's ConstraintException through, which its server answers with
+    HTTP 500, its code for "a bug or an unsupported feature". cdc takes a 500 for what it means on Snowflake, the
+    service failing (transient, retried), so without this a refused MERGE would look like an outage here.
+    """
+    import duckdb
+    import snowflake.connector
+    from fakesnow.cursor import FakeSnowflakeCursor
+
+    if getattr(FakeSnowflakeCursor._execute, "faithful_not_null", False):
+        return
+    original = FakeSnowflakeCursor._execute
+
+    def _execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(self, *args, **kwargs)
+        except duckdb.ConstraintException as exc:
+            if "NOT NULL constraint failed" not in str(exc):
+                raise
+            raise snowflake.connector.errors.ProgrammingError(msg="NULL result in a non-nullable column",
+                                                              errno=100072, sqlstate="22000") from exc
+
+    _execute.faithful_not_null = True  # type: ignore[attr-defined]
+    FakeSnowflakeCursor._execute = _execute  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")
