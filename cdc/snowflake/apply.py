@@ -145,6 +145,7 @@ class Applier:
         self.summary.evolved += moves.move_tables(run, self.existing, batch.batch_id, renamed)
         self._vacated = moves.vacated(renamed)
         staged = [self._stage(batch, key, spec) for key, spec in sorted(batch.manifest.get("tables", {}).items())]
+        self._check_staged(batch, staged)
         counts: dict[str, Counts] = {}
         if self.summary.transactional:
             self.execute("BEGIN")
@@ -171,6 +172,28 @@ class Applier:
             self.execute(f"DROP TABLE IF EXISTS {staging}")
         self._cleanup(f"REMOVE @{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/")
         return counts
+
+    def _check_staged(self, batch: Batch, staged: list[tuple[str, ddl.Target, str]]) -> None:
+        """Each staging table holds its manifest's rows once: one query for the whole batch.
+
+        The connector resends a statement whose answer it lost, and Snowflake does not always treat the resent
+        request as the one it ran (snowflake-connector-nodejs#1189; the stand-in never does): a resent COPY then
+        loads the files twice, while its answer counts them once. A keyless table's rows would be inserted twice,
+        a keyed MERGE refused as nondeterministic. The soak with faults on the Snowflake link met it. A rerun
+        stages the batch afresh, under new names: transient."""
+        specs = batch.manifest.get("tables", {})
+        checked = [(i, key, staging) for i, (key, _, staging) in enumerate(staged) if "rows" in specs[key]]
+        if not checked:
+            return
+        found = dict(self.execute(" UNION ALL ".join(f"SELECT {i}, COUNT(*) FROM {staging}"
+                                                     for i, _, staging in checked)))
+        for i, key, staging in checked:
+            if int(found.get(i, -1)) != int(specs[key]["rows"]):
+                raise TransientError(f"batch {batch.batch_id} table {key}: staging table {staging} holds "
+                                     f"{found.get(i)} rows, the batch {specs[key]['rows']} (a COPY resent after "
+                                     "its answer was lost loads the files twice)",
+                                     hint="nothing was merged; a rerun stages the batch afresh (cdc run --follow "
+                                     "retries by itself)")
 
     def _cleanup(self, statement: str) -> None:
         """Housekeeping that may fail without harm (fakesnow has no REMOVE; a rerun PUTs with OVERWRITE)."""

@@ -232,15 +232,20 @@ def test_keyless_batches_replace_every_copy_and_replay_harmlessly(sf: Any, tmp_p
 
 
 class _Resending(_Recording):
-    """A connection whose cursors send each CREATE twice, as the connector does when a statement's answer is lost
-    (an HTTP 500 or a reset link after the server ran it): the second one meets what the first made."""
+    """A connection whose cursors send each statement starting with `prefix` twice, as the connector does when a
+    statement's answer is lost (an HTTP 500 or a reset link after the server ran it) and the server does not take
+    the resent request for the one it ran: the second one meets what the first made."""
+
+    def __init__(self, conn: Any, prefix: str = "CREATE TRANSIENT") -> None:
+        super().__init__(conn)
+        self.prefix = prefix
 
     def cursor(self) -> Any:
         cursor = super().cursor()
         run = cursor.execute
 
         def execute(statement: str, *args: Any, **kwargs: Any) -> Any:
-            if statement.lstrip().upper().startswith("CREATE TRANSIENT"):
+            if statement.lstrip().upper().startswith(self.prefix):
                 run(statement, *args, **kwargs)
             return run(statement, *args, **kwargs)
 
@@ -258,6 +263,25 @@ def test_a_resent_staging_create_is_harmless(sf: Any, tmp_path: Path) -> None:
     assert summary.applied == ["b000000000001", "b000000000002"]
     assert sum(s.upper().startswith("CREATE TRANSIENT") for s in resending.statements) == 4  # one per batch, each sent twice
     assert [r[0] for r in rows(sf, 'SELECT "ID" FROM "ITEMS" ORDER BY "ID"')] == [2, 4, 5, 6, 7, 8, 30]
+
+
+def test_a_resent_copy_is_caught_before_it_doubles_a_keyless_table(sf: Any, tmp_path: Path) -> None:
+    """The 30-minute soak with faults on the Snowflake link had a batch's files loaded twice into its staging table
+    (the keyed MERGE then failed). A keyless table's rows would have been inserted twice, silently. Apply must
+    stop with a TransientError before merging anything, and a rerun must apply the batch exactly once."""
+    from cdc.errors import TransientError
+
+    schema = record_schema(tmp_path, "shop", "items", key=())
+    opts = bootstrap.Options()
+    bootstrap.run(sf, bootstrap.targets_for([schema], opts), opts)
+    write_batch(tmp_path, 1, {"shop.items": [row(1, 1, "c", **value(1))] * 3 + [row(2, 2, "c", **value(2))]})
+    with pytest.raises(TransientError) as caught:
+        apply.run(_Resending(sf, "COPY INTO"), StateDir(tmp_path))
+    assert "holds 8 rows, the batch 4" in caught.value.message
+    assert rows(sf, 'SELECT COUNT(*) FROM "ITEMS"') == [(0,)]
+    summary = apply.run(sf, StateDir(tmp_path))
+    assert summary.applied == ["b000000000001"]
+    assert rows(sf, 'SELECT "ID", COUNT(*) FROM "ITEMS" GROUP BY "ID" ORDER BY "ID"') == [(1, 3), (2, 1)]
 
 
 def test_a_link_reset_mid_answer_is_transient_and_a_rerun_ends_exact(sf: Any, snowflake_env: dict[str, str],
