@@ -1,4 +1,4 @@
-"""Tail's row decoder in C (cdc/rows/_native.c, built by `pip install -e .`) and its column program per table map.
+"""Tail's row decoder in C (cdc/rows/_native*.c, built by `pip install -e .`) and its column program per table map.
 
 The C decoder turns a full-image rows-event body straight into change lines (issue 28). Per column it runs
 one action: integers, DECIMAL, DATETIME2, TIMESTAMP2, TIME2, DATE, YEAR, ENUM, UTF-8 text (CHAR, VARCHAR,
@@ -34,6 +34,7 @@ _CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
 _INT_SIZES = {F.TINY: 1, F.SHORT: 2, F.INT24: 3, F.LONG: 4, F.LONGLONG: 8}
 _STRINGS = (F.VARCHAR, F.STRING, F.BLOB)
 
+SOURCES = ("_native.c", "_native_image.c", "_native_numbers.c", "_native.h")  # the extension's (pyproject.toml)
 Spec = tuple[int, int, int, Any]  # (action, a, b, extra): _native.c's Column
 
 
@@ -46,9 +47,9 @@ def _load() -> tuple[ModuleType | None, str | None]:
             range(len(_ACTIONS))):
         return None, "the built C row decoder is stale: run `pip install -e .` again"
     # In a checkout, a source edited after the build means the build is out of date.
-    source = Path(__file__).with_name("_native.c")
-    if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
-        return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
+    for source in map(Path(__file__).with_name, SOURCES):
+        if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
+            return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
     return module, None
 
 
