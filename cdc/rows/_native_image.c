@@ -55,13 +55,14 @@ static int utf8_length(const unsigned char *s, Py_ssize_t left) {
     return n;
 }
 
-/* Whether none of 8 bytes is non-ASCII, a control character, '"' or '\\' (each test exact for "any byte"). */
-static int plain8(uint64_t v) {
+/* A mask with the high bit set in each of 8 bytes that is non-ASCII, a control character, '"' or '\\'.
+ * Each test is exact for "any byte", and its lowest set bit is exact too (a false mark needs a borrow from a
+ * true one below it): its byte is the first that needs a look of its own. */
+static uint64_t special8(uint64_t v) {
     const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
     uint64_t quote = v ^ (ones * '"'), backslash = v ^ (ones * '\\');
-    uint64_t bad = (v & high) | ((v - ones * 0x20) & ~v & high) | ((quote - ones) & ~quote & high) |
-                   ((backslash - ones) & ~backslash & high);
-    return bad == 0;
+    return (v & high) | ((v - ones * 0x20) & ~v & high) | ((quote - ones) & ~quote & high) |
+           ((backslash - ones) & ~backslash & high);
 }
 
 /* UTF-8 text as orjson writes a str: quoted, with '"', '\\' and control characters escaped. */
@@ -71,10 +72,18 @@ static int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
     char *w = out->data + out->len;
     *w++ = '"';
     for (Py_ssize_t i = 0; i < n;) {
-        if (n - i >= 8) { /* eight bytes at a time while none needs a look of its own */
+        if (n - i >= 8) { /* eight bytes at a time, up to the first that needs a look of its own */
             uint64_t v;
             memcpy(&v, s + i, 8);
-            if (plain8(v)) { memcpy(w, s + i, 8); w += 8; i += 8; continue; }
+            uint64_t special = special8(v);
+            memcpy(w, s + i, 8); /* room: 6 bytes reserved per byte of the value; only the plain ones count */
+            if (!special) { w += 8; i += 8; continue; }
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            int plain = __builtin_clzll(special) >> 3; /* the first byte is the highest */
+#else
+            int plain = __builtin_ctzll(special) >> 3; /* the first byte is the lowest */
+#endif
+            w += plain; i += plain;
         }
         unsigned char c = s[i];
         if (c >= 0x80) {
