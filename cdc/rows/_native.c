@@ -15,7 +15,7 @@
 #include "_native.h"
 
 /* Raised when this file changes what the Python side passes (cdc/rows/native.py). */
-#define ABI_VERSION 3
+#define ABI_VERSION 4
 
 /* Start `b` as a bytes object of `cap` bytes, to be cut to its length by buf_result. */
 static int buf_start_bytes(Buf *b, Py_ssize_t cap) {
@@ -200,36 +200,51 @@ done:
     return result;
 }
 
-/* finish(block, xid, end) -> block.replace(b"\x00", xid).replace(b"\x01", end) in one pass: the commit's
- * fields put into a transaction's lines (cdc.capture.txn; the markers occur nowhere else in a line). */
-static PyObject *finish(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer block;
-    PyObject *xid, *end;
-    if (!PyArg_ParseTuple(args, "y*SS", &block, &xid, &end)) return NULL;
-    const char *p = block.buf, *stop = p + block.len;
-    Buf out = {0};
-    PyObject *result = NULL;
-    if (buf_start_bytes(&out, block.len + block.len / 4 + 64) < 0) goto done;
+/* One block's lines into `out`, its markers replaced by xid and end. */
+static int fill_block(Buf *out, const char *p, const char *stop, PyObject *xid, PyObject *end) {
     const char *zero = memchr(p, 0, (size_t)(stop - p)), *one = memchr(p, 1, (size_t)(stop - p));
     while (zero || one) {
         int is_zero = zero && (!one || zero < one);
         const char *mark = is_zero ? zero : one;
-        if (buf_put(&out, p, mark - p) < 0 || put_bytes(&out, is_zero ? xid : end) < 0) goto done;
+        if (buf_put(out, p, mark - p) < 0 || put_bytes(out, is_zero ? xid : end) < 0) return -1;
         p = mark + 1;
         if (is_zero) zero = memchr(p, 0, (size_t)(stop - p));
         else one = memchr(p, 1, (size_t)(stop - p));
     }
-    if (buf_put(&out, p, stop - p) < 0) goto done;
-    result = buf_result(&out);
-done:
+    return buf_put(out, p, stop - p);
+}
+
+/* finish(blocks, xid, end) -> b"".join(blocks).replace(b"\x00", xid).replace(b"\x01", end) in one pass: the
+ * commit's fields put into a transaction's lines (cdc.capture.txn; the markers occur nowhere else in a line).
+ * `blocks` is one bytes-like block or a list of them: a transaction's blocks become one write, not one each. */
+static PyObject *finish(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *blocks, *xid, *end;
+    if (!PyArg_ParseTuple(args, "OSS", &blocks, &xid, &end)) return NULL;
+    int many = PyList_Check(blocks);
+    Py_ssize_t count = many ? PyList_GET_SIZE(blocks) : 1, size = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t n = PyObject_Size(many ? PyList_GET_ITEM(blocks, i) : blocks);
+        if (n < 0) return NULL;
+        size += n;
+    }
+    Buf out = {0};
+    if (buf_start_bytes(&out, size + size / 4 + 64) < 0) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_buffer block;
+        if (PyObject_GetBuffer(many ? PyList_GET_ITEM(blocks, i) : blocks, &block, PyBUF_SIMPLE) < 0) goto failed;
+        int rc = fill_block(&out, block.buf, (const char *)block.buf + block.len, xid, end);
+        PyBuffer_Release(&block);
+        if (rc < 0) goto failed;
+    }
+    return buf_result(&out);
+failed:
     Py_XDECREF(out.bytes);
-    PyBuffer_Release(&block);
-    return result;
+    return NULL;
 }
 
 static PyMethodDef module_methods[] = {
-    {"finish", finish, METH_VARARGS, "finish(block, xid, end) -> the block with its markers replaced"},
+    {"finish", finish, METH_VARARGS, "finish(blocks, xid, end) -> the block(s) joined, markers replaced"},
     {"compile", compile_plan, METH_VARARGS, "compile(columns, names, keys, dumps) -> plan"},
     {"rows", rows, METH_VARARGS, "rows(plan, body, op, first, p1, p2, p3, p4) -> (lines, count)"},
     {NULL, NULL, 0, NULL},

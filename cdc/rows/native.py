@@ -27,7 +27,7 @@ from cdc.rows.strings import by_shape
 from cdc.schema import Column, TableSchema
 from cdc.values import INTEGER_TYPES
 
-ABI_VERSION = 3  # must match _native.c's: what compile(), rows() and finish() take
+ABI_VERSION = 4  # must match _native.c's: what compile(), rows() and finish() take
 _ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2")
 PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2 = range(len(_ACTIONS))
 _CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
@@ -61,8 +61,11 @@ def native_module() -> ModuleType | None:
     return None if os.environ.get("CDC_NATIVE", "1").strip() == "0" else _MODULE
 
 
-def marker_filler() -> Callable[[bytes | bytearray, bytes, bytes], bytes] | None:
-    """The C `finish(block, xid, end)`: a block's commit markers replaced in one pass (cdc.capture.txn), or None."""
+Blocks = bytes | bytearray | list[bytes | bytearray]
+
+
+def marker_filler() -> Callable[[Blocks, bytes, bytes], bytes] | None:
+    """The C `finish(blocks, xid, end)`: blocks joined, their commit markers replaced in one pass (cdc.capture.txn)."""
     module = native_module()
     return None if module is None else module.finish
 
