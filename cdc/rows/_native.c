@@ -37,16 +37,24 @@ static PyObject *buf_result(Buf *b) {
 
 /* {"name":value,...} of one image, columns in `names` order. */
 static int put_object(Buf *out, PyObject *names, const Py_ssize_t *index, const Buf *scratch, const Span *spans) {
-    if (buf_put(out, "{", 1) < 0) return -1;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
-        PyObject *entry = PyTuple_GET_ITEM(names, k);
-        Py_ssize_t i = index[k];
-        PyObject *name = PyTuple_GET_ITEM(entry, 1);
-        if ((k && buf_put(out, ",", 1) < 0) || buf_put(out, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) < 0 ||
-            buf_put(out, scratch->data + spans[i].start, spans[i].len) < 0)
-            return -1;
+    Py_ssize_t count = PyTuple_GET_SIZE(names), size = count + 1;
+    for (Py_ssize_t k = 0; k < count; k++)
+        size += PyBytes_GET_SIZE(PyTuple_GET_ITEM(PyTuple_GET_ITEM(names, k), 1)) + spans[index[k]].len;
+    if (buf_reserve(out, size) < 0) return -1; /* once per object, not per piece */
+    char *w = out->data + out->len;
+    *w++ = '{';
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *name = PyTuple_GET_ITEM(PyTuple_GET_ITEM(names, k), 1);
+        const Span *span = &spans[index[k]];
+        if (k) *w++ = ',';
+        memcpy(w, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name));
+        w += PyBytes_GET_SIZE(name);
+        memcpy(w, scratch->data + span->start, span->len);
+        w += span->len;
     }
-    return buf_put(out, "}", 1);
+    *w++ = '}';
+    out->len = w - out->data;
+    return 0;
 }
 
 static void plan_free(PyObject *capsule) {

@@ -69,21 +69,21 @@ static const char DIGIT_PAIRS[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-/* Decimal digits of v, at least `width` (<= 20) of them (zero-padded), at w; returns the end (printf's %0*llu). */
+/* Decimal digits of v, at least `width` (<= 20) of them (zero-padded), at w; returns the end (printf's %0*llu).
+ * Written backwards straight into w once their count is known: no scratch copy (a memcpy call per value). */
 static inline char *digits_at(char *w, uint64_t v, int width) {
-    char tmp[24];
-    int n = 24;
+    int count = 1;
+    for (uint64_t bound = 10; count < 20 && v >= bound; bound *= 10) count++;
+    char *end = w + (count > width ? count : width), *p = end;
     while (v >= 100) {
-        unsigned pair = (unsigned)(v % 100);
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * (v % 100), 2);
         v /= 100;
-        n -= 2;
-        memcpy(tmp + n, DIGIT_PAIRS + 2 * pair, 2);
     }
-    if (v >= 10) { n -= 2; memcpy(tmp + n, DIGIT_PAIRS + 2 * v, 2); }
-    else tmp[--n] = (char)('0' + v);
-    while (24 - n < width) tmp[--n] = '0';
-    memcpy(w, tmp + n, 24 - n);
-    return w + 24 - n;
+    if (v >= 10) { p -= 2; memcpy(p, DIGIT_PAIRS + 2 * v, 2); }
+    else *--p = (char)('0' + v);
+    while (p > w) *--p = '0';
+    return end;
 }
 
 
