@@ -234,7 +234,8 @@ class Capture:
         return rows_block(images, decoder.key_names, meta)
 
     def _add_rows(self, meta: RowsMeta, block: bytes | bytearray, count: int) -> None:
-        self.out.add_rows(meta.position(meta.first), block, count)
+        first = meta.position(meta.first) if self.out.txn.first_position is None else ""  # kept for its first lines only
+        self.out.add_rows(first, block, count)
         if self.windows.held:
             self.windows.note(meta.db, meta.table, block)
 
@@ -389,7 +390,6 @@ class Capture:
         self._queued_bytes = 0
         self.out.close()
         self.schemas.close_control()
-
 
 
 def _opens_transaction(sql: str) -> bool:

@@ -1,4 +1,4 @@
-"""Tail's row decoder in C (cdc/rows/_native.c, built by `pip install -e .`) and its column program per table map.
+"""Tail's row decoder in C (cdc/rows/_native*.c, built by `pip install -e .`) and its column program per table map.
 
 The C decoder turns a full-image rows-event body straight into change lines (issue 28). Per column it runs
 one action: integers, DECIMAL, DATETIME2, TIMESTAMP2, TIME2, DATE, YEAR, ENUM, UTF-8 text (CHAR, VARCHAR,
@@ -27,13 +27,14 @@ from cdc.rows.strings import by_shape
 from cdc.schema import Column, TableSchema
 from cdc.values import INTEGER_TYPES
 
-ABI_VERSION = 3  # must match _native.c's: what compile(), rows() and finish() take
+ABI_VERSION = 4  # must match _native.c's: what compile(), rows() and finish() take
 _ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2")
 PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2 = range(len(_ACTIONS))
 _CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
 _INT_SIZES = {F.TINY: 1, F.SHORT: 2, F.INT24: 3, F.LONG: 4, F.LONGLONG: 8}
 _STRINGS = (F.VARCHAR, F.STRING, F.BLOB)
 
+SOURCES = ("_native.c", "_native_image.c", "_native_numbers.c", "_native.h")  # the extension's (pyproject.toml)
 Spec = tuple[int, int, int, Any]  # (action, a, b, extra): _native.c's Column
 
 
@@ -46,9 +47,9 @@ def _load() -> tuple[ModuleType | None, str | None]:
             range(len(_ACTIONS))):
         return None, "the built C row decoder is stale: run `pip install -e .` again"
     # In a checkout, a source edited after the build means the build is out of date.
-    source = Path(__file__).with_name("_native.c")
-    if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
-        return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
+    for source in map(Path(__file__).with_name, SOURCES):
+        if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
+            return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
     return module, None
 
 
@@ -60,8 +61,11 @@ def native_module() -> ModuleType | None:
     return None if os.environ.get("CDC_NATIVE", "1").strip() == "0" else _MODULE
 
 
-def marker_filler() -> Callable[[bytes | bytearray, bytes, bytes], bytes] | None:
-    """The C `finish(block, xid, end)`: a block's commit markers replaced in one pass (cdc.capture.txn), or None."""
+Blocks = bytes | bytearray | list[bytes | bytearray]
+
+
+def marker_filler() -> Callable[[Blocks, bytes, bytes], bytes] | None:
+    """The C `finish(blocks, xid, end)`: blocks joined, their commit markers replaced in one pass (cdc.capture.txn)."""
     module = native_module()
     return None if module is None else module.finish
 

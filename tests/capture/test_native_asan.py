@@ -1,6 +1,6 @@
 """The C row decoder under AddressSanitizer: test_nativeblock.py's fuzz and differential tests, and the marker fill.
 
-Builds cdc/rows/_native.c with -fsanitize=address into a temporary directory, then runs
+Builds cdc/rows/_native*.c (one extension) with -fsanitize=address into a temporary directory, then runs
 tests/capture/test_nativeblock.py and test_txn.py's test of the C marker fill (issue 28) in a fresh Python
 with ASan preloaded and that build standing in for the installed extension (PYTHONMALLOC=malloc, so the
 decoder's buffers are ASan's too). Any read or write outside a buffer aborts the run with ASan's report.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "cdc" / "rows" / "_native.c"
+SOURCES = [ROOT / "cdc" / "rows" / name for name in ("_native.c", "_native_image.c", "_native_numbers.c")]
 _RUN = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("cdc.rows._native", sys.argv[1])
@@ -39,7 +39,7 @@ def _build(target: Path) -> Path:
         pytest.skip("no C compiler")
     out = target / ("_native" + sysconfig.get_config_var("EXT_SUFFIX"))
     subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer",
-                    f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(out)], check=True)
+                    f"-I{sysconfig.get_paths()['include']}", *map(str, SOURCES), "-o", str(out)], check=True)
     return out
 
 

@@ -69,3 +69,26 @@ def test_c_marker_fill_equals_two_replaces(parts: list[bytes], xid: bytes, end: 
     block = b"".join(parts)
     assert fill(block, xid, end) == block.replace(b"\x00", xid).replace(b"\x01", end)
     assert fill(bytearray(block), xid, end) == block.replace(b"\x00", xid).replace(b"\x01", end)
+    # A transaction's blocks, filled and joined in one call (one write per MiB of lines, not one per rows event).
+    cut = len(parts) // 2
+    blocks = [b"".join(parts[:cut]), bytearray(b"".join(parts[cut:])), b""]
+    assert fill(blocks, xid, end) == block.replace(b"\x00", xid).replace(b"\x01", end)
+    assert fill([], xid, end) == b""
+
+
+def test_blocks_of_a_transaction_are_filled_in_groups_of_a_mebibyte(tmp_path: Path, monkeypatch: Any) -> None:
+    """complete() fills and yields a transaction's blocks joined, a MiB at a time: the same lines as block by block
+    (C and the Python fallback), whole lines in every piece, and no piece much over a MiB."""
+    meta = RowsMeta("db", "t", "mariadb-bin.000001", 4, None, 1, "c")
+    blocks = [rows_block([(None, {"id": n, "v": "x" * (n % 3000)})] * 40, ["id"], meta)[0] for n in range(300)]
+    end = b'1970-01-01T00:00:00Z","v":1}\n'
+    expected = b"".join(block.replace(b"\x00", b"7").replace(b"\x01", end) for block in blocks)
+    for native in ("1", "0"):
+        monkeypatch.setenv("CDC_NATIVE", native)
+        buffer = TransactionBuffer(tmp_path, spill_bytes=2**30)
+        for block in blocks:
+            buffer.add("first", block, 40)
+        pieces = [bytes(piece) for piece in buffer.complete(7, 0)]
+        assert b"".join(pieces) == expected
+        assert 1 < len(pieces) < len(blocks) and all(piece.endswith(b"}\n") for piece in pieces)
+        assert max(map(len, pieces)) < (2**20 + max(map(len, blocks))) * 5 // 4  # the commit fields add to each line
