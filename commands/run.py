@@ -2,6 +2,7 @@
 
 # No `from __future__ import annotations`: @mysql_options re-wraps the signature and typer must see real types.
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,8 +77,18 @@ class _View:
         self.rows: dict[str, list[str]] = {}
         self.shown = 0.0
         self.status = _RunStatus(status_interval if live is None else 0.0)
+        # --follow: tail's progress comes from its thread (cdc.pipeline.tail_beside) while a later stage reports.
+        self._lock = threading.Lock()
 
     def progress(self, p: StageProgress) -> None:
+        with self._lock:
+            self._progress(p)
+
+    def stage(self, r: StageResult) -> None:
+        with self._lock:
+            self._stage(r)
+
+    def _progress(self, p: StageProgress) -> None:
         self.status.progress(p)
         if self.live is None:
             return
@@ -86,7 +97,7 @@ class _View:
         if time.monotonic() - self.shown >= 0.25:  # progress comes per event; redraw a few times a second
             self._draw()
 
-    def stage(self, r: StageResult) -> None:
+    def _stage(self, r: StageResult) -> None:
         self.status.stage(r)
         if self.as_json:
             ui.print_json_line(r.to_dict())
@@ -104,6 +115,10 @@ class _View:
             self._draw()
 
     def cycle(self, summary: RunSummary) -> None:
+        with self._lock:
+            self._cycle(summary)
+
+    def _cycle(self, summary: RunSummary) -> None:
         self.status.cycle(summary)
         if self.as_json and summary.follow:
             ui.print_json_line({"event": "cycle", "cycle": summary.cycles, "seconds": round(summary.seconds, 3),
