@@ -30,8 +30,9 @@ SkipOpt = Annotated[Optional[list[str]], typer.Option("--skip-stage", help="Leav
 @log_options
 @mysql_options
 def run(
-    follow: Annotated[bool, typer.Option("--follow/--until-now", help="Cycle until SIGTERM/Ctrl-C, or bring every "
-                                         "stage up to what is current at start and exit.")] = False,
+    follow: Annotated[bool, typer.Option("--follow/--until-now", help="Tail continuously and cycle the other "
+                                         "stages until SIGTERM/Ctrl-C, or bring every stage up to what is current "
+                                         "at start and exit.")] = False,
     stages: StagesOpt = None,
     skip_stage: SkipOpt = None,
     no_snapshot: Annotated[bool, typer.Option("--no-snapshot", help="Never snapshot; tail needs a checkpoint or a "
@@ -42,8 +43,8 @@ def run(
         "--start-gtid", help="Start after these MariaDB GTIDs.", rich_help_panel=_START)] = None,
     from_now: Annotated[bool, typer.Option(
         "--from-now", help="Start at the server's current position.", rich_help_panel=_START)] = False,
-    poll_interval: Annotated[float, typer.Option("--poll-interval", help="--follow: seconds to wait after a cycle "
-                                                 "that captured nothing.")] = 1.0,
+    poll_interval: Annotated[float, typer.Option("--poll-interval", help="--follow: the longest wait after a cycle "
+                                                 "when nothing new was sealed (a segment sealed ends it).")] = 1.0,
     allow_no_pk: Annotated[bool, typer.Option("--allow-no-pk", help="Snapshot tables without a primary key too "
                                               "(replicated as multisets of whole rows).", rich_help_panel=_CHAIN)]
     = False,

@@ -74,7 +74,7 @@ class RunOptions:
     skip: tuple[str, ...] = ()
     snapshot: bool = True  # False: never snapshot (tail then needs a checkpoint or `start`)
     start: StartRequest = StartRequest()  # tail's first start, as `cdc tail --start-position/...`
-    poll_interval: float = 1.0  # --follow: pause after a cycle that captured nothing
+    poll_interval: float = 1.0  # --follow: longest pause after a cycle when nothing new was sealed
     allow_no_pk: bool = False  # the snapshot copies keyless tables (multisets of rows) instead of refusing them
     # --follow: a stage failing with exit 10 (lost connection, throttling) is retried, with backoff, until no cycle
     # has completed for this long; then the run ends with that stage's error.
