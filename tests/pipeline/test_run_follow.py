@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from cdc.changelog import list_segments
+from cdc.errors import ExitCode
 from tests.pipeline.campaign import ROOT, cdc_argv
 from tests.pipeline.run_rig import (
     TABLES,
@@ -86,6 +87,10 @@ def test_rows_committed_during_a_merge_are_sealed_before_it_ends(
         assert wait_until(lambda: len(watch.merges(began)) >= 3, timeout=240), running.lines
         writing.set()
         writer.join()
+        # The thread holds tail's lock for the whole run: a standalone tail on the state directory is refused.
+        standalone = subprocess.run(cdc_argv(setup["config"], "tail", "--until-now"), cwd=ROOT, capture_output=True,
+                                    text=True, timeout=120)
+        assert standalone.returncode == ExitCode.LOCKED, standalone.stderr
         expected = {table: source_rows(mariadb, setup["db"], table) for table in TABLES}
         assert wait_until(lambda: {t: target_rows(sf, t) for t in TABLES} == expected, timeout=240, interval=0.5)
         running.process.send_signal(signal.SIGTERM)
