@@ -67,6 +67,9 @@ class Book:
     stages: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     first_cycle: threading.Event = field(default_factory=threading.Event)
+    # Each sequence number's (segment, first seen) once sealed: tail may seal a commit before the workload has
+    # recorded it as followed (within 0.5 s since tail runs beside the cycles), and it must still be matched.
+    sealed: dict[int, tuple[str, int, float]] = field(default_factory=dict)
 
 
 def table_name(i: int) -> str:
@@ -120,7 +123,10 @@ def workload(server: MariaDB, book: Book, live: dict[str, list[int]], args: argp
             if key > 0 and rng.random() < args.sample:
                 keys.remove(key)  # followed: never written again, so its values stay the committed ones
                 with book.lock:
-                    book.samples[n] = Sample(name, key, n, committed)
+                    sample = book.samples[n] = Sample(name, key, n, committed)
+                    segment, sealed_key, seen = book.sealed.get(n, (None, None, 0.0))
+                    if segment is not None and sealed_key == key:  # sealed and read before this line ran
+                        sample.segment, sample.sealed = segment, max(seen, committed)
             time.sleep(max(0.0, began + n / args.rate - time.monotonic()))
     return n
 
@@ -138,6 +144,7 @@ def watch_segments(directory: Path, book: Book, stop: threading.Event) -> None:
                 change = orjson.loads(line)
                 after = change.get("after") or {}
                 with book.lock:
+                    book.sealed.setdefault(after.get("v", 0), (path.name, after.get("id"), now))
                     sample = book.samples.get(after.get("v", 0))
                     if sample is not None and sample.segment is None and after.get("id") == sample.key:
                         sample.segment, sample.sealed = path.name, now

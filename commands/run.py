@@ -2,6 +2,7 @@
 
 # No `from __future__ import annotations`: @mysql_options re-wraps the signature and typer must see real types.
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,8 +30,9 @@ SkipOpt = Annotated[Optional[list[str]], typer.Option("--skip-stage", help="Leav
 @log_options
 @mysql_options
 def run(
-    follow: Annotated[bool, typer.Option("--follow/--until-now", help="Cycle until SIGTERM/Ctrl-C, or bring every "
-                                         "stage up to what is current at start and exit.")] = False,
+    follow: Annotated[bool, typer.Option("--follow/--until-now", help="Tail continuously and cycle the other "
+                                         "stages until SIGTERM/Ctrl-C, or bring every stage up to what is current "
+                                         "at start and exit.")] = False,
     stages: StagesOpt = None,
     skip_stage: SkipOpt = None,
     no_snapshot: Annotated[bool, typer.Option("--no-snapshot", help="Never snapshot; tail needs a checkpoint or a "
@@ -41,8 +43,8 @@ def run(
         "--start-gtid", help="Start after these MariaDB GTIDs.", rich_help_panel=_START)] = None,
     from_now: Annotated[bool, typer.Option(
         "--from-now", help="Start at the server's current position.", rich_help_panel=_START)] = False,
-    poll_interval: Annotated[float, typer.Option("--poll-interval", help="--follow: seconds to wait after a cycle "
-                                                 "that captured nothing.")] = 1.0,
+    poll_interval: Annotated[float, typer.Option("--poll-interval", help="--follow: the longest wait after a cycle "
+                                                 "when nothing new was sealed (a segment sealed ends it).")] = 1.0,
     allow_no_pk: Annotated[bool, typer.Option("--allow-no-pk", help="Snapshot tables without a primary key too "
                                               "(replicated as multisets of whole rows).", rich_help_panel=_CHAIN)]
     = False,
@@ -76,8 +78,18 @@ class _View:
         self.rows: dict[str, list[str]] = {}
         self.shown = 0.0
         self.status = _RunStatus(status_interval if live is None else 0.0)
+        # --follow: tail's progress comes from its thread (cdc.pipeline.tail_beside) while a later stage reports.
+        self._lock = threading.Lock()
 
     def progress(self, p: StageProgress) -> None:
+        with self._lock:
+            self._progress(p)
+
+    def stage(self, r: StageResult) -> None:
+        with self._lock:
+            self._stage(r)
+
+    def _progress(self, p: StageProgress) -> None:
         self.status.progress(p)
         if self.live is None:
             return
@@ -86,7 +98,7 @@ class _View:
         if time.monotonic() - self.shown >= 0.25:  # progress comes per event; redraw a few times a second
             self._draw()
 
-    def stage(self, r: StageResult) -> None:
+    def _stage(self, r: StageResult) -> None:
         self.status.stage(r)
         if self.as_json:
             ui.print_json_line(r.to_dict())
@@ -104,6 +116,10 @@ class _View:
             self._draw()
 
     def cycle(self, summary: RunSummary) -> None:
+        with self._lock:
+            self._cycle(summary)
+
+    def _cycle(self, summary: RunSummary) -> None:
         self.status.cycle(summary)
         if self.as_json and summary.follow:
             ui.print_json_line({"event": "cycle", "cycle": summary.cycles, "seconds": round(summary.seconds, 3),

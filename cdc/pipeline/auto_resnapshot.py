@@ -7,14 +7,16 @@ the repair is the online re-snapshot (`cdc resnapshot`, cdc.snapshot.resnapshot)
 watermarks and chunk rows reach the change log only through tail, and the re-snapshot waits for tail's
 checkpoint to pass each mark.
 
-Design: `cdc run` is a cycle loop (cdc.pipeline.run) whose tail runs up to "now" once per cycle, so the
-re-snapshot cannot run inside a cycle (it would wait for a tail that runs only after it returns). It runs
-beside the loop instead, in one thread of the same process, doing exactly what `cdc resnapshot db.table`
-does (same library call, same lock, same resnapshot.json, resumable). The loop's next tail cycles read its
-marks and emit its chunks; its waits end when a cycle's tail passes them, which the loop keeps starting:
-with `--follow` as always, with `--until-now` for as long as a re-snapshot runs, and for one more full cycle
-after it ends so spark-merge and snowflake-apply carry its rows and its end line. Nothing waits for the
-other inside a cycle, so nothing can deadlock: at worst a re-snapshot waits a cycle's length per mark.
+Design: `cdc run` is a cycle loop (cdc.pipeline.run); with `--until-now` its tail runs up to "now" once per
+cycle, so the re-snapshot cannot run inside a cycle (it would wait for a tail that runs only after it
+returns). It runs beside the loop instead, in one thread of the same process, doing exactly what `cdc
+resnapshot db.table` does (same library call, same lock, same resnapshot.json, resumable). Tail reads its
+marks and emits its chunks, and its waits end when tail's checkpoint passes them. With `--follow`, tail
+runs continuously in its own thread (cdc.pipeline.tail_beside), so a mark is passed within tail's flush
+interval. With `--until-now`, the loop keeps starting cycles for as long as a re-snapshot runs, and for one
+more full cycle after it ends so spark-merge and snowflake-apply carry its rows and its end line. Nothing
+waits for the other inside a cycle, so nothing can deadlock: at worst a re-snapshot waits a cycle's length
+per mark.
 
 After each cycle `poll` looks: a re-snapshot running -> nothing to do; one just ended -> its outcome is
 logged (a failure is recorded for `cdc status` under the `resnapshot` stage, and retried after

@@ -11,13 +11,29 @@ Each stage is the library call its standalone command makes (cdc.pipeline.run_st
 own lock and keeps its own checkpoint: a crashed `cdc run` is simply run again, and a standalone stage
 running on the same state directory makes the run fail with exit 6 (and vice versa).
 
-`--follow` is a cycle loop, not a tail thread: each cycle is tail --until-now (to the server position
-current at the cycle's start), then every later stage up to what tail just sealed; the next cycle
-starts at once when this one captured rows, else after `poll_interval`. Why: a failure stops the chain
-at a clear point with no concurrent stage left half-way, SIGTERM is honoured between units of work by
-one flag every stage already understands, and each stage holds its lock only while it works. The
-price is latency, about one cycle: tail seals within a second, and the SparkSession is started once and
-kept for the whole run, so a cycle costs seconds, not a Spark start-up.
+`--follow` runs tail continuously and the later stages in cycles beside it (issue #25). The first cycle is
+the chain as `--until-now` runs it (tail catches up with the backlog, with a decode worker if a core is
+spare); from then on tail is `cdc tail --follow` in a thread of this process (cdc.pipeline.tail_beside),
+sealing a segment within its flush interval (0.5 s) whatever merge and apply are doing. Each later cycle
+ships, merges, bootstraps and applies what is sealed when it starts, and goes again at once when a segment
+sealed meanwhile, else waits up to `poll_interval` for one. Why not the old cycle loop (tail --until-now at
+the start of each cycle): a commit made while a cycle's merge and apply ran was not even sealed until the
+next cycle's tail (commit -> sealed p99 20 s on a quiet machine, 65 s at load 15); now it is within a
+second, durable in the change log and shippable by the next cycle. End to end, a row still waits for the
+running cycle to end before a merge takes it: that gain is only the tail stage's time per cycle
+(docs/performance.md, "Freshness").
+
+What stays: every stage, tail included, holds its own lock and checkpoint (tail's for the whole run, so a
+standalone `cdc tail` fails with exit 6, and vice versa); stages never wait for each other (they meet only
+through the state directory: merge reads sealed segments, which tail never rewrites), so nothing can
+deadlock; a failure stops the run at a clear point: the thread's error is raised by the cycle that finds
+it, so the run ends with tail's own error and exit code, or retries a transient one (a new thread after the
+backoff), never going on without tail. SIGTERM sets the one stop event every stage and the thread check
+between units of work; the run joins the thread, which seals and checkpoints what was committed. The
+SparkSession and the Snowflake login are kept for the whole run, so a cycle costs seconds, not a start-up.
+
+`--json` stage lines: each cycle has a tail line with the rows the thread captured since the previous one
+(and where it is, its lag); the last one comes when the run ends. Their sum is the summary's tail total.
 """
 
 from __future__ import annotations
@@ -38,6 +54,7 @@ from cdc.pipeline import failures, run_stages
 from cdc.pipeline.auto_resnapshot import STAGE as AUTO_RESNAPSHOT
 from cdc.pipeline.auto_resnapshot import AutoResnapshot
 from cdc.pipeline.run_stages import Context, Outcome, StageProgress
+from cdc.pipeline.tail_beside import TailBeside
 from cdc.state import StateDir
 
 log = logging.getLogger(__name__)
@@ -60,7 +77,7 @@ class RunOptions:
     skip: tuple[str, ...] = ()
     snapshot: bool = True  # False: never snapshot (tail then needs a checkpoint or `start`)
     start: StartRequest = StartRequest()  # tail's first start, as `cdc tail --start-position/...`
-    poll_interval: float = 1.0  # --follow: pause after a cycle that captured nothing
+    poll_interval: float = 1.0  # --follow: longest pause after a cycle when nothing new was sealed
     allow_no_pk: bool = False  # the snapshot copies keyless tables (multisets of rows) instead of refusing them
     # --follow: a stage failing with exit 10 (lost connection, throttling) is retried, with backoff, until no cycle
     # has completed for this long; then the run ends with that stage's error.
@@ -179,26 +196,31 @@ def run_pipeline(
     summary = RunSummary(chain, options.follow)
     began, finished = time.monotonic(), False
     repairs = _repairs(ctx, chain, options)
+    beside = TailBeside(ctx) if options.follow and "tail" in chain else None
     retry = _Retry(options.transient_timeout if options.follow else 0.0)
+    report = on_stage or (lambda _r: None)
     try:
         while True:
             summary.cycles += 1
             try:
-                busy, finished = _cycle(ctx, chain, summary, on_stage or (lambda _r: None))
+                busy, finished = _cycle(ctx, chain, summary, report, beside)
             except StageError as exc:
                 pause = retry.after(exc)  # raises it again unless it is worth a retry
                 if stop.wait(pause):
                     break
                 continue
-            retry.succeeded()
+            if beside is None or beside.healthy:  # a restarted tail must show it reads before the count restarts
+                retry.succeeded()
             summary.seconds = time.monotonic() - began
             if on_cycle:
                 on_cycle(summary)
             # --until-now goes on while a re-snapshot it started runs (cdc.pipeline.auto_resnapshot).
             repairing = repairs is not None and repairs.poll(finished)
-            if not (options.follow or repairing) or stop.is_set() or (not busy and stop.wait(options.poll_interval)):
+            if not (options.follow or repairing) or stop.is_set() or (not busy and _pause(ctx, beside, options)):
                 break
     finally:
+        if beside is not None:
+            _last_tail(beside, summary, report)
         if repairs is not None:
             repairs.close()
         ctx.close()
@@ -206,6 +228,21 @@ def run_pipeline(
     summary.stopped = SIGNALLED if (stop.is_set() if options.follow else not finished) else CAUGHT_UP
     summary.seconds = time.monotonic() - began
     return summary
+
+
+def _pause(ctx: Context, beside: TailBeside | None, options: RunOptions) -> bool:
+    """The idle pause after a cycle that found nothing: True if the run is to stop."""
+    if beside is not None and beside.running:
+        return beside.wait(options.poll_interval)  # ends early when tail seals a segment
+    return ctx.stop.wait(options.poll_interval)
+
+
+def _last_tail(beside: TailBeside, summary: RunSummary, on_stage: Callable[[StageResult], None]) -> None:
+    """Stop the tail thread; what it captured since the last cycle's tail line is the run's last one."""
+    outcome = beside.close()
+    if outcome is not None:
+        _count(summary, _result("tail", summary.cycles, outcome, 0.0))
+        on_stage(summary.last["tail"])
 
 
 def _repairs(ctx: Context, chain: list[str], options: RunOptions) -> AutoResnapshot | None:
@@ -243,27 +280,49 @@ class _Retry:
         self.failing_since, self.failures = None, 0
 
 
-def _cycle(ctx: Context, chain: list[str], summary: RunSummary,
-           on_stage: Callable[[StageResult], None]) -> tuple[bool, bool]:
-    """One pass over the chain: (tail captured rows, so follow goes again at once; every stage caught up)."""
+def _cycle(ctx: Context, chain: list[str], summary: RunSummary, on_stage: Callable[[StageResult], None],
+           beside: TailBeside | None) -> tuple[bool, bool]:
+    """One pass over the chain: (more to do, so follow goes again at once; every stage caught up)."""
     busy = False
+    if beside is not None:
+        beside.sealed.clear()  # set again by a segment sealed from here on: the next cycle has work
     for stage in chain:
         if ctx.stop.is_set():  # between stages: the one before finished its unit of work
             return busy, False
-        result = _run_stage(ctx, stage, summary.cycles, on_stage)
-        summary.last[stage] = result
-        summary.totals[stage] = summary.totals.get(stage, 0) + result.count
+        if stage == "tail" and beside is not None and ctx.tailed:
+            result = _run_stage(ctx, stage, summary.cycles, on_stage, lambda _ctx: _tail_beside(ctx, beside))
+        else:
+            result = _run_stage(ctx, stage, summary.cycles, on_stage)
+            if stage == "tail" and beside is not None and result.status != run_stages.STOPPED:
+                beside.start()  # the backlog is captured: tail goes on beside the later stages
+        _count(summary, result)
         on_stage(result)
-        busy = busy or (stage == "tail" and result.count > 0)
+        busy = busy or (stage == "tail" and beside is None and result.count > 0)
         if result.status == run_stages.STOPPED:
             return busy, False
-    return busy, True
+    return busy or (beside is not None and beside.sealed.is_set()), True
 
 
-def _run_stage(ctx: Context, stage: str, cycle: int, on_stage: Callable[[StageResult], None]) -> StageResult:
+def _tail_beside(ctx: Context, beside: TailBeside) -> Outcome:
+    """The cycle's look at the tail thread: its error raised here, a new thread after a failure's backoff."""
+    beside.check()
+    if not beside.running:
+        beside.start()
+    if beside.healthy:
+        failures.clear_failure(ctx.state, "tail")
+    return beside.take()
+
+
+def _count(summary: RunSummary, result: StageResult) -> None:
+    summary.last[result.stage] = result
+    summary.totals[result.stage] = summary.totals.get(result.stage, 0) + result.count
+
+
+def _run_stage(ctx: Context, stage: str, cycle: int, on_stage: Callable[[StageResult], None],
+               runner: Callable[[Context], Outcome] | None = None) -> StageResult:
     began = time.monotonic()
     try:
-        outcome = _RUNNERS[stage](ctx)
+        outcome = (runner or _RUNNERS[stage])(ctx)
     except CdcError as exc:
         _record(ctx, stage, exc)
         on_stage(StageResult(stage, cycle, FAILED, None, 0, "", time.monotonic() - began, error=str(exc)))
@@ -273,10 +332,15 @@ def _run_stage(ctx: Context, stage: str, cycle: int, on_stage: Callable[[StageRe
         on_stage(StageResult(stage, cycle, FAILED, None, 0, "", time.monotonic() - began, error=repr(exc)))
         exc.add_note(f"cdc run: in stage {stage}")
         raise
-    if outcome.status != run_stages.STOPPED:  # a stage stopped by a signal has not shown it works again
+    # A stage stopped by a signal has not shown it works again; the tail thread clears its own (_tail_beside).
+    if outcome.status != run_stages.STOPPED and runner is None:
         failures.clear_failure(ctx.state, stage)
-    return StageResult(stage, cycle, outcome.status, outcome.reached, outcome.count, outcome.unit,
-                       time.monotonic() - began, outcome.lag_seconds, detail=outcome.detail)
+    return _result(stage, cycle, outcome, time.monotonic() - began)
+
+
+def _result(stage: str, cycle: int, outcome: Outcome, seconds: float) -> StageResult:
+    return StageResult(stage, cycle, outcome.status, outcome.reached, outcome.count, outcome.unit, seconds,
+                       outcome.lag_seconds, detail=outcome.detail)
 
 
 def _record(ctx: Context, stage: str, error: Exception) -> None:

@@ -118,7 +118,8 @@ def snapshot(ctx: Context) -> Outcome:
 
 
 def tail(ctx: Context) -> Outcome:
-    """tail --until-now: up to the server position current when it starts (never --follow: see run.py)."""
+    """tail --until-now: up to the server position current when it starts (--follow goes on in a thread after the
+    first one: cdc.pipeline.tail_beside)."""
     mysql = ctx.settings.mysql
     has_checkpoint = TailCheckpoint.read(ctx.state) is not None
     # After the run's first tail, a cycle's backlog is seconds of writes: decoded in this process in milliseconds,
