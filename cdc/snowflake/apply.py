@@ -14,15 +14,11 @@ between them and rerun replays the batch harmlessly.
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -33,20 +29,14 @@ from cdc.checkpoints import ApplyCheckpoint
 from cdc.errors import CdcError, DataError, PreconditionError, TransientError
 from cdc.masking import masked_history
 from cdc.schema import TableSchema
-from cdc.snowflake import ddl, evolve, moves, names, rekey
+from cdc.snowflake import ddl, evolve, moves, names, rekey, staging
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import cursor as guarded_cursor
+from cdc.snowflake.staging import Batch
 from cdc.state import StateDir, read_json
 
 _Q = sql.quote_ident
 METADATA = (names.ACTION, names.IS_UPDATE, names.CDC_POSITION, names.CDC_COMMIT_TS, names.CDC_OP)
-
-
-@dataclass(frozen=True)
-class Batch:
-    batch_id: str
-    path: Path
-    manifest: dict[str, Any]
 
 
 @dataclass
@@ -149,9 +139,9 @@ class Applier:
         if self.summary.transactional:
             self.execute("BEGIN")
         try:
-            for key, target, staging in staged:
+            for key, target, table in staged:
                 try:
-                    counts[key] = self._merge(target, staging)
+                    counts[key] = self._merge(target, table)
                 except CdcError as exc:
                     raise stuck(batch.batch_id, key, target.name, exc, self._not_null(target)) from None
             rows = sum(int(spec.get("rows", 0)) for spec in batch.manifest.get("tables", {}).values())
@@ -167,8 +157,8 @@ class Applier:
                 self.execute("ROLLBACK")
             raise
         moves.finish(run, self.existing, batch.batch_id)
-        for _, _, staging in staged:
-            self.execute(f"DROP TABLE IF EXISTS {staging}")
+        for _, _, table in staged:
+            self.execute(f"DROP TABLE IF EXISTS {table}")
         self._cleanup(f"REMOVE @{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/")
         return counts
 
@@ -180,27 +170,14 @@ class Applier:
             self.summary.cleanup_skipped = True
 
     def _stage(self, batch: Batch, key: str, spec: dict[str, Any]) -> tuple[str, ddl.Target, str]:
-        files = _files(batch, key, spec)
+        files = staging.batch_files(batch, key, spec)
         arrow = pq.read_schema(files[0])
         target = self._target(batch, key, spec, arrow)
         self._staged += 1
-        staging = _Q(f"{names.STAGING_PREFIX}{self.run_id}_{self._staged}")
+        table = _Q(f"{names.STAGING_PREFIX}{self.run_id}_{self._staged}")
         location = f"@{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/{self._staged}/"
-        columns = ", ".join(f"{_Q(_staging_name(f.name))} {arrow_type(f.type, key)}" for f in arrow)
-        # IF NOT EXISTS: the name is this run's own, so it exists only when the connector resent this very
-        # statement after losing its answer (an HTTP 500 or a reset link); it is still empty then.
-        self.execute(f"CREATE TRANSIENT TABLE IF NOT EXISTS {staging} ({columns})")
-        with plain_names(files, batch.path / ".put") as uploads:
-            for path in uploads:
-                self.execute(f"PUT {sql.quote_literal('file://' + str(path))} {location} "
-                             "AUTO_COMPRESS = FALSE OVERWRITE = TRUE")
-        result = self.execute(f"COPY INTO {staging} FROM {location} FILE_FORMAT = (TYPE = PARQUET) "
-                              "MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE FORCE = TRUE")
-        loaded = sum(int(r[3] or 0) for r in result if len(r) > 3)
-        if "rows" in spec and loaded != int(spec["rows"]):
-            raise DataError(f"batch {batch.batch_id} table {key}: COPY loaded {loaded} rows, manifest says "
-                            f"{spec['rows']}", hint="the batch files are damaged: rerun spark-merge for this batch")
-        return key, target, staging
+        staging.load(self.execute, batch, key, spec, files, arrow, table, location)
+        return key, target, table
 
     def _target(self, batch: Batch, key: str, spec: dict[str, Any], arrow: pa.Schema) -> ddl.Target:
         db, _, table = key.partition(".")
@@ -316,10 +293,10 @@ class Applier:
                     return found
         return None
 
-    def _merge(self, target: ddl.Target, staging: str) -> Counts:
+    def _merge(self, target: ddl.Target, table: str) -> Counts:
         have = self.existing.get(target.name, {})
-        source = ddl.render("batch_source.sql.j2", staging=staging, columns=[
-            {"name": _Q(c.name), "staged": _Q(_staging_name(c.mysql)),
+        source = ddl.render("batch_source.sql.j2", staging=table, columns=[
+            {"name": _Q(c.name), "staged": _Q(staging.column_name(c.mysql)),
              "variant": have.get(c.name, c.type).upper() in ("VARIANT", "OBJECT")} for c in target.columns])
         if target.keyless:
             return self._replace_rows(target, source)
@@ -364,34 +341,6 @@ def stuck(batch_id: str, key: str, table: str, exc: CdcError, not_null: list[str
         hint=f"{fix}; then rerun snowflake-apply (cdc puts NOT NULL only on key columns)")
 
 
-@contextmanager
-def plain_names(files: list[Path], scratch: Path) -> Iterator[list[Path]]:
-    """The files under names PUT reads literally: the connector URL-decodes a local path, so a table folder
-    percent-encoded by spark-merge (`Sel%60ect`) would be looked for as `Sel`ect` and not found.
-    Hard links (a copy across filesystems) in a scratch folder, removed afterwards."""
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    try:
-        links = []
-        for index, path in enumerate(files):
-            link = scratch / f"{index:05d}.parquet"
-            try:
-                os.link(path, link)
-            except OSError:
-                shutil.copyfile(path, link)
-            links.append(link.resolve())
-        yield links
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _staging_name(parquet_name: str) -> str:
-    # COPY ... MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE pairs Parquet columns with these; upper case matches
-    # in Snowflake and in fakesnow alike (which upper-cases the file's names, then binds them exactly). Two
-    # MySQL columns cannot differ only in case, so this never merges two columns into one.
-    return parquet_name.upper()
-
-
 def _merge_counts(cursor: Any) -> Counts:
     row = cursor.fetchone() or ()
     found = Counts()
@@ -401,45 +350,6 @@ def _merge_counts(cursor: Any) -> Counts:
             if kind in label:
                 setattr(found, kind, int(value or 0))
     return found
-
-
-def _files(batch: Batch, key: str, spec: dict[str, Any]) -> list[Path]:
-    files = []
-    for name in spec.get("files") or []:
-        candidates = [batch.path / name, batch.path / key / name]
-        path = next((p for p in candidates if p.exists()), None)
-        if path is None:
-            raise DataError(f"batch {batch.batch_id}: file {name} of {key} is missing",
-                            hint="the batch directory is incomplete: rerun spark-merge")
-        files.append(path)
-    if not files:
-        files = sorted((batch.path / key).glob("part-*.parquet"))
-    if not files:
-        raise DataError(f"batch {batch.batch_id}: no Parquet files for {key}")
-    return files
-
-
-def arrow_type(kind: pa.DataType, where: str) -> str:
-    """Staging column type for a Parquet column as spark-merge writes it."""
-    if pa.types.is_boolean(kind):
-        return "BOOLEAN"
-    if pa.types.is_integer(kind):
-        return "NUMBER(20,0)" if pa.types.is_uint64(kind) else "NUMBER(19,0)"
-    if pa.types.is_decimal(kind):
-        return f"NUMBER({kind.precision},{kind.scale})"
-    if pa.types.is_floating(kind):
-        return "FLOAT"
-    if pa.types.is_date(kind):
-        return "DATE"
-    if pa.types.is_timestamp(kind):
-        return "TIMESTAMP_TZ(6)" if kind.tz else "TIMESTAMP_NTZ(6)"
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return "BINARY"
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return "ARRAY"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "VARCHAR"
-    raise DataError(f"batch table {where}: Parquet type {kind} has no Snowflake staging type")
 
 
 def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: float = 2.0,
