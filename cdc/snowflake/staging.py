@@ -1,8 +1,9 @@
 """A batch's Parquet files for one table -> a staging table in Snowflake (snowflake-apply's load half).
 
-The files are PUT to the internal stage under the batch's folder, then COPY INTO a transient table with a
-per-run unique name (FILE_FORMAT = PARQUET, MATCH_BY_COLUMN_NAME); the loaded row count is checked against the
-batch manifest. What the rows then do to the target (MERGE, SCD2) is cdc.snowflake.apply's business.
+All of a batch's files are PUT to the internal stage in one statement, under the batch's and the run's folder,
+each named after its table's prefix; then each table's COPY INTO a transient staging table of the run's own
+(FILE_FORMAT = PARQUET, MATCH_BY_COLUMN_NAME), reused batch after batch; the loaded row count is checked
+against the batch manifest. What the rows then do to the target (MERGE, SCD2) is cdc.snowflake.apply's business.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pyarrow as pa
 
 from cdc import sql
 from cdc.errors import DataError
+from cdc.snowflake import names
 
 _Q = sql.quote_ident
 Execute = Callable[[str], list[tuple[Any, ...]]]
@@ -31,18 +33,52 @@ class Batch:
     manifest: dict[str, Any]
 
 
-def load(execute: Execute, batch: Batch, key: str, spec: dict[str, Any], files: list[Path], arrow: pa.Schema,
-         staging: str, location: str) -> None:
-    """Create the staging table `staging` (quoted) for the files' columns, PUT them to `location`, COPY them in."""
-    columns = ", ".join(f"{_Q(column_name(f.name))} {arrow_type(f.type, key)}" for f in arrow)
-    # IF NOT EXISTS: the name is this run's own, so it exists only when the connector resent this very
-    # statement after losing its answer (an HTTP 500 or a reset link); it is still empty then.
-    execute(f"CREATE TRANSIENT TABLE IF NOT EXISTS {staging} ({columns})")
-    with plain_names(files, batch.path / ".put") as uploads:
-        for path in uploads:
-            execute(f"PUT {sql.quote_literal('file://' + str(path))} {location} "
-                    "AUTO_COMPRESS = FALSE OVERWRITE = TRUE")
-    result = execute(f"COPY INTO {staging} FROM {location} FILE_FORMAT = (TYPE = PARQUET) "
+class StagingTables:
+    """One Applier's staging tables: one per batch table and Parquet shape, created on first use and then reused
+    batch after batch, emptied by TRUNCATE before each COPY. Creating and dropping one per table and batch cost two
+    round trips more per table (issue #25). The names carry the run id, so a killed run's tables are left to the
+    next run's start (which drops every `_CDC_STG_` table) and never met by another run."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.tables: dict[tuple[str, str], str] = {}  # (batch table, column definitions) -> quoted name
+
+    def prepare(self, execute: Execute, key: str, arrow: pa.Schema) -> str:
+        """An empty staging table for table `key`'s files of this Parquet schema; its quoted name."""
+        columns = ", ".join(f"{_Q(column_name(f.name))} {arrow_type(f.type, key)}" for f in arrow)
+        name = self.tables.get((key, columns))
+        if name is not None:
+            execute(f"TRUNCATE TABLE {name}")  # what an earlier batch (or a failed attempt of this one) loaded
+            return name
+        name = _Q(f"{names.STAGING_PREFIX}{self.run_id}_{len(self.tables) + 1}")
+        # IF NOT EXISTS: the name is this run's own, so it exists only when the connector resent this very
+        # statement after losing its answer (an HTTP 500 or a reset link); it is still empty then.
+        execute(f"CREATE TRANSIENT TABLE IF NOT EXISTS {name} ({columns})")
+        self.tables[(key, columns)] = name
+        return name
+
+    def drop(self, execute: Execute) -> None:
+        """Drop them all (the run is over); the next use creates them anew."""
+        while self.tables:
+            execute(f"DROP TABLE IF EXISTS {self.tables.popitem()[1]}")
+
+
+def put(execute: Execute, scratch: Path, groups: list[tuple[str, list[Path]]], location: str) -> None:
+    """Upload every group's files to the stage `location` in one PUT, each file named after its group's prefix.
+
+    One PUT per batch, not per file: a wildcard PUT uploads every file its pattern matches
+    (https://docs.snowflake.com/en/sql-reference/sql/put), and COPY then picks a table's files by the prefix of
+    their names (a stage path loads the files whose names begin with it:
+    https://docs.snowflake.com/en/user-guide/data-load-considerations-stage).
+    """
+    with plain_names(groups, scratch) as folder:
+        execute(f"PUT {sql.quote_literal('file://' + str(folder) + '/*')} {location} "
+                "AUTO_COMPRESS = FALSE OVERWRITE = TRUE")
+
+
+def copy(execute: Execute, batch: Batch, key: str, spec: dict[str, Any], table: str, source: str) -> None:
+    """COPY the files at stage path `source` into staging `table`; the loaded rows must be the manifest's."""
+    result = execute(f"COPY INTO {table} FROM {source} FILE_FORMAT = (TYPE = PARQUET) "
                      "MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE FORCE = TRUE")
     loaded = sum(int(r[3] or 0) for r in result if len(r) > 3)
     if "rows" in spec and loaded != int(spec["rows"]):
@@ -51,22 +87,21 @@ def load(execute: Execute, batch: Batch, key: str, spec: dict[str, Any], files: 
 
 
 @contextmanager
-def plain_names(files: list[Path], scratch: Path) -> Iterator[list[Path]]:
-    """The files under names PUT reads literally: the connector URL-decodes a local path, so a table folder
-    percent-encoded by spark-merge (`Sel%60ect`) would be looked for as `Sel`ect` and not found.
-    Hard links (a copy across filesystems) in a scratch folder, removed afterwards."""
+def plain_names(groups: list[tuple[str, list[Path]]], scratch: Path) -> Iterator[Path]:
+    """A scratch folder holding every group's files as `<prefix><index>.parquet`, names PUT reads literally: the
+    connector URL-decodes a local path, so a table folder percent-encoded by spark-merge (`Sel%60ect`) would be
+    looked for as `Sel`ect` and not found. Hard links (a copy across filesystems), removed afterwards."""
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     try:
-        links = []
-        for index, path in enumerate(files):
-            link = scratch / f"{index:05d}.parquet"
-            try:
-                os.link(path, link)
-            except OSError:
-                shutil.copyfile(path, link)
-            links.append(link.resolve())
-        yield links
+        for prefix, files in groups:
+            for index, path in enumerate(files):
+                link = scratch / f"{prefix}{index:05d}.parquet"
+                try:
+                    os.link(path, link)
+                except OSError:
+                    shutil.copyfile(path, link)
+        yield scratch.resolve()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
