@@ -62,6 +62,8 @@ class Context:
     spark: Any = None  # one SparkSession for every merge of this run (follow: start-up paid once)
     snowflake: Any = None  # one Snowflake connection for bootstrap and apply, every cycle (a login each costs)
     snowflake_used: float = 0.0  # time.monotonic() of its last use
+    applier: Any = None  # snowflake-apply's Applier on that connection: its start-up reads paid once (issue #25)
+    applier_schema: tuple[Any, ...] | None = None  # the schema history (files) when it was made: it caches them
     bootstrapped: tuple[Any, ...] | None = None  # the schema history (files) the last bootstrap of this run saw
     tailed: bool = False  # tail ran once in this run (caught up with the backlog there was at the start)
     follow: bool = False  # run --follow: the SparkSession lives as long as the run (its JVM bounded for that)
@@ -86,6 +88,7 @@ class Context:
 
     def drop_snowflake(self) -> None:
         """After a stage's failure: the next stage (or run) logs in afresh rather than reuse a doubtful session."""
+        self.applier = None
         if self.snowflake is not None:
             conn, self.snowflake = self.snowflake, None
             try:
@@ -94,6 +97,8 @@ class Context:
                 pass
 
     def close(self) -> None:
+        if self.applier is not None:
+            self.applier.close()  # its staging tables; a failure here only leaves them to the next start
         self.drop_snowflake()
         if self.spark is not None:
             self.spark.stop()
@@ -213,6 +218,7 @@ def snowflake_bootstrap(ctx: Context) -> Outcome:
         ctx.drop_snowflake()
         raise
     ctx.bootstrapped = seen
+    ctx.applier = None  # tables or columns may be new: the next apply reads the schema again
     changed = len(plan.created) + len(plan.added)
     detail = {"created": plan.created, "added_columns": plan.added, "type_drift": plan.type_drift}
     return Outcome(DONE if changed else NOTHING, None, changed, "objects", detail=detail)
@@ -229,7 +235,7 @@ def _schema_files(state: StateDir) -> tuple[Any, ...]:
 
 def snowflake_apply(ctx: Context) -> Outcome:
     """snowflake-apply --until-now of every sealed batch not yet recorded as applied."""
-    from cdc.snowflake import apply_batches
+    from cdc.snowflake import Applier, apply_batches
 
     if not pending_batches(ctx.state):
         return Outcome(NOTHING, _applied_batch(ctx.state), unit="changes")
@@ -240,7 +246,10 @@ def snowflake_apply(ctx: Context) -> Outcome:
         ctx.report(StageProgress(ApplyCheckpoint.STAGE, batch_id, applied[0]))
 
     try:
-        summary = apply_batches(ctx.snowflake_connection(), ctx.state, stop=ctx.stop, on_batch=on_batch)
+        conn, seen = ctx.snowflake_connection(), _schema_files(ctx.state)
+        if ctx.applier is None or ctx.applier.conn is not conn or ctx.applier_schema != seen:
+            ctx.applier, ctx.applier_schema = Applier(conn, ctx.state), seen
+        summary = apply_batches(conn, ctx.state, stop=ctx.stop, on_batch=on_batch, applier=ctx.applier)
     except BaseException:
         ctx.drop_snowflake()
         raise

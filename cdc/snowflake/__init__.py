@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from cdc.lazy import exports
 
 if TYPE_CHECKING:
-    from cdc.snowflake.apply import list_batches
+    from cdc.snowflake.apply import Applier, list_batches
     from cdc.snowflake.apply import run as apply_batches
     from cdc.snowflake.bootstrap import Options as BootstrapOptions
     from cdc.snowflake.bootstrap import bootstrap_history, existing_columns
@@ -19,14 +19,14 @@ if TYPE_CHECKING:
     from cdc.snowflake.ddl import Target, build_target
     from cdc.snowflake.names import BOOKKEEPING_TABLE, CDC_DELETED, snowflake_name
 
-_HOMES = {"list_batches": "cdc.snowflake.apply", "apply_batches": "cdc.snowflake.apply:run",
+_HOMES = {"Applier": "cdc.snowflake.apply", "list_batches": "cdc.snowflake.apply", "apply_batches": "cdc.snowflake.apply:run",
           "BootstrapOptions": "cdc.snowflake.bootstrap:Options", "bootstrap_history": "cdc.snowflake.bootstrap",
           "existing_columns": "cdc.snowflake.bootstrap", "connect_snowflake": "cdc.snowflake.connect:connect",
           "snowflake_cursor": "cdc.snowflake.connect:cursor",
           "Target": "cdc.snowflake.ddl", "build_target": "cdc.snowflake.ddl", "BOOKKEEPING_TABLE": "cdc.snowflake.names",
           "CDC_DELETED": "cdc.snowflake.names", "snowflake_name": "cdc.snowflake.names"}
 
-__all__ = ["BOOKKEEPING_TABLE", "BootstrapOptions", "CDC_DELETED", "Target", "apply_batches", "bootstrap_history",
+__all__ = ["Applier", "BOOKKEEPING_TABLE", "BootstrapOptions", "CDC_DELETED", "Target", "apply_batches", "bootstrap_history",
            "build_target", "connect_snowflake", "existing_columns", "list_batches", "snowflake_cursor",
            "snowflake_name"]
 

@@ -14,15 +14,10 @@ between them and rerun replays the batch harmlessly.
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -30,52 +25,18 @@ import pyarrow.parquet as pq
 
 from cdc import sql
 from cdc.checkpoints import ApplyCheckpoint
-from cdc.errors import CdcError, DataError, PreconditionError, TransientError
+from cdc.errors import CdcError, PreconditionError, TransientError
 from cdc.masking import masked_history
 from cdc.schema import TableSchema
-from cdc.snowflake import ddl, evolve, moves, names, rekey
+from cdc.snowflake import ddl, evolve, moves, names, outcome, rekey, staging
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import cursor as guarded_cursor
+from cdc.snowflake.outcome import Counts, Summary
+from cdc.snowflake.staging import Batch
 from cdc.state import StateDir, read_json
 
 _Q = sql.quote_ident
 METADATA = (names.ACTION, names.IS_UPDATE, names.CDC_POSITION, names.CDC_COMMIT_TS, names.CDC_OP)
-
-
-@dataclass(frozen=True)
-class Batch:
-    batch_id: str
-    path: Path
-    manifest: dict[str, Any]
-
-
-@dataclass
-class Counts:
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-
-    def add(self, other: Counts) -> None:
-        self.inserted += other.inserted
-        self.updated += other.updated
-        self.deleted += other.deleted
-
-
-@dataclass
-class Summary:
-    applied: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # already in the bookkeeping table
-    tables: dict[str, Counts] = field(default_factory=dict)
-    transactional: bool = True
-    last_batch: str | None = None
-    cleanup_skipped: bool = False  # staged files could not be removed (harmless, see _cleanup)
-    stopped: bool = False  # a stop came while sealed batches were still waiting (--until-now is then incomplete)
-    evolved: list[str] = field(default_factory=list)  # column changes made to follow MySQL's DDL
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"batches": len(self.applied), "applied": self.applied, "skipped": self.skipped,
-                "last_batch": self.last_batch, "transactional": self.transactional, "evolved": self.evolved,
-                "tables": {k: vars(v) for k, v in sorted(self.tables.items())}}
 
 
 def list_batches(state: StateDir) -> list[Batch]:
@@ -95,14 +56,19 @@ class Applier:
     """Apply batches over one Snowflake connection (current database and schema = the targets')."""
 
     def __init__(self, conn: Any, state: StateDir, *, on_batch: Callable[[str, dict[str, Counts]], None] | None = None):
+        self.conn = conn
         self.cursor = guarded_cursor(conn)
         self.state = state
         self.history = masked_history(state)  # the columns the change log holds
         self.run_id = uuid.uuid4().hex[:12].upper()
         self.on_batch = on_batch
         self.summary = Summary()
-        self._staged = 0
-        self._manifests: list[Batch] | None = None
+        self.staging = staging.StagingTables(self.run_id)
+        self.applied: set[str] | None = None  # batch ids in the bookkeeping table, as of start() and since
+        self.checkpoint: ApplyCheckpoint | None = None  # the apply checkpoint as this Applier last saw or wrote it
+        self._transactional: bool | None = None  # probed once per connection
+        self._remove_refused = False  # the engine has no REMOVE (fakesnow): not asked again
+        self.manifests: list[Batch] | None = None  # every sealed batch, read again by each pass of run()
         self._vacated: set[str] = set()  # Snowflake names the batch being applied renamed a table away from
 
     def execute(self, statement: str, params: Any = None, *, fetch: bool = True) -> list[tuple[Any, ...]]:
@@ -116,14 +82,38 @@ class Applier:
         if names.BOOKKEEPING_TABLE not in self.existing:
             raise PreconditionError(f"Snowflake schema {schema} has no {names.BOOKKEEPING_TABLE} table",
                                     hint="run cdc snowflake-bootstrap first (same database and schema)")
+        self.staging.tables.clear()  # dropped below with every other run's
         for table in self.existing:
             if table.startswith(names.STAGING_PREFIX):
                 self.execute(f"DROP TABLE IF EXISTS {_Q(table)}")
-        self.summary.transactional = self._probe_transactions()
+        if self._transactional is None:
+            self._transactional = self._probe_transactions()
+        self.summary.transactional = self._transactional
         applied = {str(r[0]) for r in self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}')}
         for batch_id in applied:  # a run killed after a batch with renames was recorded left its marker
             moves.finish(lambda statement: self.execute(statement, fetch=False), self.existing, batch_id)
+        self.applied = applied
+        self.checkpoint = ApplyCheckpoint.read(self.state)
         return applied
+
+    def resume(self) -> set[str]:
+        """The applied batch ids for a new run of this Applier: start() on first use, and again when the apply
+        checkpoint moved since this Applier last wrote it (another process applied batches meanwhile). A `cdc run
+        --follow` keeps its Applier from cycle to cycle (the Snowflake schema changes between cycles only through its
+        own bootstrap, after which it starts a new one): start()'s statements are paid once, not per cycle."""
+        if self.applied is None or ApplyCheckpoint.read(self.state) != self.checkpoint:
+            self.start()
+        else:
+            self.summary = Summary(transactional=bool(self._transactional))
+        assert self.applied is not None
+        return self.applied
+
+    def close(self) -> None:
+        """Drop this Applier's staging tables (housekeeping: a later start() drops them otherwise)."""
+        try:
+            self.staging.drop(lambda statement: self.execute(statement, fetch=False))
+        except CdcError:
+            self.summary.cleanup_skipped = True
 
     def _probe_transactions(self) -> bool:
         """Can MERGE run inside BEGIN ... COMMIT here? (Snowflake: yes; fakesnow: no.)"""
@@ -144,17 +134,17 @@ class Applier:
         renamed = moves.renamed_tables(batch.manifest)
         self.summary.evolved += moves.move_tables(run, self.existing, batch.batch_id, renamed)
         self._vacated = moves.vacated(renamed)
-        staged = [self._stage(batch, key, spec) for key, spec in sorted(batch.manifest.get("tables", {}).items())]
-        self._check_staged(batch, staged)
+        staged = self._stage(batch)
+        staging.check_staged(self.execute, batch, staged)
         counts: dict[str, Counts] = {}
         if self.summary.transactional:
             self.execute("BEGIN")
         try:
-            for key, target, staging in staged:
+            for key, target, table in staged:
                 try:
-                    counts[key] = self._merge(target, staging)
+                    counts[key] = self._merge(target, table)
                 except CdcError as exc:
-                    raise stuck(batch.batch_id, key, target.name, exc, self._not_null(target)) from None
+                    raise outcome.stuck(batch.batch_id, key, target.name, exc, self._not_null(target)) from None
             rows = sum(int(spec.get("rows", 0)) for spec in batch.manifest.get("tables", {}).values())
             bk = _Q(names.BOOKKEEPING_TABLE)
             self.execute(f'INSERT INTO {bk} ("BATCH_ID", "APPLIED_AT", "RUN_ID", "ROWS") '
@@ -168,62 +158,40 @@ class Applier:
                 self.execute("ROLLBACK")
             raise
         moves.finish(run, self.existing, batch.batch_id)
-        for _, _, staging in staged:
-            self.execute(f"DROP TABLE IF EXISTS {staging}")
         self._cleanup(f"REMOVE @{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/")
         return counts
 
-    def _check_staged(self, batch: Batch, staged: list[tuple[str, ddl.Target, str]]) -> None:
-        """Each staging table holds its manifest's rows once: one query for the whole batch.
-
-        The connector resends a statement whose answer it lost, and Snowflake does not always treat the resent
-        request as the one it ran (snowflake-connector-nodejs#1189; the stand-in never does): a resent COPY then
-        loads the files twice, while its answer counts them once. A keyless table's rows would be inserted twice,
-        a keyed MERGE refused as nondeterministic. The soak with faults on the Snowflake link met it. A rerun
-        stages the batch afresh, under new names: transient."""
-        specs = batch.manifest.get("tables", {})
-        checked = [(i, key, staging) for i, (key, _, staging) in enumerate(staged) if "rows" in specs[key]]
-        if not checked:
-            return
-        found = dict(self.execute(" UNION ALL ".join(f"SELECT {i}, COUNT(*) FROM {staging}"
-                                                     for i, _, staging in checked)))
-        for i, key, staging in checked:
-            if int(found.get(i, -1)) != int(specs[key]["rows"]):
-                raise TransientError(f"batch {batch.batch_id} table {key}: staging table {staging} holds "
-                                     f"{found.get(i)} rows, the batch {specs[key]['rows']} (a COPY resent after "
-                                     "its answer was lost loads the files twice)",
-                                     hint="nothing was merged; a rerun stages the batch afresh (cdc run --follow "
-                                     "retries by itself)")
-
     def _cleanup(self, statement: str) -> None:
-        """Housekeeping that may fail without harm (fakesnow has no REMOVE; a rerun PUTs with OVERWRITE)."""
+        """Housekeeping that may fail without harm (fakesnow has no REMOVE; a rerun PUTs under its own run id)."""
+        if self._remove_refused:
+            self.summary.cleanup_skipped = True
+            return
         try:
             self.execute(statement)
-        except CdcError:
+        except TransientError:
             self.summary.cleanup_skipped = True
+        except CdcError:
+            self.summary.cleanup_skipped = self._remove_refused = True
 
-    def _stage(self, batch: Batch, key: str, spec: dict[str, Any]) -> tuple[str, ddl.Target, str]:
-        files = _files(batch, key, spec)
-        arrow = pq.read_schema(files[0])
-        target = self._target(batch, key, spec, arrow)
-        self._staged += 1
-        staging = _Q(f"{names.STAGING_PREFIX}{self.run_id}_{self._staged}")
-        location = f"@{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/{self._staged}/"
-        columns = ", ".join(f"{_Q(_staging_name(f.name))} {arrow_type(f.type, key)}" for f in arrow)
-        # IF NOT EXISTS: the name is this run's own, so it exists only when the connector resent this very
-        # statement after losing its answer (an HTTP 500 or a reset link); it is still empty then.
-        self.execute(f"CREATE TRANSIENT TABLE IF NOT EXISTS {staging} ({columns})")
-        with plain_names(files, batch.path / ".put") as uploads:
-            for path in uploads:
-                self.execute(f"PUT {sql.quote_literal('file://' + str(path))} {location} "
-                             "AUTO_COMPRESS = FALSE OVERWRITE = TRUE")
-        result = self.execute(f"COPY INTO {staging} FROM {location} FILE_FORMAT = (TYPE = PARQUET) "
-                              "MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE FORCE = TRUE")
-        loaded = sum(int(r[3] or 0) for r in result if len(r) > 3)
-        if "rows" in spec and loaded != int(spec["rows"]):
-            raise DataError(f"batch {batch.batch_id} table {key}: COPY loaded {loaded} rows, manifest says "
-                            f"{spec['rows']}", hint="the batch files are damaged: rerun spark-merge for this batch")
-        return key, target, staging
+    def _stage(self, batch: Batch) -> list[tuple[str, ddl.Target, str]]:
+        """Every table's target made ready (evolved), all the batch's files in one PUT, each table COPYed into a
+        staging table: (key, target, staging table) per table."""
+        tables = []
+        for number, (key, spec) in enumerate(sorted(batch.manifest.get("tables", {}).items())):
+            files = staging.batch_files(batch, key, spec)
+            arrow = pq.read_schema(files[0])
+            tables.append((key, spec, files, arrow, self._target(batch, key, spec, arrow), f"t{number:05d}-"))
+        # Under the run's id: a killed earlier attempt's files (another file count) are never loaded with these.
+        location = f"@{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/{self.run_id}/"
+        if tables:  # a batch of renames only has no files (and a PUT matching nothing fails)
+            staging.put(self.execute, batch.path / ".put", [(prefix, files) for _, _, files, _, _, prefix in tables],
+                        location)
+        staged = []
+        for key, spec, _, arrow, target, prefix in tables:
+            table = self.staging.prepare(self.execute, key, arrow)
+            staging.copy(self.execute, batch, key, spec, table, location + prefix)
+            staged.append((key, target, table))
+        return staged
 
     def _target(self, batch: Batch, key: str, spec: dict[str, Any], arrow: pa.Schema) -> ddl.Target:
         db, _, table = key.partition(".")
@@ -328,21 +296,21 @@ class Applier:
 
     def _applied_position(self, batch: Batch, key: str) -> str | None:
         """The schema position of the table in the last batch before `batch` that had it (all applied by now)."""
-        if self._manifests is None:
-            self._manifests = list_batches(self.state)
+        if self.manifests is None:
+            self.manifests = list_batches(self.state)
         # A renamed table's earlier batches are under the names it had then (each for the positions it had it).
         held = [(f"{d}.{t}", start, end) for d, t, start, end in self.history.lineage(*key.partition(".")[::2])]
-        for earlier in reversed(self._manifests):
+        for earlier in reversed(self.manifests):
             for name, start, end in held if earlier.batch_id < batch.batch_id else ():
                 found = str((earlier.manifest.get("tables", {}).get(name) or {}).get("schema_position") or "")
                 if found and found >= start and (end is None or found < end):
                     return found
         return None
 
-    def _merge(self, target: ddl.Target, staging: str) -> Counts:
+    def _merge(self, target: ddl.Target, table: str) -> Counts:
         have = self.existing.get(target.name, {})
-        source = ddl.render("batch_source.sql.j2", staging=staging, columns=[
-            {"name": _Q(c.name), "staged": _Q(_staging_name(c.mysql)),
+        source = ddl.render("batch_source.sql.j2", staging=table, columns=[
+            {"name": _Q(c.name), "staged": _Q(staging.column_name(c.mysql)),
              "variant": have.get(c.name, c.type).upper() in ("VARIANT", "OBJECT")} for c in target.columns])
         if target.keyless:
             return self._replace_rows(target, source)
@@ -350,150 +318,65 @@ class Applier:
             for statement in ddl.history_statements(target, source):
                 self.execute(statement)
         self.execute(ddl.merge(target, source, soft_delete=names.CDC_DELETED in have), fetch=False)
-        return _merge_counts(self.cursor)
+        return outcome.merge_counts(self.cursor)
 
     def _replace_rows(self, target: ddl.Target, source: str) -> Counts:
         """A keyless table: every copy of each row the batch names deleted, then the batch's copies inserted."""
         found = Counts()
         for statement, kind in zip(ddl.replace_rows(target, source), ("deleted", "inserted"), strict=True):
             self.execute(statement, fetch=False)
-            setattr(found, kind, _affected(self.cursor))
+            setattr(found, kind, outcome.affected(self.cursor))
         return found
 
 
-def _affected(cursor: Any) -> int:
-    """Rows a DELETE/INSERT changed: Snowflake returns them as a result row, the rowcount elsewhere."""
-    row = cursor.fetchone() if cursor.description else None
-    if row and isinstance(row[0], int):
-        return row[0]
-    return max(int(cursor.rowcount or 0), 0)
-
-
-def stuck(batch_id: str, key: str, table: str, exc: CdcError, not_null: list[str]) -> CdcError:
-    """A MERGE Snowflake refused, naming the batch, the table, the NOT NULL column(s) it may have hit, and the fix.
-
-    Every later batch waits behind it (batches apply in order), so `cdc status` shows this as apply's last error.
-    """
-    if isinstance(exc, TransientError):
-        return exc  # the link failed, not the batch: nothing is stuck, a rerun applies it
-    if not not_null:
-        return DataError(f"batch {batch_id}: MySQL table {key} (Snowflake {table}) cannot be applied; it and every "
-                         f"later batch wait: {exc.message}", hint=exc.hint)
-    fix = "; ".join(f"ALTER TABLE {_Q(table)} ALTER COLUMN {_Q(c)} DROP NOT NULL" for c in not_null)
-    return DataError(
-        f"batch {batch_id}: MySQL table {key} (Snowflake {table}) cannot be applied; it and every later batch wait. "
-        f"Column(s) {', '.join(not_null)} are NOT NULL in Snowflake, and MySQL's schema at this batch need not fill "
-        f"them (renamed, dropped, or added later): {exc.message}",
-        hint=f"{fix}; then rerun snowflake-apply (cdc puts NOT NULL only on key columns)")
-
-
-@contextmanager
-def plain_names(files: list[Path], scratch: Path) -> Iterator[list[Path]]:
-    """The files under names PUT reads literally: the connector URL-decodes a local path, so a table folder
-    percent-encoded by spark-merge (`Sel%60ect`) would be looked for as `Sel`ect` and not found.
-    Hard links (a copy across filesystems) in a scratch folder, removed afterwards."""
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    try:
-        links = []
-        for index, path in enumerate(files):
-            link = scratch / f"{index:05d}.parquet"
-            try:
-                os.link(path, link)
-            except OSError:
-                shutil.copyfile(path, link)
-            links.append(link.resolve())
-        yield links
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _staging_name(parquet_name: str) -> str:
-    # COPY ... MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE pairs Parquet columns with these; upper case matches
-    # in Snowflake and in fakesnow alike (which upper-cases the file's names, then binds them exactly). Two
-    # MySQL columns cannot differ only in case, so this never merges two columns into one.
-    return parquet_name.upper()
-
-
-def _merge_counts(cursor: Any) -> Counts:
-    row = cursor.fetchone() or ()
-    found = Counts()
-    for column, value in zip(cursor.description or (), row, strict=False):
-        label = column[0].lower()
-        for kind in ("inserted", "updated", "deleted"):
-            if kind in label:
-                setattr(found, kind, int(value or 0))
-    return found
-
-
-def _files(batch: Batch, key: str, spec: dict[str, Any]) -> list[Path]:
-    files = []
-    for name in spec.get("files") or []:
-        candidates = [batch.path / name, batch.path / key / name]
-        path = next((p for p in candidates if p.exists()), None)
-        if path is None:
-            raise DataError(f"batch {batch.batch_id}: file {name} of {key} is missing",
-                            hint="the batch directory is incomplete: rerun spark-merge")
-        files.append(path)
-    if not files:
-        files = sorted((batch.path / key).glob("part-*.parquet"))
-    if not files:
-        raise DataError(f"batch {batch.batch_id}: no Parquet files for {key}")
-    return files
-
-
-def arrow_type(kind: pa.DataType, where: str) -> str:
-    """Staging column type for a Parquet column as spark-merge writes it."""
-    if pa.types.is_boolean(kind):
-        return "BOOLEAN"
-    if pa.types.is_integer(kind):
-        return "NUMBER(20,0)" if pa.types.is_uint64(kind) else "NUMBER(19,0)"
-    if pa.types.is_decimal(kind):
-        return f"NUMBER({kind.precision},{kind.scale})"
-    if pa.types.is_floating(kind):
-        return "FLOAT"
-    if pa.types.is_date(kind):
-        return "DATE"
-    if pa.types.is_timestamp(kind):
-        return "TIMESTAMP_TZ(6)" if kind.tz else "TIMESTAMP_NTZ(6)"
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return "BINARY"
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return "ARRAY"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "VARCHAR"
-    raise DataError(f"batch table {where}: Parquet type {kind} has no Snowflake staging type")
-
-
 def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: float = 2.0,
-        stop: threading.Event | None = None, on_batch: Callable[[str, dict[str, Counts]], None] | None = None
-        ) -> Summary:
-    """Apply every sealed batch not yet in the bookkeeping table; with follow, keep polling until stop."""
+        stop: threading.Event | None = None, on_batch: Callable[[str, dict[str, Counts]], None] | None = None,
+        applier: Applier | None = None) -> Summary:
+    """Apply every sealed batch not yet in the bookkeeping table; with follow, keep polling until stop.
+
+    applier: one kept by the caller from an earlier run on this connection (`cdc run --follow`), closed by it;
+    without, a new one is made and its staging tables are dropped at the end."""
     stop = stop or threading.Event()
     with state.lock(ApplyCheckpoint.STAGE):
-        applier = Applier(conn, state, on_batch=on_batch)
-        applied = applier.start()
-        summary = applier.summary
-        while True:
-            for batch in list_batches(state):
-                if batch.batch_id in applied:
-                    if batch.batch_id not in summary.skipped and batch.batch_id not in summary.applied:
-                        summary.skipped.append(batch.batch_id)
-                    continue
-                if stop.is_set():
-                    summary.stopped = True
-                    return summary
-                counts = applier.apply(batch)
-                applied.add(batch.batch_id)
-                summary.applied.append(batch.batch_id)
-                for key, value in counts.items():
-                    summary.tables.setdefault(key, Counts()).add(value)
-                advance_checkpoint(state, batch.batch_id)
-                if on_batch:
-                    on_batch(batch.batch_id, counts)
-            summary.last_batch = max(summary.applied + summary.skipped, default=None)
-            if not follow or stop.wait(poll_interval):
-                return summary
+        own = applier is None
+        applier = applier or Applier(conn, state, on_batch=on_batch)
+        before = applier.cursor.statements
+        try:
+            applied = applier.resume()
+            while not _apply_new(applier, applied, stop, on_batch):
+                applier.summary.last_batch = max(applier.summary.applied + applier.summary.skipped, default=None)
+                if not follow or stop.wait(poll_interval):
+                    break
+            if own:
+                applier.close()
+        finally:
+            applier.summary.statements = applier.cursor.statements - before
+        return applier.summary
+
+
+def _apply_new(applier: Applier, applied: set[str], stop: threading.Event,
+               on_batch: Callable[[str, dict[str, Counts]], None] | None) -> bool:
+    """One pass over the sealed batches, applying those not applied yet; True if a stop came first."""
+    summary = applier.summary
+    applier.manifests = batches = list_batches(applier.state)  # what evolution looks back on (new ones included)
+    for batch in batches:
+        if batch.batch_id in applied:
+            if batch.batch_id not in summary.skipped and batch.batch_id not in summary.applied:
+                summary.skipped.append(batch.batch_id)
+            continue
+        if stop.is_set():
+            summary.stopped = True
+            return True
+        counts = applier.apply(batch)
+        applied.add(batch.batch_id)
+        summary.applied.append(batch.batch_id)
+        for key, value in counts.items():
+            summary.tables.setdefault(key, Counts()).add(value)
+        advance_checkpoint(applier.state, batch.batch_id)
+        applier.checkpoint = ApplyCheckpoint.read(applier.state)
+        if on_batch:
+            on_batch(batch.batch_id, counts)
+    return False
 
 
 def advance_checkpoint(state: StateDir, batch_id: str, *, now: float | None = None) -> None:

@@ -129,9 +129,11 @@ class GuardedCursor:
     def __init__(self, raw: Any) -> None:
         self.raw = raw
         self._statement = ""
+        self.statements = 0  # statements sent: each is at least one round trip to Snowflake (issue #25)
 
     def execute(self, statement: str, params: Any = None) -> GuardedCursor:
         self._statement = statement
+        self.statements += 1
         with answered(statement):
             self.raw.execute(statement, params)
         return self

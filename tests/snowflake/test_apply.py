@@ -261,7 +261,8 @@ def test_a_resent_staging_create_is_harmless(sf: Any, tmp_path: Path) -> None:
     resending = _Resending(sf)
     summary = apply.run(resending, StateDir(tmp_path))
     assert summary.applied == ["b000000000001", "b000000000002"]
-    assert sum(s.upper().startswith("CREATE TRANSIENT") for s in resending.statements) == 4  # one per batch, each sent twice
+    # One staging table for the run (batch 2 reuses it after a TRUNCATE), its CREATE sent twice.
+    assert sum(s.upper().startswith("CREATE TRANSIENT") for s in resending.statements) == 2
     assert [r[0] for r in rows(sf, 'SELECT "ID" FROM "ITEMS" ORDER BY "ID"')] == [2, 4, 5, 6, 7, 8, 30]
 
 
@@ -320,3 +321,37 @@ def test_a_link_reset_mid_answer_is_transient_and_a_rerun_ends_exact(sf: Any, sn
     assert len(hit) == 3, hit  # three different statements were cut
     assert summary.applied == ["b000000000001", "b000000000002"]
     assert [r[0] for r in rows(sf, 'SELECT "ID" FROM "ITEMS" ORDER BY "ID"')] == [2, 4, 5, 6, 7, 8, 30]
+
+
+def test_a_multi_table_batch_costs_three_statements_per_table_and_a_kept_applier_no_start(sf: Any,
+                                                                                        tmp_path: Path) -> None:
+    """Issue #25: a batch's round trips. Per table one staging CREATE (later batches: TRUNCATE), one COPY, one
+    MERGE; per batch one PUT for every file, one COUNT query over the staging tables (a resent COPY) and the
+    bookkeeping INSERT (+ REMOVE, which fakesnow refuses once: not asked again). Before: CREATE, PUT, COPY, MERGE
+    and DROP per table. A kept Applier (cdc run --follow) pays start()'s reads once: its next run sends only the
+    new batch's statements. Target rows stay exact throughout."""
+    tables = [f"t{i}" for i in range(4)]
+    schemas = [record_schema(tmp_path, "shop", t) for t in tables]
+    opts = bootstrap.Options()
+    bootstrap.run(sf, bootstrap.targets_for(schemas, opts), opts)
+    write_batch(tmp_path, 1, {f"shop.{t}": [row(i, i, "c", **value(i)) for i in range(1, 4)] for t in tables})
+    write_batch(tmp_path, 2, {f"shop.{t}": [row(1, 10, "d"), row(2, 11, "u", **value(12))] for t in tables})
+    state = StateDir(tmp_path)
+    applier = apply.Applier(sf, state)
+    seen: list[int] = []
+    first = apply.run(sf, state, applier=applier, on_batch=lambda *_: seen.append(applier.cursor.statements))
+    assert first.applied == ["b000000000001", "b000000000002"]
+    assert seen[1] - seen[0] == 3 * len(tables) + 3  # batch 2: PUT, 4 x (TRUNCATE, COPY, MERGE), COUNT, INSERT
+    write_batch(tmp_path, 3, {f"shop.{t}": [row(3, 12, "u", **value(13)), row(4, 13, "c", **value(4))]
+                              for t in tables[:3]})
+    third = apply.run(sf, state, applier=applier)
+    assert (third.applied, third.skipped) == (["b000000000003"], ["b000000000001", "b000000000002"])
+    assert third.statements == 3 * 3 + 3  # no start(): no schema read, probe or bookkeeping read
+    for t in tables:
+        got = rows(sf, f'SELECT "ID", "NAME", "_CDC_POSITION" FROM "{t.upper()}" ORDER BY "ID"')
+        touched = t != tables[3]
+        assert got == [(2, value(12)["name"], position(11)),
+                       (3, value(13 if touched else 3)["name"], position(12 if touched else 3))] + (
+            [(4, value(4)["name"], position(13))] if touched else [])
+    applier.close()
+    assert not [r for r in rows(sf, "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES") if r[0].startswith("_CDC_STG_")]
