@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cdc.spark.session import JIT_OPTIONS
+from cdc.spark.session import C1_ONLY_BYTES, JIT_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,6 +61,14 @@ def _values(spark: Any) -> dict[str, str]:
 @pytest.mark.spark
 def test_one_shot_session_jvm_runs_with_the_jit_options(tmp_path: Path) -> None:
     assert len(WANTED) == 8 and _probe(list(WANTED), tmp_path, one_shot=True) == WANTED
+
+
+@pytest.mark.spark
+def test_one_shot_session_of_a_small_input_runs_c1_only(tmp_path: Path) -> None:
+    """A fresh merge of a few changes ends before C2's code pays back its compiling; a big one keeps C2."""
+    small = _probe(["TieredStopAtLevel"], tmp_path, one_shot=True, input_bytes=C1_ONLY_BYTES)
+    big = _probe(["TieredStopAtLevel"], tmp_path, one_shot=True, input_bytes=C1_ONLY_BYTES + 1)
+    assert (small, big) == ({"TieredStopAtLevel": "1"}, {"TieredStopAtLevel": "4"})
 
 
 # `cdc run`'s session (cdc.pipeline.run_stages.Context), started and closed as a run does.
