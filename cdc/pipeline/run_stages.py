@@ -72,7 +72,9 @@ class Context:
         if self.spark is None:
             from cdc.spark import build_session
 
-            self.spark = build_session(self.settings.spark, follow=self.follow)
+            # Recording: the run's JVM writes Spark's class archive as it exits (close), if there is none yet,
+            # so the next run's JVM (and a one-shot spark-merge's) maps it instead of loading the jars' classes.
+            self.spark = build_session(self.settings.spark, follow=self.follow, record_classes=True)
         return self.spark
 
     def snowflake_connection(self) -> Any:
@@ -101,8 +103,10 @@ class Context:
             self.applier.close()  # its staging tables; a failure here only leaves them to the next start
         self.drop_snowflake()
         if self.spark is not None:
-            self.spark.stop()
-            self.spark = None
+            from cdc.spark.session import stop_session
+
+            spark, self.spark = self.spark, None
+            stop_session(spark)
 
 
 def snapshot(ctx: Context) -> Outcome:

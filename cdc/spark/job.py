@@ -144,7 +144,7 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
         with timed(phases, "session"):
             from cdc.spark.session import build_session, stop_session
 
-            spark = build_session(settings, record_classes=True, one_shot=True)
+            spark = build_session(settings, record_classes=True, one_shot=True, input_bytes=input_bytes(segments))
         if scanning is None:
             return spark, None
         try:
@@ -161,6 +161,12 @@ def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | 
             scanning.close()
 
 
+def input_bytes(segments: list[Segment]) -> int:
+    """The run's change-log JSON bytes (compressed files counted at ~6x their size)."""
+    compressed = any(f.endswith((".gz", ".zst")) for s in segments for f in s.files)
+    return sum(s.bytes for s in segments) * (6 if compressed else 1)
+
+
 def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
          report: Reporter, phases: dict[str, float], infos: list[TableStats] | None,
          at_once: int = PARALLEL_TABLES) -> dict[str, Any]:
@@ -175,8 +181,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     from cdc.spark.types import LINE_SCHEMA
 
     files = [f for s in segments for f in s.files]
-    compressed = any(f.endswith((".gz", ".zst")) for f in files)
-    tune_for_input(spark, sum(s.bytes for s in segments) * (6 if compressed else 1))
+    tune_for_input(spark, input_bytes(segments))
     raw = _read_lines(spark, LINE_SCHEMA, files, merged_upto)
     history = masked_history(state)  # excluded columns gone, hashed ones text: what the change lines hold
     batch = batches.batch_id(run)

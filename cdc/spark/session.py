@@ -85,6 +85,11 @@ DEFAULT_CONF = {
 JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
                "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000 -XX:+UseSerialGC "
                "-XX:MaxInlineLevel=6 -XX:InlineSmallCode=1000 -XX:FreqInlineSize=100")
+# A one-shot merge of little input (a follow cycle's few changes, merged by a fresh `cdc spark-merge`) is over
+# before C2's code would pay back its compiling: C1 only. In a fresh 8-change/16-table merge (-XX:+CITime) C2
+# took ~4 s of ~14 s of CPU on ~630 methods; C1 only cut the process tree's CPU ~13.6-14.5 s -> ~10.5 s
+# (docs/performance.md, "Freshness"). Bigger merges keep C2: at 1M changes C1 alone was slower ("spark-merge").
+C1_ONLY_BYTES = 16 * 1024 * 1024
 # Bytes of change-log JSON per shuffle partition: small data must not pay for 200 empty tasks.
 BYTES_PER_PARTITION = 64 * 1024 * 1024
 
@@ -105,7 +110,7 @@ _recording: tuple[Path, Path] | None = None
 
 
 def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *, record_classes: bool = False,
-                  one_shot: bool = False, follow: bool = False) -> SparkSession:
+                  one_shot: bool = False, follow: bool = False, input_bytes: int | None = None) -> SparkSession:
     """Start (or join) the SparkSession; under spark-submit, the submitter's master and memory win.
 
     record_classes: the caller ends the session with stop_session, so a JVM started here may record
@@ -113,6 +118,7 @@ def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *,
     one_shot: the session runs one merge and ends (a fresh `cdc spark-merge`): its JVM gets JIT_OPTIONS.
     A long-lived session (`cdc run`) keeps HotSpot's defaults: warm merges with JIT_OPTIONS measured
     mixed against without (4.9x -> 5.0x and 5.0x -> 5.5x DuckDB), so peak speed is not traded for them.
+    input_bytes: a one-shot merge's input (its JSON bytes); up to C1_ONLY_BYTES its JVM runs C1 only.
     follow: the session of `cdc run --follow`, which lives as long as the run: its JVM gets `follow_driver_memory`
     and `follow_java_options` (bounded metaspace, a heap given back after a burst: docs/config.md).
     """
@@ -132,7 +138,7 @@ def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *,
     archive: Path | None = None
     if not is_spark_submit() and SparkContext._gateway is None and "spark.driver.extraJavaOptions" not in user:
         options, archive, _recording = _class_archive_options(record_classes)
-        java_options = f"{java_options} {JIT_OPTIONS if one_shot else ''} {options}"
+        java_options = f"{java_options} {_jit_options(one_shot, input_bytes)} {options}"
     try:
         spark = _start({**conf, "spark.driver.extraJavaOptions": java_options, **user}, settings, app_name)
     except PySparkRuntimeError:
@@ -145,6 +151,11 @@ def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *,
         spark = _start({**conf, "spark.driver.extraJavaOptions": java_options, **user}, settings, app_name)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _jit_options(one_shot: bool, input_bytes: int | None) -> str:
+    small = one_shot and input_bytes is not None and input_bytes <= C1_ONLY_BYTES
+    return f"{JIT_OPTIONS} -XX:TieredStopAtLevel=1" if small else JIT_OPTIONS if one_shot else ""
 
 
 def _start(conf: dict[str, str], settings: SparkSettings, app_name: str) -> SparkSession:

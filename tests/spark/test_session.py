@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cdc.spark.session import JIT_OPTIONS
+from cdc.spark.session import C1_ONLY_BYTES, JIT_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ spark.stop()
 """
 
 
-def _probe(names: list[str], tmp_path: Path, **build: bool) -> dict[str, str]:
+def _probe(names: list[str], tmp_path: Path, **build: Any) -> dict[str, str]:
     """The values of the JVM options `names` in a fresh session's JVM, built with `build`."""
     done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(names), json.dumps(build)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300,
@@ -61,6 +61,38 @@ def _values(spark: Any) -> dict[str, str]:
 @pytest.mark.spark
 def test_one_shot_session_jvm_runs_with_the_jit_options(tmp_path: Path) -> None:
     assert len(WANTED) == 8 and _probe(list(WANTED), tmp_path, one_shot=True) == WANTED
+
+
+@pytest.mark.spark
+def test_one_shot_session_of_a_small_input_runs_c1_only(tmp_path: Path) -> None:
+    """A fresh merge of a few changes ends before C2's code pays back its compiling; a big one keeps C2."""
+    small = _probe(["TieredStopAtLevel"], tmp_path, one_shot=True, input_bytes=C1_ONLY_BYTES)
+    big = _probe(["TieredStopAtLevel"], tmp_path, one_shot=True, input_bytes=C1_ONLY_BYTES + 1)
+    assert (small, big) == ({"TieredStopAtLevel": "1"}, {"TieredStopAtLevel": "4"})
+
+
+# `cdc run`'s session (cdc.pipeline.run_stages.Context), started and closed as a run does.
+_RUN = """
+import sys, threading
+from pathlib import Path
+from cdc.config import Settings, SparkSettings
+from cdc.pipeline.run_stages import Context
+from cdc.state import StateDir
+ctx = Context(Settings(spark=SparkSettings(master="local[1]", driver_memory="512m")), StateDir(Path(sys.argv[1])),
+              threading.Event(), lambda progress: None)
+assert ctx.spark_session().range(3).count() == 3
+ctx.close()
+"""
+
+
+@pytest.mark.spark
+def test_run_records_the_class_archive_its_later_sessions_map(tmp_path: Path) -> None:
+    """`cdc run` (its JVM started without an archive) records Spark's classes as it ends, as a one-shot merge does."""
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, "-c", _RUN, str(tmp_path / "state")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache)})
+    assert done.returncode == 0, done.stderr
+    assert len(list((cache / "cdc").glob("spark-classes-*.jsa"))) == 1 and not list((cache / "cdc").glob(".*.tmp"))
 
 
 @pytest.mark.spark
