@@ -103,7 +103,7 @@ class Context:
             self.applier.close()  # its staging tables; a failure here only leaves them to the next start
         self.drop_snowflake()
         if self.spark is not None:
-            from cdc.spark.session import stop_session
+            from cdc.spark import stop_session
 
             spark, self.spark = self.spark, None
             stop_session(spark)

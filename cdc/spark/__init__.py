@@ -18,14 +18,15 @@ if TYPE_CHECKING:
     from cdc.spark.job import merge
     from cdc.spark.lake import LakeTable, read_lake_table, read_pointer, table_dir
     from cdc.spark.report import MergeProgress, MergeSummary, TableResult
-    from cdc.spark.session import build_session
+    from cdc.spark.session import build_session, stop_session
 
 _HOMES = {"MergeProgress": "cdc.spark.report", "MergeSummary": "cdc.spark.report", "TableResult": "cdc.spark.report",
           "merge": "cdc.spark.job",
           "LakeTable": "cdc.spark.lake", "read_lake_table": "cdc.spark.lake", "read_pointer": "cdc.spark.lake",
-          "table_dir": "cdc.spark.lake", "build_session": "cdc.spark.session"}
+          "table_dir": "cdc.spark.lake", "build_session": "cdc.spark.session",
+          "stop_session": "cdc.spark.session"}
 
 __all__ = ["LakeTable", "MergeProgress", "MergeSummary", "TableResult", "build_session", "merge", "read_lake_table",
-           "read_pointer", "table_dir"]
+           "read_pointer", "stop_session", "table_dir"]
 
 __getattr__ = exports(__name__, _HOMES)
