@@ -8,6 +8,7 @@ still failing after that reaches us as a ClientError and is sorted into transien
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from cdc.config import AWSSettings
@@ -55,7 +56,37 @@ def make_client(service: str, aws: AWSSettings) -> Any:
         user_agent_extra="cdc-ship",
     )
     # endpoint_url None lets boto3 honour AWS_ENDPOINT_URL(_S3/_KINESIS) from the environment.
-    return session.client(service, endpoint_url=aws.endpoint_url, config=config)
+    client = session.client(service, endpoint_url=aws.endpoint_url, config=config)
+    client.meta.events.register("before-parse", functools.partial(refuse_cut_answer, client.meta.endpoint_url))
+    return client
+
+
+def refuse_cut_answer(endpoint_url: str, operation_model: Any, response_dict: dict[str, Any], **_: Any) -> None:
+    """Raise (a botocore ConnectionClosedError) for an answer shorter than its Content-Length.
+
+    botocore reads answers with urllib3's length check off, so an answer whose connection ends early (a FIN in
+    mid-answer; an RST is an error already) parses as a short one: truncated JSON becomes {"message": <the cut
+    text>}, an empty body {}; a PutRecords answer arrives without its Records (found by CI's network-fault run).
+    Streamed bodies check their own length; a HEAD answer's Content-Length is the object's, with no body.
+    """
+    body, headers = response_dict.get("body"), response_dict.get("headers") or {}
+    if operation_model.has_streaming_output or operation_model.http.get("method") == "HEAD" \
+            or response_dict.get("status_code") in (204, 304) or not isinstance(body, bytes):
+        return
+    declared = str(headers.get("content-length", ""))
+    if declared.isdigit() and len(body) < int(declared):
+        raise _cut_answer_error()(endpoint_url=endpoint_url, received=len(body), declared=int(declared))
+
+
+@functools.cache
+def _cut_answer_error() -> type[Any]:
+    import botocore.exceptions
+
+    class CutAnswerError(botocore.exceptions.ConnectionClosedError):  # type: ignore[misc]  # botocore: untyped
+        # A ConnectionClosedError, so that map_error and botocore's own callers treat it as the dropped link it is.
+        fmt = "the answer from {endpoint_url} was cut short: {received} of its {declared} bytes came"
+
+    return CutAnswerError
 
 
 def sse_params(aws: AWSSettings) -> dict[str, str]:
@@ -89,6 +120,7 @@ def is_transient(code: str, status: int = 0) -> bool:
 def map_error(exc: Exception, what: str, *, missing_hint: str) -> CdcError:
     """Turn a botocore exception into a CdcError that names `what` failed and how to fix it."""
     import botocore.exceptions
+    import botocore.parsers
 
     if isinstance(exc, botocore.exceptions.NoCredentialsError):
         return ConnectError(
@@ -96,8 +128,10 @@ def map_error(exc: Exception, what: str, *, missing_hint: str) -> CdcError:
             hint="use the default chain: AWS_PROFILE/--profile, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
             "in the environment, SSO (aws sso login) or an instance role",
         )
-    if isinstance(exc, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionError)):
+    if isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
         return TransientError(f"{what}: cannot reach AWS ({exc})", hint="check the network, --region and --endpoint-url")
+    if isinstance(exc, (botocore.exceptions.IncompleteReadError, botocore.parsers.ResponseParserError)):
+        return TransientError(f"{what}: AWS's answer was cut short ({exc})", hint="check the network; rerun")
     code, status = error_code(exc), http_status(exc)
     message = (getattr(exc, "response", None) or {}).get("Error", {}).get("Message", "") or str(exc)
     if is_transient(code, status):

@@ -194,7 +194,7 @@ class KinesisSink:
         except Exception as exc:
             raise map_error(exc, f"PutRecords to Kinesis stream {self.options.stream!r}",
                             missing_hint=self._missing_hint()) from None
-        results: list[dict[str, Any]] = response["Records"]
+        results: list[dict[str, Any]] = response.get("Records") or []  # none: an answer we cannot trust
         if len(results) != len(entries):
             raise TransientError(f"PutRecords answered {len(results)} results for {len(entries)} records")
         return results

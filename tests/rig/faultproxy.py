@@ -39,6 +39,7 @@ class _Link:
         self.draining = False  # half-closed: reads and discards until the end of stream, then closes
         self.closed = False
         self.upstream_budget: int | None = None  # reset_next(): bytes from the server it carries before an RST
+        self.cut_with_fin = False  # reset_next(fin=True): a FIN to both ends instead (the client reads a clean end)
         self._ends = 0  # directions that reached end of stream: both, and the link closes
         self._lock = threading.Lock()
 
@@ -62,6 +63,9 @@ class _Link:
                     return
                 if src is self.upstream and self.upstream_budget is not None and len(data) > self.upstream_budget:
                     dst.sendall(data[:self.upstream_budget])  # a reply cut short by the reset, mid-packet
+                    if self.cut_with_fin:
+                        self.shutdown_both()
+                        continue
                     self.close(reset=True)
                     return
                 if src is self.upstream and self.upstream_budget is not None:
@@ -110,6 +114,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._blackhole = False  # drop(): new connections are accepted but carry nothing
         self._doomed: list[int] = []  # reset_next(): byte budgets of the next connections
+        self._doomed_fin = False
         self._stalled = False
         self._stopped = threading.Event()
         self.accepted: list[float] = []  # monotonic time of each accepted connection
@@ -154,6 +159,7 @@ class FaultProxy:
             with self._lock:
                 if self._doomed:
                     link.upstream_budget = self._doomed.pop(0)
+                    link.cut_with_fin = self._doomed_fin
                 self._links = [old for old in self._links if not old.closed] + [link]
                 self.accepted.append(time.monotonic())
             for src, dst in ((client, upstream), (upstream, client)):
@@ -201,11 +207,12 @@ class FaultProxy:
         for link in self._open():
             link.close(reset=True)
 
-    def reset_next(self, budgets: list[int]) -> None:
+    def reset_next(self, budgets: list[int], *, fin: bool = False) -> None:
         """Reset each of the next len(budgets) connections (RST to both ends) once the server has sent it its budget
-        of bytes: 0 strikes in the handshake, a few hundred in the first queries a client sends after it."""
+        of bytes: 0 strikes in the handshake, a few hundred in the first queries a client sends after it. fin: end
+        them with a FIN instead, as a half-close does; the client reads a clean end of stream in mid-answer."""
         with self._lock:
-            self._doomed = list(budgets)
+            self._doomed, self._doomed_fin = list(budgets), fin
 
     def retarget(self, host: str, port: int) -> None:
         """Forward new connections to host:port and close the open ones: what an endpoint standing for a replication

@@ -13,9 +13,10 @@ import pytest
 from cdc import sinks
 from cdc.changelog import read_raw_lines
 from cdc.config import AWSSettings
-from cdc.errors import CdcError, DataError, ExitCode
+from cdc.errors import CdcError, DataError, ExitCode, TransientError
 from cdc.sinks.kinesis import MAX_BATCH_BYTES, MAX_BATCH_RECORDS, partition_key
 from cdc.state import StateDir
+from tests.rig.faultproxy import FaultProxy
 from tests.sinks.changes import lines_of, make_changes, read_s3_lines, write_changelog
 
 
@@ -200,3 +201,30 @@ def test_entries_still_failing_after_every_round_leave_the_checkpoint(aws, strea
     checkpoint = json.loads((state_dir / "ship-kinesis.json").read_text())
     assert checkpoint["last_segment"] == segments[0].name and checkpoint["records"] == first
     assert Counter(sinks.read_stream(kinesis, stream)) == lines_of(changes[:first])
+
+
+def test_an_answer_cut_mid_body_is_transient_and_reruns_deliver_every_record(aws, stream, kinesis,
+                                                                               state_dir: Path) -> None:
+    """Found by CI's network-fault run: a reset cut a PutRecords answer in its body. botocore reads answers without
+    checking Content-Length and parses the cut JSON as {"message": ...}, so ship died on KeyError 'Records' (exit 1).
+    A cut answer is transient (exit 10), whichever request of the run it strikes; reruns end with every record
+    delivered (at least once; exactly once per position for a consumer's dedup)."""
+    changes = make_changes(3000)
+    write_changelog(state_dir / "changelog", changes, per_segment=500)
+    host, port = aws.endpoint_url.removeprefix("http://").split(":")
+    with FaultProxy(host, int(port)) as proxy:
+        sink = kinesis_sink(AWSSettings(**{**aws.__dict__, "endpoint_url": proxy.url}), stream)
+        # Ended by a FIN (a half-close), not an RST: the client reads a clean end of stream, and botocore takes
+        # the bytes it has for the answer. moto answers one request per connection: the first (DescribeStream-
+        # Summary, ~0.5 KB) passes, the second is the first PutRecords (~30 KB), cut in its body.
+        for budget in (2_000, 10_000, 25_000):
+            proxy.reset_next([budget, budget], fin=True)
+            with pytest.raises(TransientError, match="was cut short") as caught:
+                sinks.ship(StateDir(state_dir), sink)
+            assert caught.value.exit_code == ExitCode.TRANSIENT
+        proxy.reset_next([])
+        sinks.ship(StateDir(state_dir), sink)
+    received = list(sinks.read_stream(kinesis, stream))
+    assert set(received) == set(lines_of(changes))  # nothing missing, nothing foreign
+    by_position = {orjson.loads(data)["position"]: data for data in received}
+    assert Counter(by_position.values()) == lines_of(changes)
