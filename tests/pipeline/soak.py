@@ -18,6 +18,8 @@ from pathlib import Path
 from tests.pipeline.netfaults import ROOT
 
 MIB = 1024 * 1024
+# Spark's fixed pools (~80 threads here) and its two block-manager pools of at most 100 threads each, with room.
+JVM_THREAD_CEILING = 320
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,15 @@ class Sample:
     rss_mib: float  # every process of the run's group (Python, decode workers, Spark's JVM)
     jvm_rss_mib: float  # of which Spark's driver JVM (the rest is Python: the run and its decode workers)
     fds: int
-    threads: int
+    threads: int  # every process's
+    jvm_threads: int  # of which Spark's driver JVM's (its pools grow on demand and shrink when idle)
     processes: int
     state_mib: float  # the whole state directory (change log, lake, batches, checkpoints)
     changelog_mib: float
+
+    @property
+    def python_threads(self) -> int:
+        return self.threads - self.jvm_threads
 
 
 def group_pids(pgid: int) -> list[int]:
@@ -89,8 +96,10 @@ def sample(pgid: int | None, state: Path, seconds: float) -> Sample:
     statuses = [_status(pid) for pid in pids]
     rss = _rss_mib(statuses)
     jvm = _rss_mib([status for pid, status in zip(pids, statuses) if _is_jvm(pid)])
-    threads = sum(int(s.get("Threads", "0")) for s in statuses)
-    return Sample(round(seconds, 1), round(rss, 1), round(jvm, 1), sum(_fds(pid) for pid in pids), threads, len(pids),
+    threads = [int(s.get("Threads", "0")) for s in statuses]
+    jvm_threads = sum(n for pid, n in zip(pids, threads) if _is_jvm(pid))
+    return Sample(round(seconds, 1), round(rss, 1), round(jvm, 1), sum(_fds(pid) for pid in pids), sum(threads),
+                  jvm_threads, len(pids),
                   round(tree_bytes(state) / MIB, 2), round(tree_bytes(state / "changelog") / MIB, 2))
 
 
@@ -168,9 +177,10 @@ def soak(supervisor: Supervisor, seconds: float, *, sample_every: float, kill_ev
 
 def table(samples: list[Sample]) -> str:
     """The samples as a text table, one line each."""
-    head = (f"{'t (s)':>8} {'RSS MiB':>9} {'JVM MiB':>8} {'fds':>5} {'threads':>8} {'procs':>6} {'state MiB':>10} "
-            f"{'changelog MiB':>14}")
-    rows = [f"{s.seconds:>8.0f} {s.rss_mib:>9.1f} {s.jvm_rss_mib:>8.1f} {s.fds:>5} {s.threads:>8} {s.processes:>6} "
+    head = (f"{'t (s)':>8} {'RSS MiB':>9} {'JVM MiB':>8} {'fds':>5} {'threads':>8} {'JVM thr':>8} {'procs':>6} "
+            f"{'state MiB':>10} {'changelog MiB':>14}")
+    rows = [f"{s.seconds:>8.0f} {s.rss_mib:>9.1f} {s.jvm_rss_mib:>8.1f} {s.fds:>5} {s.threads:>8} {s.jvm_threads:>8} "
+            f"{s.processes:>6} "
             f"{s.state_mib:>10.2f} {s.changelog_mib:>14.2f}" for s in samples]
     return "\n".join([head, *rows])
 
@@ -187,13 +197,18 @@ def growth(samples: list[Sample], name: str, warm_up: float = 0.3) -> tuple[floa
 def assert_bounded(samples: list[Sample]) -> None:
     """After the warm-up, the second half's peaks stay within a tolerance of the first half's (no steady growth).
 
-    The state directory grows with the data (the change log and the lake are kept: docs/limits.md), so what
-    must stay bounded is its size per MiB of change log, not its size.
+    Spark's JVM is judged against a ceiling instead: its two block-manager pools (every removal of a shuffle,
+    broadcast or cached block) start a new thread per request until they hold 100 each, and idle ones end after
+    60 s, so over a short soak its threads climb towards that bound (CI: 123 -> 162 in the second half; the
+    30-minute soak: 231 at most). The state directory grows with the data (the change log and the lake are kept:
+    docs/limits.md), so what must stay bounded is its size per MiB of change log, not its size.
     """
-    limits = {"rss_mib": (1.25, 64.0), "fds": (1.2, 16), "threads": (1.2, 8)}
+    limits = {"rss_mib": (1.25, 64.0), "fds": (1.2, 16), "python_threads": (1.2, 8)}
     for name, (factor, slack) in limits.items():
         first, second = growth(samples, name)
         assert second <= first * factor + slack, f"{name} grew from {first} to {second}:\n{table(samples)}"
+    jvm_peak = max(s.jvm_threads for s in samples)
+    assert jvm_peak <= JVM_THREAD_CEILING, f"the JVM held {jvm_peak} threads:\n{table(samples)}"
     ratios = [s.state_mib / s.changelog_mib for s in samples if s.changelog_mib > 0]
     steady = ratios[int(len(ratios) * 0.3):]
     assert steady, table(samples)
