@@ -142,8 +142,10 @@ def test_every_request_is_allowed_by_the_example_least_privilege_policy(aws, s3,
     """examples/iam-s3-policy.json grants only the ship prefix: a ship, a re-ship (412 + HEAD) and multipart fit it."""
     root = Path(__file__).resolve().parents[2]
     policy = json.loads((root / "examples" / "iam-s3-policy.json").read_text())
-    bucket, prefix = "acme-cdc-landing", "mysql/hr"
-    s3.create_bucket(Bucket=bucket)
+    bucket, prefix = "acme-cdc-landing", "mysql/hr"  # the policy's names
+    # The moto server is the session's: test_init's runbook test may have made the bucket already (a serial run).
+    if bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket=bucket)
     changes = [dict(c, db="hr", table="big") for c in make_changes(40, big_every=1, big_size=300_000)]
     write_changelog(state_dir / "changelog", changes, per_segment=1000)
     sink = S3Sink(sinks.make_client("s3", aws), S3Options(bucket=bucket, prefix=prefix, compression="none",
