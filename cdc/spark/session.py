@@ -68,6 +68,9 @@ DEFAULT_CONF = {
     # A hash of every shuffled row (~5% of a merge's CPU in a profile), kept only to notice a retried map
     # task writing different rows; the merge's shuffles are deterministic functions of their input.
     "spark.sql.shuffle.orderIndependentChecksum.enabled": "false",
+    # PySpark 4 sends the Python call site of every DataFrame/Column call to the JVM (for error messages): ~5 Py4J
+    # round trips each; a 16-table follow cycle's query took ~4 s of them to build (docs/performance.md).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 # HotSpot's optimizing compiler (C2) for a driver that runs one merge and exits (one_shot): with its default
 # thresholds, a fresh 1M-change merge spent ~50 s of compiler-thread time in C2 (-XX:+CITime), most of it on
