@@ -30,11 +30,13 @@ TABLE = "items"
 
 
 class _Writes:
-    """Inserts, updates, id changes and deletes of the table in a thread, until stopped (autocommit)."""
+    """Inserts, updates, id changes and deletes of the table in a thread, until stopped (autocommit); inserted ids
+    start after `first_key`, so that two writers of one test never collide. A write that fails fails the test."""
 
-    def __init__(self, server: Any) -> None:
-        self.server, self.stop, self.count = server, threading.Event(), 0
+    def __init__(self, server: Any, first_key: int) -> None:
+        self.server, self.stop, self.count, self.first_key = server, threading.Event(), 0, first_key
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
 
     def __enter__(self) -> _Writes:
         self.thread.start()
@@ -43,9 +45,17 @@ class _Writes:
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.thread.join(30)
+        assert self.error is None, f"the writes stopped after {self.count} rounds: {self.error!r}"
+        assert self.count > 10, self.count  # they ran while the ALTER did
 
     def _run(self) -> None:
-        key = 1000
+        try:
+            self._write()
+        except BaseException as exc:  # noqa: BLE001 - raised by __exit__, in the test's thread
+            self.error = exc
+
+    def _write(self) -> None:
+        key = self.first_key
         while not self.stop.is_set():
             key += 1
             table = f"`{DB}`.`{TABLE}`"
@@ -112,12 +122,12 @@ def test_run_follow_resnapshots_flagged_tables_by_itself(source: dict[str, Any],
     try:
         # The first cycle snapshots and replicates the table (a `cdc run --until-now` before it cost a JVM start).
         assert wait_until(lambda: run.has(stage="snowflake-apply", status="done"), timeout=300), run.lines
-        with _Writes(server):
+        with _Writes(server, first_key=1000):
             time.sleep(3)
             server.execute(f"ALTER TABLE `{DB}`.`{TABLE}` ADD COLUMN created DATETIME DEFAULT CURRENT_TIMESTAMP")
             time.sleep(3)
         _wait_until_equal(server, sf, state, ["id", "name", "created"])
-        with _Writes(server):
+        with _Writes(server, first_key=50_000):  # the first writer's ids moved to 101,00x
             time.sleep(2)
             server.execute(f"ALTER TABLE `{DB}`.`{TABLE}` DROP PRIMARY KEY, "
                            "ADD COLUMN seq INT NOT NULL AUTO_INCREMENT PRIMARY KEY FIRST, ADD UNIQUE (id)")
