@@ -20,8 +20,6 @@ import hashlib
 import logging
 import math
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +33,8 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from cdc.config import SparkSettings
-from cdc.errors import ConfigError, PreconditionError
+from cdc.errors import ConfigError
+from cdc.spark.java import java_path, require_java
 
 _QUIET_LOG4J = """\
 rootLogger.level = error
@@ -285,7 +284,7 @@ def class_archive() -> Path:
     """Where a driver JVM started by this process maps (or records) Spark's class archive."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cdc"
     # An archive only fits the JVM and the jars that wrote it: both are in its name.
-    key = hashlib.sha256(f"{os.path.realpath(_java())}|{pyspark.__version__}|{pyspark.__file__}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{os.path.realpath(java_path())}|{pyspark.__version__}|{pyspark.__file__}".encode()).hexdigest()[:16]
     return cache / f"spark-classes-{key}.jsa"
 
 
@@ -317,44 +316,6 @@ def _drop_stale_recordings(cache: Path) -> None:
                 stale.unlink(missing_ok=True)
     except OSError:
         pass
-
-
-# PySpark 4 runs on Java 17 or 21; 3.5 still ran on 8 and 11.
-MIN_JAVA = 17 if int(pyspark.__version__.split(".")[0]) >= 4 else 8
-_JAVA_HINT = (f"install a Java {MIN_JAVA}+ runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; "
-              "macOS: brew install openjdk@17), or point JAVA_HOME at one")
-
-
-def require_java() -> None:
-    """Refuse to start Spark without a usable Java, naming the java looked at and what to install."""
-    java = _java()
-    source = "JAVA_HOME" if os.environ.get("JAVA_HOME") else "PATH"
-    try:
-        shown = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PreconditionError(f"Spark needs Java {MIN_JAVA}+, and {java} (from {source}) cannot run: {exc}",
-                                hint=_JAVA_HINT) from None
-    major = java_major(shown.stderr + shown.stdout)
-    if shown.returncode != 0 or major is None:
-        raise PreconditionError(f"Spark needs Java {MIN_JAVA}+, and `{java} -version` (from {source}) failed: "
-                                f"{(shown.stderr or shown.stdout).strip()[:200]}", hint=_JAVA_HINT)
-    if major < MIN_JAVA:
-        raise PreconditionError(f"Spark needs Java {MIN_JAVA}+, and {java} (from {source}) is Java {major}",
-                                hint=_JAVA_HINT)
-
-
-def java_major(version_text: str) -> int | None:
-    """The major version in `java -version`'s text: 'openjdk version "17.0.15"' -> 17, '"1.8.0_392"' -> 8."""
-    found = re.search(r'version "(\d+)(?:\.(\d+))?', version_text)
-    if found is None:
-        return None
-    first = int(found.group(1))
-    return int(found.group(2) or 0) if first == 1 else first
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home) / "bin" / "java") if home else (shutil.which("java") or "java")
 
 
 def is_spark_submit() -> bool:
