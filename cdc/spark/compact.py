@@ -31,6 +31,7 @@ from pyspark.sql.window import Window
 
 from cdc.errors import DataError
 from cdc.schema import Carried, Column, TableSchema, carried, varchar_length
+from cdc.spark import recipes
 from cdc.spark.types import col, parse_value, raw_struct, spark_type
 
 ROW_OPS = ("c", "u", "d", "r")
@@ -108,6 +109,13 @@ def _values(final: TableSchema) -> list[str]:
 def scoped_versions(versions: list[TableSchema], final: TableSchema, info: TableInput,
             position: SparkColumn) -> list[tuple[TableSchema, SparkColumn | None]]:
     """The schema versions in force during the run, each with its range of `position`s."""
+    return [(version, None if scope is None else _in_scope(position, *scope))
+            for version, scope in version_ranges(versions, final, info)]
+
+
+def version_ranges(versions: list[TableSchema], final: TableSchema,
+                   info: TableInput) -> list[tuple[TableSchema, tuple[str, str | None] | None]]:
+    """scoped_versions' versions, each with its range as positions: (from, to or None); None: the one version."""
     if not info.rows:
         return [(final, None)]
     if not versions or info.min_position < versions[0].position:
@@ -116,14 +124,18 @@ def scoped_versions(versions: list[TableSchema], final: TableSchema, info: Table
             f"(first version: {versions[0].position if versions else 'none'})",
             hint="the schema history (<state>/schema/) must be written by snapshot/tail before their changes",
         )
-    scoped: list[tuple[TableSchema, SparkColumn | None]] = []
+    ranges: list[tuple[TableSchema, tuple[str, str | None] | None]] = []
     for index, version in enumerate(versions):
         end = versions[index + 1].position if index + 1 < len(versions) else None
         if version.position > info.max_position or (end is not None and end <= info.min_position):
             continue
-        scope = position >= version.position
-        scoped.append((version, scope if end is None else scope & (position < end)))
-    return scoped
+        ranges.append((version, (version.position, end)))
+    return ranges
+
+
+def _in_scope(position: SparkColumn, start: str, end: str | None) -> SparkColumn:
+    scope = position >= start
+    return scope if end is None else scope & (position < end)
 
 
 def by_version(scoped: list[tuple[TableSchema, SparkColumn | None]],
@@ -142,9 +154,8 @@ def _key_source(versions: list[TableSchema], name: str, version: TableSchema, fi
     return carried(versions, name, version.position, final.position).source or name
 
 
-def _check_key(scoped: list[tuple[TableSchema, SparkColumn | None]], final: TableSchema,
-               versions: list[TableSchema]) -> None:
-    for version, _ in scoped:
+def _check_key(scoped: list[TableSchema], final: TableSchema, versions: list[TableSchema]) -> None:
+    for version in scoped:
         # A key column renamed (RENAME COLUMN id TO item_id, CHANGE id item_id INT) is the same key.
         if sorted(_key_source(versions, k, version, final) for k in final.primary_key) != sorted(version.primary_key):
             raise DataError(
@@ -159,19 +170,35 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
 
     A line is one event (its `key`); a key-changing update is two: a delete of the `before` key too.
     """
-    scoped = scoped_versions(versions, final, info, F.col("position"))
-    _check_key(scoped, final, versions)
-    pk = list(final.primary_key)
-    lines = raw.filter((F.col("db") == info.db) & (F.col("table") == info.table) & F.col("op").isin(*ROW_OPS))
+    ranges = version_ranges(versions, final, info)
+    _check_key([v for v, _ in ranges], final, versions)
     read_as_text = isinstance(raw.schema["key"].dataType, T.StringType)  # else types.keyed_line_schema
+    after_struct = isinstance(raw.schema["after"].dataType, T.StructType)
+    key = ("events", _schema_key(versions, final), tuple(r for _, r in ranges), info.db, info.table, read_as_text,
+           after_struct)
+    where, parsed, events = recipes.cached(
+        raw.sparkSession, key, lambda: _event_columns(versions, final, info, read_as_text, after_struct))
+    return raw.filter(where).select(*parsed).select(events)
 
+
+def _schema_key(versions: list[TableSchema], final: TableSchema) -> str:
+    """Everything of a table's schema versions the expressions are built from (fills and renames included)."""
+    return repr((versions, final))
+
+
+def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableInput, read_as_text: bool,
+                   after_struct: bool) -> tuple[SparkColumn, list[SparkColumn], SparkColumn]:
+    """table_events' filter, its parse of the key images, and the events they make (inlined into columns)."""
+    scoped = scoped_versions(versions, final, info, F.col("position"))
+    pk = list(final.primary_key)
+    where = (F.col("db") == info.db) & (F.col("table") == info.table) & F.col("op").isin(*ROW_OPS)
     key_fields = sorted({_key_source(versions, k, v, final) for v, _ in scoped for k in pk})
 
     def image(name: str) -> SparkColumn:
         return F.from_json(name, raw_struct(key_fields)) if read_as_text else F.col(name)
 
-    parsed = lines.select("op", "position", "ts", "after", image("key").alias("k"),
-                          F.when(F.col("op") == "u", image("before")).alias("b"))
+    parsed = [F.col("op"), F.col("position"), F.col("ts"), F.col("after"), image("key").alias("k"),
+              F.when(F.col("op") == "u", image("before")).alias("b")]
 
     def field(image: str, name: str) -> Callable[[TableSchema], SparkColumn]:
         def value(version: TableSchema) -> SparkColumn:
@@ -191,7 +218,7 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
                         F.col("position").alias("_cdc_position"), F.col("op").alias("_cdc_op"),
                         ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"))
 
-    if isinstance(raw.schema["after"].dataType, T.StructType):
+    if after_struct:
         # Only this table's fields travel through the shuffle (the line schema holds every merged table's).
         names = sorted({c for v, _ in scoped for c in v.column_names if c not in pk})
         image_type: T.DataType = raw_struct(names)
@@ -200,8 +227,8 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
         after, image_type = F.col("after"), T.StringType()
     last = event(new, F.col("op") == "d", F.when(F.col("op") != "d", after))
     gone = event(old, F.lit(True), F.lit(None).cast(image_type))
-    both = F.when(moved, F.array(gone, last)).otherwise(F.array(last))
-    return parsed.select(F.explode(both).alias("e")).select("e.*")
+    # inline: one row per event, the struct's fields as columns (one projection, not an explode and a select)
+    return where, parsed, F.inline(F.when(moved, F.array(gone, last)).otherwise(F.array(last)))
 
 
 def read_base(spark: SparkSession, path: str, final: TableSchema, versions: list[TableSchema], since: str) -> DataFrame:
@@ -262,28 +289,45 @@ def last_changes(events: DataFrame, base: DataFrame | None, versions: list[Table
     return outcomes(won, versions, final, info)
 
 
-def outcomes(won: DataFrame, versions: list[TableSchema], final: TableSchema, info: TableInput) -> DataFrame:
+def outcomes(won: DataFrame, versions: list[TableSchema], final: TableSchema, info: TableInput,
+             in_lake: bool | None = None) -> DataFrame:
     """Events (table_events' columns and `_in_lake`) with their images typed and their outcome: last_changes' columns.
 
+    in_lake: the value of `_in_lake` for every event, where the caller knows it (else the column's).
     cdc.spark.small_tables runs it on every event of a small table, then picks the winners on the driver.
     """
-    keys = _keys(final)
-    scoped = scoped_versions(versions, final, info, F.col("_cdc_position"))
+    ranges = version_ranges(versions, final, info)
+    read_as_text = isinstance(won.schema["_after"].dataType, T.StringType)  # else read as a struct
+    key = ("outcomes", _schema_key(versions, final), tuple(r for _, r in ranges), info.truncate_position,
+           info.truncate_at, info.truncate_ts, read_as_text, in_lake)
+    images, result = recipes.cached(
+        won.sparkSession, key, lambda: _outcome_columns(versions, final, info, read_as_text, in_lake))
     # Each image parsed once, in its own projection: in the one below, Spark would prune a from_json
     # per column read from it and parse the same text once per column.
-    read_as_text = isinstance(won.schema["_after"].dataType, T.StringType)  # else read as a struct
-    won = won.select(*keys, *WINNER, "_in_lake", *[
+    return won.select(*images).select(*result)
+
+
+def _outcome_columns(versions: list[TableSchema], final: TableSchema, info: TableInput, read_as_text: bool,
+                     in_lake_value: bool | None) -> tuple[list[SparkColumn], list[SparkColumn]]:
+    """outcomes' two projections: the events with their images parsed, then typed with their outcome."""
+    keys = _keys(final)
+    scoped = scoped_versions(versions, final, info, F.col("_cdc_position"))
+    lake = F.col("_in_lake") if in_lake_value is None else F.lit(in_lake_value).alias("_in_lake")
+    images = [F.col(c) for c in (*keys, *WINNER)] + [lake] + [
         (F.from_json("_after", raw_struct(v.column_names)) if read_as_text else F.col("_after")).alias(f"_a{n}")
-        for n, (v, _) in enumerate(scoped)])
+        for n, (v, _) in enumerate(scoped)]
     in_lake = F.col("_in_lake")
-    cut = F.col("_cdc_position") < F.lit(info.truncate_position) if info.truncate_position is not None else F.lit(False)
-    deleted = F.col("_del") | cut
+    if info.truncate_position is None:
+        deleted, meta = F.col("_del"), [F.col(m) for m in META]
+    else:
+        cut = F.col("_cdc_position") < F.lit(info.truncate_position)
+        deleted = F.col("_del") | cut
+        meta = [F.when(cut, _cut_meta(info)[m]).otherwise(F.col(m)).alias(m) for m in META]
     values = _decoded(scoped, final, versions)
-    meta = [F.when(cut, _cut_meta(info)[m]).otherwise(F.col(m)).alias(m) for m in META]
     action = F.when(~deleted, F.lit("INSERT")).when(in_lake, F.lit("DELETE"))
     ordered = [F.col(c) if c in keys else values[c] for c in (f"c{i}" for i in range(len(final.columns)))]
-    return won.select(*ordered, *meta, (~deleted).alias("_keep"), action.alias("_action"),
-                      (~deleted & in_lake).alias("_isupdate"), in_lake.alias("_in_lake"))
+    return images, [*ordered, *meta, (~deleted).alias("_keep"), action.alias("_action"),
+                    (~deleted & in_lake).alias("_isupdate"), in_lake.alias("_in_lake")]
 
 
 def untouched(base: DataFrame, changed: DataFrame, final: TableSchema, broadcast: bool) -> DataFrame:

@@ -22,7 +22,7 @@ import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from functools import reduce
+from functools import partial, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cdc.schema import SchemaHistory, TableSchema
-from cdc.spark import batches, lake
+from cdc.spark import batches, lake, recipes
 from cdc.spark.report import TableResult, timed
 from cdc.spark.scan import TableStats
 from cdc.state import fsync_dir
@@ -94,7 +94,6 @@ def merge_small(spark: SparkSession, raw: DataFrame, tables: list[SmallTable], *
 def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable]) -> list[pa.Table]:
     """Each table's events, typed, with their outcome as if the lake lacked their key (compact.outcomes' columns):
     one Spark job over all the tables, no shuffle (the last change per key is picked on the driver, _winners)."""
-    from pyspark.sql import functions as F
 
     from cdc.spark import compact
 
@@ -102,11 +101,13 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
     for index, table in enumerate(tables):
         info = table.info.as_input()
         events = compact.table_events(raw, table.versions, table.final, info)
-        typed = compact.outcomes(events.withColumn("_in_lake", F.lit(False)), table.versions, table.final, info)
+        typed = compact.outcomes(events, table.versions, table.final, info, in_lake=False)
+        columns = _outcome_names(table)
         # Each table's columns under names of its own (t<index>_...), so that tables of any shapes share one union
         # (a column missing from a table's rows is NULL there; a struct per table would keep its non-null fields).
-        frames.append(typed.select(F.lit(index).alias("_t"), *[F.col(c).alias(f"t{index}_{c}") for c in typed.columns]))
-        names.append(typed.columns)
+        frames.append(typed.select(*recipes.cached(spark, ("union names", index, tuple(columns)),
+                                                   partial(_tagged, index, columns))))
+        names.append(columns)
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     collected = union.toArrow()
     tags = collected.column("_t")
@@ -115,6 +116,17 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
         rows = collected.filter(pc.equal(tags, index)).select([f"t{index}_{c}" for c in columns])
         out.append(rows.rename_columns(columns))
     return out
+
+
+def _tagged(index: int, columns: list[str]) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    return [F.lit(index).alias("_t"), *[F.col(c).alias(f"t{index}_{c}") for c in columns]]
+
+
+def _outcome_names(table: SmallTable) -> list[str]:
+    """compact.outcomes' columns for the table (known without asking Spark for the frame's schema)."""
+    return [*(f"c{i}" for i in range(len(table.final.columns))), *META, "_keep", "_action", "_isupdate", "_in_lake"]
 
 
 def _winners(table: SmallTable, events: pa.Table, base: pa.Table | None) -> pa.Table:

@@ -1,0 +1,46 @@
+"""Spark Columns built once per session and reused by later merges of the same tables (issue #25).
+
+Building one table's typed expressions (cdc.spark.compact) costs hundreds of Py4J round trips: every
+`F.*` call and Column operator is one or more, and every JVM object made is released by another one
+later. A `cdc run --follow` cycle merging a few changes into 16 tables spent most of its build time so
+(docs/performance.md, "Freshness"). A Column is an unresolved expression bound to no DataFrame, so the
+Columns of a table whose schema versions, scope in the run and input format are those of an earlier
+merge in the same session are that merge's Columns: the key names everything they are built from.
+
+Per session (a Column belongs to its JVM), least recently used first out beyond MAX_RECIPES.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+# Recipes kept per session: one per table and schema scope (a few per table), bounded for a follow run that
+# sees many tables or much DDL; an evicted one is built again when needed.
+MAX_RECIPES = 2048
+
+R = TypeVar("R")
+
+_SESSIONS: weakref.WeakKeyDictionary[Any, OrderedDict[Hashable, Any]] = weakref.WeakKeyDictionary()
+
+
+def cached(spark: Any, key: Hashable, build: Callable[[], R]) -> R:
+    """build() made once per (session, key): later calls with an equal key return the same value."""
+    recipes = _SESSIONS.get(spark)
+    if recipes is None:
+        recipes = _SESSIONS[spark] = OrderedDict()
+    if key in recipes:
+        recipes.move_to_end(key)
+        return recipes[key]  # type: ignore[no-any-return]
+    value = build()
+    recipes[key] = value
+    if len(recipes) > MAX_RECIPES:
+        recipes.popitem(last=False)
+    return value
+
+
+def size(spark: Any) -> int:
+    """How many recipes the session holds (tests)."""
+    return len(_SESSIONS.get(spark, ()))
