@@ -35,6 +35,9 @@ _PORT_ATTEMPTS = 3
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 _RUNNING: set[MotoServer] = set()
+# moto.server with Kinesis shards made safe for concurrent PutRecords (see the launcher's docstring).
+# Run by path, not as a script: a script's folder goes first on sys.path, and this one's moto.py would shadow moto.
+_LAUNCH = f"import runpy; runpy.run_path({str(Path(__file__).with_name('moto_serial.py'))!r}, run_name='__main__')"
 
 
 class MotoServer:
@@ -77,14 +80,14 @@ class MotoServer:
         }
 
     def start(self) -> MotoServer:
-        """Start `python -m moto.server` on a free port and wait until it answers HTTP."""
+        """Start moto's server (through moto_serial.py) on a free port and wait until it answers HTTP."""
         if self.is_running:
             return self
         _check_installed()
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             if self.port is None:
                 self.port = free_port()
-            argv = [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
+            argv = [sys.executable, "-c", _LAUNCH, "-H", self.host, "-p", str(self.port)]
             self._proc = spawn(argv, self.log)
             _RUNNING.add(self)
             if wait_until(self._answers, self.start_timeout) and self.is_running:

@@ -111,6 +111,28 @@ def test_aws_env_points_boto3_at_moto(aws_env: dict[str, str], moto_server: Moto
     assert "rig-check" in kinesis.list_streams()["StreamNames"]
 
 
+def test_moto_kinesis_keeps_every_record_of_concurrent_put_records(moto_server: MotoServer) -> None:
+    """The network-fault tests deliver a stalled PutRecords beside its retry; the stand-in must not drop either."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cdc.sinks import read_stream
+
+    kinesis = moto_server.client("kinesis")
+    kinesis.create_stream(StreamName="rig-concurrent", ShardCount=1)
+    kinesis.get_waiter("stream_exists").wait(StreamName="rig-concurrent", WaiterConfig={"Delay": 0.1})
+
+    def put(writer: int) -> None:
+        client = moto_server.client("kinesis")  # one HTTP connection per writer, served by its own thread
+        for batch in range(10):
+            records = [{"Data": f"{writer}-{batch}-{i}".encode(), "PartitionKey": "k"} for i in range(200)]
+            client.put_records(StreamName="rig-concurrent", Records=records)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, range(8)))
+    received = list(read_stream(kinesis, "rig-concurrent"))
+    assert len(received) == len(set(received)) == 8 * 10 * 200
+
+
 def test_missing_mariadb_fails_with_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(_process, "_SBIN_DIRS", ())
