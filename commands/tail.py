@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cdc.capture import Filters, Progress, StartRequest, TailOptions, TailSummary, run_tail
+from cdc.capture.heap import keep_freed_heap
 from cdc.commands import logs, ui
 from cdc.commands.logs import StatusIntervalOpt, log_options
 from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, complete_tables, mysql_options, runs_stage, settings_from
@@ -61,6 +62,9 @@ def tail(
     options = TailOptions(StartRequest(start_position, start_gtid, from_now), follow, rebase, filters, flush_interval,
                           segment_mib * 2**20, heartbeat=min(1.0, read_timeout / 4), read_timeout=read_timeout,
                           reconnect_timeout=reconnect_timeout, decode_workers=decode_workers)
+    # This process runs tail alone: its buffers may keep their pages (cdc.capture.heap). `cdc run` shares its
+    # process with Spark's driver and the apply, and keeps malloc's defaults.
+    keep_freed_heap()
     # Reconnects and the like are logged by the library (cdc.capture.tail): no on_note.
     with stop_on_signals() as stop, _progress(as_json, to_stdout, settings.log.status_seconds()) as on_progress:
         summary = run_tail(settings, options, should_stop=stop.is_set, on_progress=on_progress,
