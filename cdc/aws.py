@@ -52,7 +52,7 @@ def make_client(service: str, aws: AWSSettings) -> Any:
     config = botocore.config.Config(
         retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
         connect_timeout=10,
-        read_timeout=60,
+        read_timeout=aws.read_timeout,
         user_agent_extra="cdc-ship",
     )
     # endpoint_url None lets boto3 honour AWS_ENDPOINT_URL(_S3/_KINESIS) from the environment.

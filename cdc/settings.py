@@ -81,6 +81,9 @@ class AWSSettings:
     # sse_kms_key_id, else the account's aws/s3 key). None: the bucket's default encryption.
     sse: str | None = None
     sse_kms_key_id: str | None = None
+    # Seconds a request to S3/Kinesis may wait for its answer before botocore retries it on a new connection:
+    # a link that died without a FIN or an RST (a NAT's dropped mapping, a blackholed route) is noticed only so.
+    read_timeout: float = 60.0
 
 
 # The JVM `cdc run --follow` keeps for its whole life (issue #27): G1 never gave back the heap a burst had made it
@@ -205,6 +208,9 @@ def _validate_sse(settings: Settings) -> None:
     if aws.sse is not None and aws.sse not in SSE_MODES:
         raise ConfigError(f"aws.sse = {aws.sse!r} (from {settings.source_of('aws.sse')}) is not one of "
                           + ", ".join(SSE_MODES), hint="AES256 for SSE-S3, aws:kms for SSE-KMS")
+    if not aws.read_timeout > 0:
+        raise ConfigError(f"aws.read_timeout = {aws.read_timeout} (from {settings.source_of('aws.read_timeout')}) "
+                          "is not a number of seconds above 0", hint="e.g. 60, botocore's default")
     if aws.sse_kms_key_id and aws.sse != "aws:kms":
         raise ConfigError(f"aws.sse_kms_key_id (from {settings.source_of('aws.sse_kms_key_id')}) needs aws.sse = "
                           f"'aws:kms', not {aws.sse!r}", hint="pass --sse aws:kms with --sse-kms-key-id")

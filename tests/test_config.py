@@ -136,3 +136,17 @@ def test_hosts_alone_give_the_other_commands_their_first_server(tmp_path: Path) 
     assert settings.source_of("mysql.host").startswith("the first of mysql.hosts")
     both = load_settings({"mysql.host": "db-c"}, env={"HOME": str(tmp_path)}, cwd=tmp_path)
     assert (both.mysql.host, both.mysql.port) == ("db-c", 3306)  # an explicit host wins
+
+
+def test_aws_read_timeout_reaches_the_clients_and_is_checked(tmp_path: Path) -> None:
+    """A dead link to S3/Kinesis is noticed after aws.read_timeout: the value must reach botocore's clients."""
+    from cdc.aws import make_client
+
+    (tmp_path / "cdc.toml").write_text('[aws]\nregion = "us-east-1"\nread_timeout = 7.5\n')
+    settings = load_settings(env={"HOME": str(tmp_path)}, cwd=tmp_path)
+    assert make_client("kinesis", settings.aws).meta.config.read_timeout == 7.5
+    from_env = load_settings(env={"HOME": str(tmp_path), "CDC_AWS_READ_TIMEOUT": "3"}, cwd=tmp_path)
+    assert make_client("s3", from_env.aws).meta.config.read_timeout == 3.0
+    assert load_settings(env={"HOME": str(tmp_path)}, cwd=tmp_path / "none").aws.read_timeout == 60.0
+    with pytest.raises(ConfigError, match=r"aws.read_timeout = 0.0 \(from environment CDC_AWS_READ_TIMEOUT\)"):
+        load_settings(env={"HOME": str(tmp_path), "CDC_AWS_READ_TIMEOUT": "0"}, cwd=tmp_path)
