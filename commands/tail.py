@@ -44,7 +44,7 @@ def tail(
     read_timeout: Annotated[float, typer.Option("--read-timeout", help="Seconds of silence (no event, no heartbeat) before reconnecting.")] = 10.0,
     reconnect_timeout: Annotated[float, typer.Option("--reconnect-timeout", help="Give up after this many seconds without a working connection.")] = 60.0,
     to_stdout: Annotated[bool, typer.Option("--stdout", help="Also write the committed change lines to stdout.")] = False,
-    decode_workers: Annotated[Optional[int], typer.Option("--decode-workers", min=0, help="Processes decoding rows beside the binlog reader (default: 1 on a multi-core machine, else 0; 0 = decode in the tail process).")] = None,
+    decode_workers: Annotated[Optional[int], typer.Option("--decode-workers", min=0, help="Processes decoding rows beside the binlog reader (default: 0 with the C row decoder; without it 1 on a multi-core machine; 0 = decode in the tail process).")] = None,
     status_interval: StatusIntervalOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,

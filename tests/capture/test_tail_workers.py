@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from cdc.capture import Filters, StartRequest, TailOptions, run_tail
 from cdc.capture.decode_pool import DecodePool, DecodeWorkerError
 from cdc.errors import DataError
-from tests.capture.conftest import binlog_start, changelog_bytes, settings_for, spawn_tail, tail_once
+from tests.capture.conftest import ROOT, binlog_start, changelog_bytes, env_for, settings_for, spawn_tail, tail_once
 from tests.capture.workload import create_all_types_table, run_workload
 from tests.rig import MariaDB
 
@@ -227,3 +229,24 @@ def test_a_stuck_worker_is_an_error_not_a_hang() -> None:
     finally:
         pool.close()
     assert _gone(pid, 10)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="on one core there is no worker by default either way")
+def test_by_default_no_worker_with_the_c_decoder_and_one_without(mariadb: MariaDB, fresh_db: str,
+                                                                   tmp_path: Path) -> None:
+    """With the C decoder a worker's pipe costs more than the decoding it takes over (bench_tail.py: 0.55 s wall and
+    0.73 s CPU with one, 0.34 s and 0.33 s without); on the Python path (CDC_NATIVE=0) the worker pays."""
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, pad VARCHAR(255))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t SELECT seq, REPEAT('a', 200) FROM `{fresh_db}`.seq_1_to_500")
+    workers = {}
+    for native in ("1", "0"):
+        argv = [sys.executable, "-m", "cdc", "tail", "--until-now", "--json", "--databases", fresh_db,
+                "--start-position", start, "--state-dir", str(tmp_path / native)]
+        done = subprocess.run(argv, cwd=ROOT, env=env_for(mariadb, CDC_NATIVE=native), capture_output=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr.decode()[-3000:]
+        summary = orjson.loads(done.stdout.splitlines()[-1])
+        assert summary["rows"] == 500, summary
+        workers[native] = summary["decode_workers"]
+    assert workers == {"1": 0, "0": 1}
