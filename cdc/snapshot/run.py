@@ -180,8 +180,9 @@ def _start(
     warn: WarnFn,
 ) -> tuple[SnapshotCheckpoint, list[TablePlan], Runway]:
     tables = select_tables(conn, settings.mysql)
-    # Refuse tables without a key and estimate the runway before any lock is taken.
-    early = [plan_table(conn, t, "", allow_no_pk=request.allow_no_pk) for t in tables]
+    # Refuse tables without a key and estimate the runway before any lock is taken. Columns and keys are enough
+    # here: the keys between tables are read once, inside the snapshot (each read opens every user table).
+    early = [plan_table(conn, t, "", allow_no_pk=request.allow_no_pk, foreign_keys=False) for t in tables]
     rules = ColumnRules.from_settings(settings.mysql)
     for plan in early:
         rules.check_key(plan.schema)

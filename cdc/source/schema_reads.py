@@ -18,8 +18,14 @@ from cdc.source.connect import query
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
-def read_table_schema(conn: pymysql.Connection, db: str, table: str, position: str = "") -> TableSchema | None:
-    """The current schema of one table from information_schema, or None if it does not exist."""
+def read_table_schema(conn: pymysql.Connection, db: str, table: str, position: str = "", *,
+                      foreign_keys: bool = True) -> TableSchema | None:
+    """The current schema of one table from information_schema, or None if it does not exist.
+
+    foreign_keys=False leaves the keys between tables out (own and referencing both empty): reading the ones
+    that reference the table opens every table of every user database (select_foreign_keys), which a caller
+    that only needs the columns and the table's key (the snapshot's pass before its consistent point) skips.
+    """
     rows = query(
         conn,
         "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, "
@@ -38,7 +44,7 @@ def read_table_schema(conn: pymysql.Connection, db: str, table: str, position: s
         (db, table),
     )
     key = tuple(_text(r["COLUMN_NAME"]) for r in pk_rows) or _unique_not_null_key(conn, db, table, columns)
-    own, referencing = read_foreign_keys(conn, db, table)
+    own, referencing = read_foreign_keys(conn, db, table) if foreign_keys else ((), ())
     return TableSchema(db, table, columns, key, position, own, referencing)
 
 

@@ -158,9 +158,11 @@ def _check_patterns(settings: MySQLSettings, tables: list[TableInfo]) -> None:
                                     hint="check the name with SHOW DATABASES")
 
 
-def plan_table(conn: pymysql.Connection, info: TableInfo, position: str, *, allow_no_pk: bool) -> TablePlan:
-    """Read the table's schema (inside the snapshot transaction) and choose its key."""
-    schema = read_table_schema(conn, info.db, info.table, position=position)
+def plan_table(conn: pymysql.Connection, info: TableInfo, position: str, *, allow_no_pk: bool,
+               foreign_keys: bool = True) -> TablePlan:
+    """Read the table's schema (inside the snapshot transaction) and choose its key; foreign_keys as
+    read_table_schema's."""
+    schema = read_table_schema(conn, info.db, info.table, position=position, foreign_keys=foreign_keys)
     if schema is None:
         raise PreconditionError(f"table {info.name} disappeared while the snapshot started",
                                 hint="rerun cdc snapshot; drop it from --tables if it was dropped on purpose")

@@ -310,3 +310,23 @@ def test_the_snapshot_records_foreign_keys_both_ways(mariadb: MariaDB, fresh_db:
     assert schema is not None
     key = ForeignKey("boss", fresh_db, "emp", ("boss",), fresh_db, "emp", ("id",), "SET NULL", "CASCADE")
     assert (schema.foreign_keys, schema.referenced_by) == ((key,), (key,))
+
+
+def test_the_keys_between_tables_are_read_once_per_table(mariadb_factory: Any, tmp_path: Path) -> None:
+    """Reading the keys that reference a table opens every table of every user database: the pass before the
+    consistent point (keyless tables refused, runway sized) needs only columns and keys, and skips them."""
+    server = mariadb_factory()
+    server.execute("CREATE DATABASE hr")
+    server.execute("CREATE TABLE hr.emp (id INT PRIMARY KEY, boss INT, "
+                   "CONSTRAINT boss FOREIGN KEY (boss) REFERENCES hr.emp (id) ON DELETE SET NULL)")
+    server.execute("CREATE DATABASE other")
+    log = tmp_path / "general.log"
+    server.execute(f"SET GLOBAL general_log_file = '{log}'")
+    server.execute("SET GLOBAL general_log = 1")
+    run_snapshot(make_settings(server, tmp_path / "state", databases=("hr",)), SnapshotRequest())
+    server.execute("SET GLOBAL general_log = 0")
+
+    reads = [line for line in log.read_text().splitlines() if "information_schema.REFERENTIAL_CONSTRAINTS" in line]
+    assert len(reads) == 1 + 2, reads  # the table's own keys, then those of each user database that point at it
+    schema = SchemaHistory(tmp_path / "state" / "schema").latest("hr", "emp")
+    assert schema is not None and len(schema.foreign_keys) == len(schema.referenced_by) == 1
