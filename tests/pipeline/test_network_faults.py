@@ -125,8 +125,9 @@ def test_ship_through_a_faulty_link_delivers_every_record(aws_env: dict[str, str
     PUT rewrites the same key), Kinesis with every record at least once and exactly once per position."""
     state = tmp_path / "state"
     # Enough input that every fault kind strikes while ship works: 6,000 changes shipped in under 2 s here, before
-    # the stall and the drop came.
-    changes = make_changes(40_000, big_every=300 if kind == "s3" else 0, big_size=20_000)
+    # the stall and the drop came. Kinesis ships slower under faults (40,000 changes met ~60 faults in 80-140 s,
+    # the suite's longest test), so half of that still meets each kind many times.
+    changes = make_changes(40_000 if kind == "s3" else 20_000, big_every=300 if kind == "s3" else 0, big_size=20_000)
     write_changelog(state / "changelog", changes, per_segment=100)
     host, port = moto_server.endpoint_url.removeprefix("http://").split(":")
     codes = []
