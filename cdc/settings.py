@@ -168,6 +168,10 @@ def validate_settings(settings: Settings) -> None:
             hint="pass the CA bundle that signed the server certificate (for RDS: the region's global bundle)",
         )
     _validate_sse(settings)
+    if not settings.aws.read_timeout > 0:
+        raise ConfigError(f"aws.read_timeout = {settings.aws.read_timeout} (from "
+                          f"{settings.source_of('aws.read_timeout')}) is not a number of seconds above 0",
+                          hint="e.g. 60, botocore's default")
     _validate_hosts(settings)
     if not 0 <= mysql.server_id < 2**32:
         raise ConfigError(
@@ -208,9 +212,6 @@ def _validate_sse(settings: Settings) -> None:
     if aws.sse is not None and aws.sse not in SSE_MODES:
         raise ConfigError(f"aws.sse = {aws.sse!r} (from {settings.source_of('aws.sse')}) is not one of "
                           + ", ".join(SSE_MODES), hint="AES256 for SSE-S3, aws:kms for SSE-KMS")
-    if not aws.read_timeout > 0:
-        raise ConfigError(f"aws.read_timeout = {aws.read_timeout} (from {settings.source_of('aws.read_timeout')}) "
-                          "is not a number of seconds above 0", hint="e.g. 60, botocore's default")
     if aws.sse_kms_key_id and aws.sse != "aws:kms":
         raise ConfigError(f"aws.sse_kms_key_id (from {settings.source_of('aws.sse_kms_key_id')}) needs aws.sse = "
                           f"'aws:kms', not {aws.sse!r}", hint="pass --sse aws:kms with --sse-kms-key-id")

@@ -48,7 +48,7 @@ class TailOptions:
     heartbeat: float = 1.0
     read_timeout: float = 10.0
     reconnect_timeout: float = 60.0  # give up after this long without a working connection
-    decode_workers: int | None = None  # processes decoding rows beside the reader; None: one per extra core, 0: none
+    decode_workers: int | None = None  # processes decoding rows beside the reader; None: default_workers(), 0: none
     decode_bytes: int = DEFAULT_LIMIT_BYTES  # rows-event bytes in flight per decode worker (bounds memory)
     switch_check: float = 5.0  # --follow with mysql.hosts, idle: seconds between asks whether the server still writes
 
