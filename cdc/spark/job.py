@@ -40,6 +40,10 @@ from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 # Local input up to this size is scanned in Python (scan.local_stats) even with a session up: a follow
 # cycle's few lines cost milliseconds so, against a Spark job's second or more on a loaded machine.
 LOCAL_SCAN_BYTES = 16 * 1024 * 1024
+# Input up to this size is read as one partition: a follow cycle's few lines spread over its 8-10 small segment
+# files made ~2 partitions per table branch of the small tables' union (30 tasks for 16 tables), and scheduling
+# them cost more than their rows: the one job's run 1.1-1.3 s -> 0.4-0.5 s (docs/performance.md, "Freshness").
+ONE_PARTITION_BYTES = 16 * 1024 * 1024
 
 
 def merge(
@@ -211,6 +215,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
     raw = _keyed_lines(spark, raw, files, merged_upto, history, infos, cut)
     raw = plan.relabel(raw) if plan is not None else raw
+    if input_bytes(segments) <= ONE_PARTITION_BYTES:
+        raw = raw.coalesce(1)
     if cascades.lines:
         from cdc.spark.cascade_reads import read_lines
 

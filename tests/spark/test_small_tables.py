@@ -178,3 +178,26 @@ def test_a_later_follow_cycle_reuses_its_tables_expressions(
     # run (240 per 60 jobs here; ~4,000 in a session that ran 1,000).
     assert max(per_cycle[1:]) < 250 * 8, per_cycle
     assert per_cycle[2] - per_cycle[1] < 60, per_cycle
+
+
+def test_a_follow_cycle_in_many_segments_runs_its_one_job_in_few_tasks(tmp_path: Path, spark: Any) -> None:
+    """`cdc run --follow` seals a segment every 0.5 s, so a cycle's few lines come in 8-10 small files; read as
+    they are, each table's branch of the one job had a partition per pair of files (~30 tasks for 16 tables), and
+    scheduling them cost more than their rows (issue #25). A small input is read as one partition."""
+    state = _tables(tmp_path / "state", 8)
+    merge(state, spark=spark)
+    for segment in range(8):
+        writer = SegmentWriter(state.changelog, owner="test")
+        for t in range(8):
+            writer.write(*_line(f"t{t}", "u", 3, 1000 + 10 * segment + t, 0, f"segment {segment} table {t}"))
+        writer.seal()
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
+    summary = merge(state, spark=spark)
+    assert [(r.table, r.inserts, r.lake_rows) for r in summary.tables] == [(f"bench.t{t}", 1, 20) for t in range(8)]
+    for t in range(8):
+        lake = read_lake_table(state.root / "lake", "bench", f"t{t}")
+        assert lake is not None and lake.by_key()[(3,)]["name"] == f"segment 7 table {t}"
+    jobs = [tracker.getJobInfo(j) for j in set(tracker.getJobIdsForGroup(None)) - before]
+    tasks = sum(tracker.getStageInfo(s).numTasks for job in jobs if job for s in job.stageIds if tracker.getStageInfo(s))
+    assert summary.spark_jobs == 1 and 1 <= tasks <= 8, (summary.spark_jobs, tasks)
