@@ -3,16 +3,18 @@
     .venv/bin/python benchmarks/bench_freshness.py [--seconds 60] [--rate 50] [--tables 16] [--sample 0.2]
 
 Starts a throwaway MariaDB (tests/rig), moto's server (the S3 bucket `ship-s3` writes to) and fakesnow's
-server (the Snowflake stand-in), snapshots --tables tables of --rows rows each, then runs `cdc run --follow
---json` as a subprocess, as a user runs it. Once its first cycle has loaded Snowflake, a steady workload
-commits --rate transactions per second for --seconds: each one statement on a random table, an insert
-(40%), an update (35%), a delete (15%) or a primary-key change (10%). Every transaction writes a global
-sequence number into the row (`v`, and `note` = "n<v>"), so a value seen anywhere names its transaction.
+server (the Snowflake stand-in, in a process of its own: benchmarks/snowflake_stand_in.py), snapshots --tables
+tables of --rows rows each, then runs `cdc run --follow --json` as a subprocess, as a user runs it. Once its
+first cycle has loaded Snowflake, a steady workload commits --rate transactions per second for --seconds: each
+one statement on a random table, an insert (40%), an update (35%), a delete (15%) or a primary-key change
+(10%). Every transaction writes a global sequence number into the row (`v`, and `note` = "n<v>"), so a value
+seen anywhere names its transaction.
 
 A --sample fraction of the inserted / updated / re-keyed rows are followed (and never written again):
-- commit -> sealed segment: a watcher sees their line in a sealed change-log segment (every 5 ms);
+- commit -> sealed segment: a watcher sees their line in a sealed change-log segment (every 20 ms);
 - commit -> lake: `cdc run` reports a spark-merge (`--json` stage line) whose segments include it;
-- commit -> Snowflake: a poller finds the row with its committed `v` and `note` in the stand-in (every 100 ms).
+- commit -> Snowflake: a poller finds the row with its committed `v` and `note` in the stand-in (one query
+  for every table, every 100 ms).
 Printed: p50/p95/p99/max of each, the load average at start and end, and where `cdc run`'s cycles spent
 their time (each stage's median and max seconds in the cycles that did work).
 """
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import random
 import signal
@@ -148,7 +149,7 @@ def watch_segments(directory: Path, book: Book, stop: threading.Event) -> None:
                     sample = book.samples.get(after.get("v", 0))
                     if sample is not None and sample.segment is None and after.get("id") == sample.key:
                         sample.segment, sample.sealed = path.name, now
-        stop.wait(0.005)
+        stop.wait(0.02)
 
 
 def read_run(stdout: Any, book: Book) -> None:
@@ -168,7 +169,11 @@ def read_run(stdout: Any, book: Book) -> None:
 
 
 def poll_snowflake(params: dict[str, Any], book: Book, stop: threading.Event, interval: float) -> None:
-    """Every `interval`: each table's followed rows not yet seen, looked up with their committed values."""
+    """Every `interval`: the followed rows not yet seen, looked up with their committed values in one query.
+
+    One query per look, not one per table: the stand-in runs one statement at a time, so 16 queries every 100 ms
+    kept it busy and held back the statements of the run being measured.
+    """
     import snowflake.connector
 
     conn = snowflake.connector.connect(**params, database=SF_DATABASE, schema=SF_SCHEMA)
@@ -179,36 +184,45 @@ def poll_snowflake(params: dict[str, Any], book: Book, stop: threading.Event, in
                 for s in book.samples.values():
                     if s.visible is None:
                         pending.setdefault(s.table, []).append(s)
-            for name, samples in pending.items():
-                keys = ", ".join(str(s.key) for s in samples)
-                try:
-                    found = conn.cursor().execute(f'SELECT "ID", "V", "NOTE" FROM "{name.upper()}" '
-                                                  f'WHERE "ID" IN ({keys})').fetchall()
-                except snowflake.connector.errors.ProgrammingError:
-                    continue  # not bootstrapped yet
-                now, rows = time.monotonic(), {r[0]: r for r in found}
-                with book.lock:
-                    for s in samples:
-                        row = rows.get(s.key)
-                        if row is not None and row[1] == s.seq and row[2] == f"n{s.seq}":
-                            s.visible = now
+            if pending:
+                _look(conn, pending, book)
             stop.wait(interval)
     finally:
         conn.close()
 
 
-@contextmanager
-def snowflake_stand_in(workdir: Path) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
-    """fakesnow's server in this process: SNOWFLAKE_HOME for `cdc`, and the connect parameters for the poller."""
-    import fakesnow
+def _look(conn: Any, pending: dict[str, list[Sample]], book: Book) -> None:
     import snowflake.connector
 
-    from tests.snowflake.stand_in import faithful_not_null
+    query = " UNION ALL ".join(
+        f"SELECT '{name}' AS \"T\", \"ID\", \"V\", \"NOTE\" FROM \"{name.upper()}\" "
+        f"WHERE \"ID\" IN ({', '.join(str(s.key) for s in samples)})" for name, samples in pending.items())
+    try:
+        found = conn.cursor().execute(query).fetchall()
+    except snowflake.connector.errors.ProgrammingError:
+        return  # a table not bootstrapped yet
+    now, rows = time.monotonic(), {(r[0], r[1]): r for r in found}
+    with book.lock:
+        for name, samples in pending.items():
+            for s in samples:
+                row = rows.get((name, s.key))
+                if row is not None and row[2] == s.seq and row[3] == f"n{s.seq}":
+                    s.visible = now
 
-    faithful_not_null()
-    with fakesnow.server() as params:
-        for name in ("uvicorn", "uvicorn.access", "uvicorn.error", "fakesnow", "fakesnow.server", "sqlglot"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+@contextmanager
+def snowflake_stand_in(workdir: Path) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
+    """fakesnow's server in a process of its own (benchmarks/snowflake_stand_in.py): SNOWFLAKE_HOME for `cdc`, and
+    the connect parameters for the poller."""
+    import snowflake.connector
+
+    server = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "snowflake_stand_in.py")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        params = json.loads(server.stdout.readline() or "null") or {}
+        if not params:
+            raise SystemExit(f"the Snowflake stand-in did not start (exit {server.wait()})")
         home = workdir / "snowflake"
         home.mkdir(mode=0o700)
         config = home / "connections.toml"
@@ -221,6 +235,13 @@ def snowflake_stand_in(workdir: Path) -> Iterator[tuple[dict[str, str], dict[str
         conn.cursor().execute(f"CREATE SCHEMA IF NOT EXISTS {SF_DATABASE}.{SF_SCHEMA}")
         conn.close()
         yield {"SNOWFLAKE_HOME": str(home)}, params
+    finally:
+        if server.stdin:
+            server.stdin.close()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
 def write_config(workdir: Path, server: MariaDB, moto: MotoServer) -> Path:
