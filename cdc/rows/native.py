@@ -140,8 +140,9 @@ def charmap(codec: str) -> bytes | None:
     """The CHARMAP table of a single-byte codec (each byte's JSON fragment), or None if bytes do not decode alone.
 
     Single-byte: every byte decodes alone to one character or not at all (at least the 128 of ASCII do), and
-    every pair of bytes decodes to the two characters, or fails when one of them does; so decoding byte by
-    byte is the codec's decoding (latin1, ascii, cp1250...), where sjis, gbk or utf16 fail the test.
+    every pair of bytes decodes to the two characters, or fails when one of them does. The charmap codecs of
+    cdc.values (latin1, ascii, cp1250, koi8r...) pass, and decode byte by byte by construction; sjis, gbk,
+    utf16 and the other multi-byte ones fail (tests/capture/test_nativeblock.py pins which is which).
     """
     chars: list[str | None] = []
     for byte in range(256):
