@@ -2,20 +2,24 @@
  *
  * It does what cdc.rows.compiled's reader and cdc.capture.rowblock.rows_block do together in Python,
  * following a column program cdc.rows.native builds once per table map: per column one action (an
- * integer, DECIMAL as its exact text, DATETIME2, TIMESTAMP2, TIME2 and DATE as text, YEAR, UTF-8 text
- * validated and escaped as orjson escapes it, binary in base64, an ENUM's label), or a call of the
- * column's Python reader and orjson.dumps of its value for every other type (FLOAT, DOUBLE, SET, BIT,
- * GEOMETRY, other charsets, hashed columns): the output is the Python fast path's, byte for byte.
+ * integer, DECIMAL as its exact text, DATETIME2, TIMESTAMP2, TIME2 and DATE as text, YEAR, FLOAT as the
+ * shortest decimal that round-trips its 4 bytes and DOUBLE as orjson writes them, BIT as a number, a SET's
+ * labels, UTF-8 text validated and escaped as orjson escapes it, text in a single-byte charset (latin1,
+ * ascii, cp1250...) through a table of each byte's JSON and in any other charset (ucs2, utf16, utf32, sjis...)
+ * through CPython's codec, binary and GEOMETRY in base64, an ENUM's label), or a call of the column's
+ * Python reader and orjson.dumps of its value for every other column (hashed columns, a type whose schema
+ * and table map disagree): the output is the Python fast path's, byte for byte.
  *
  * Exactness rule: on anything this code is not sure of (bytes past the end of the body, invalid UTF-8,
- * a DECIMAL group out of its range, a Python reader that raised) it raises, and the caller decodes the
- * event through the Python path (the oracle), which gives the lines or names the column and row.
+ * bytes a charset refuses, a DECIMAL group out of its range, a FLOAT whose shortest digits are not found,
+ * a Python reader that raised) it raises, and the caller decodes the event through the Python path (the
+ * oracle), which gives the lines or names the column and row.
  * It never reads outside the body: every read is checked against its end first.
  */
 #include "_native.h"
 
 /* Raised when this file changes what the Python side passes (cdc/rows/native.py). */
-#define ABI_VERSION 4
+#define ABI_VERSION 5
 
 /* Start `b` as a bytes object of `cap` bytes, to be cut to its length by buf_result. */
 static int buf_start_bytes(Buf *b, Py_ssize_t cap) {
@@ -98,11 +102,20 @@ static int parse_column(PyObject *spec, Column *c) {
     case A_DATETIME2: ok = c->a >= 0 && c->a <= 3 && c->b >= 0 && c->b <= 1000000; break;
     case A_DATE: case A_YEAR: ok = 1; break;
     case A_TIMESTAMP2: case A_TIME2: ok = c->a >= 0 && c->a <= 3 && (c->b == 0 || c->b == 1); break;
-    case A_ENUM: {
-        ok = c->a >= 1 && c->a <= 8 && PyTuple_Check(extra) && PyTuple_GET_SIZE(extra) > 0;
+    case A_ENUM: case A_SET: {
+        ok = c->a >= 1 && c->a <= 8 && PyTuple_Check(extra) &&
+             (c->action == A_SET ? PyTuple_GET_SIZE(extra) <= 64 : PyTuple_GET_SIZE(extra) > 0);
         for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(extra); i++) ok = PyBytes_Check(PyTuple_GET_ITEM(extra, i));
         break;
     }
+    case A_FLOAT: case A_DOUBLE: ok = 1; break;
+    case A_BIT: ok = c->a >= 1 && c->a <= 8; break;
+    case A_CHARMAP: {
+        ok = c->a >= 1 && c->a <= 4 && PyBytes_Check(extra) && PyBytes_GET_SIZE(extra) == 256 * CHARMAP_ENTRY;
+        for (int i = 0; ok && i < 256; i++) ok = (unsigned char)PyBytes_AS_STRING(extra)[i * CHARMAP_ENTRY] < CHARMAP_ENTRY;
+        break;
+    }
+    case A_CODEC: ok = c->a >= 1 && c->a <= 4 && PyUnicode_Check(extra); break;
     default: ok = 0;
     }
     if (!ok) {
@@ -267,7 +280,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     const struct { const char *name; long value; } constants[] = {
         {"ABI_VERSION", ABI_VERSION}, {"PYTHON", A_PYTHON}, {"INT", A_INT}, {"DECIMAL", A_DECIMAL}, {"TEXT", A_TEXT},
         {"BASE64", A_BASE64}, {"DATETIME2", A_DATETIME2}, {"DATE", A_DATE}, {"ENUM", A_ENUM}, {"YEAR", A_YEAR},
-        {"TIMESTAMP2", A_TIMESTAMP2}, {"TIME2", A_TIME2},
+        {"TIMESTAMP2", A_TIMESTAMP2}, {"TIME2", A_TIME2}, {"FLOAT", A_FLOAT}, {"DOUBLE", A_DOUBLE}, {"BIT", A_BIT},
+        {"SET", A_SET}, {"CHARMAP", A_CHARMAP}, {"CODEC", A_CODEC},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++) {
         if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) {

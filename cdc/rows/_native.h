@@ -1,7 +1,9 @@
 /* What the files of tail's C row decoder (the extension cdc.rows._native) share: a column's action, the
- * growing output buffer, digits, and the value writers of _native_numbers.c and _native_image.c.
- * One extension, three sources (pyproject.toml): _native.c (plans, lines, the module), _native_image.c (a row
- * image's values as JSON: text, binary, Python readers), _native_numbers.c (integers, DECIMAL, dates and times).
+ * growing output buffer, digits, and the value writers of _native_numbers.c, _native_types.c and _native_image.c.
+ * One extension, five sources (pyproject.toml): _native.c (plans, lines, the module), _native_image.c (a row
+ * image's values as JSON: UTF-8 text, binary, Python readers), _native_numbers.c (integers, DECIMAL, dates and
+ * times), _native_types.c (FLOAT, DOUBLE, BIT, SET, text in other charsets) and cdc/_native_floats.c (FLOAT and
+ * DOUBLE as orjson writes them, shared with the snapshot's reader).
  */
 #ifndef CDC_ROWS_NATIVE_H
 #define CDC_ROWS_NATIVE_H
@@ -11,14 +13,19 @@
 #include <string.h>
 
 enum action { A_PYTHON, A_INT, A_DECIMAL, A_TEXT, A_BASE64, A_DATETIME2, A_DATE, A_ENUM, A_YEAR, A_TIMESTAMP2, A_TIME2,
-              A_COUNT };
+              A_FLOAT, A_DOUBLE, A_BIT, A_SET, A_CHARMAP, A_CODEC, A_COUNT };
+
+/* Bytes per byte of a CHARMAP column's table: the JSON fragment's length (0: not in the charset), the fragment. */
+#define CHARMAP_ENTRY 8
 
 typedef struct {
     int action;
     long a, b;          /* INT: size, unsigned; DECIMAL: precision, scale; TEXT/BASE64: length size, pad;
                            DATETIME2: fraction bytes, scale; ENUM: size; TIMESTAMP2, TIME2: fraction bytes,
-                           1 if the column shows fraction digits (its fsp > 0) */
-    PyObject *extra;    /* PYTHON: the reader; ENUM: tuple of label fragments (bytes) */
+                           1 if the column shows fraction digits (its fsp > 0); BIT, SET: size;
+                           CHARMAP, CODEC: length size */
+    PyObject *extra;    /* PYTHON: the reader; ENUM, SET: tuple of label fragments (bytes); CHARMAP: the table
+                           (256 * CHARMAP_ENTRY bytes); CODEC: the Python codec's name (str) */
 } Column;
 
 /* A growing output; with `bytes` set it is that bytes object itself (the result, returned without a copy). */
@@ -107,7 +114,16 @@ int put_year(Buf *out, const unsigned char *p);
 int put_timestamp2(Buf *out, const unsigned char *p, long fsize, long scale);
 int put_time2(Buf *out, const unsigned char *p, long fsize, long scale);
 
+/* _native_types.c: the same for FLOAT, DOUBLE, BIT and SET; text of n bytes at s in another charset. */
+int put_float(Buf *out, const unsigned char *p);
+int put_double(Buf *out, const unsigned char *p);
+int put_bit(Buf *out, const unsigned char *p, long size);
+int put_set(Buf *out, const unsigned char *p, long size, PyObject *labels);
+int put_charmap(Buf *out, const unsigned char *s, Py_ssize_t n, PyObject *table);
+int put_codec(Buf *out, const unsigned char *s, Py_ssize_t n, PyObject *codec);
+
 /* _native_image.c */
+int put_text(Buf *out, const unsigned char *s, Py_ssize_t n);
 void base64_init(void);
 int read_image(const Plan *plan, PyObject *body, Py_ssize_t *pos, Buf *scratch, Span *spans);
 

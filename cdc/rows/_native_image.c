@@ -1,6 +1,8 @@
 /* Tail's C row decoder (see _native.c): one row image (NULL bitmap, then the present values) as JSON values;
- * text validated as UTF-8 and escaped as orjson escapes it, binary in base64, an ENUM's label, and every other
- * type through its Python reader and orjson.dumps. Every read is checked against the body's end first.
+ * text validated as UTF-8 and escaped as orjson escapes it, binary (and GEOMETRY) in base64, an ENUM's label,
+ * the fixed-width values of _native_numbers.c and _native_types.c, text in other charsets (_native_types.c),
+ * and every other column through its Python reader and orjson.dumps. Every read is checked against the
+ * body's end first.
  */
 #include "_native.h"
 
@@ -66,7 +68,7 @@ static uint64_t special8(uint64_t v) {
 }
 
 /* UTF-8 text as orjson writes a str: quoted, with '"', '\\' and control characters escaped. */
-static int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
+int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
     static const char HEX[] = "0123456789abcdef";
     if (buf_reserve(out, 6 * n + 2) < 0) return -1;
     char *w = out->data + out->len;
@@ -146,6 +148,9 @@ static Py_ssize_t fixed_width(const Column *c) {
     case A_YEAR: return 1;
     case A_TIMESTAMP2: return 4 + c->a;
     case A_TIME2: return 3 + c->a;
+    case A_FLOAT: return 4;
+    case A_DOUBLE: return 8;
+    case A_BIT: case A_SET: return c->a;
     default: return -1;
     }
 }
@@ -168,6 +173,10 @@ static int read_value(Buf *out, const Column *c, PyObject *body, Py_ssize_t *pos
         case A_YEAR: return put_year(out, p);
         case A_TIMESTAMP2: return put_timestamp2(out, p, c->a, c->b);
         case A_TIME2: return put_time2(out, p, c->a, c->b);
+        case A_FLOAT: return put_float(out, p);
+        case A_DOUBLE: return put_double(out, p);
+        case A_BIT: return put_bit(out, p, c->a);
+        case A_SET: return put_set(out, p, c->a, c->extra);
         default: {
             uint64_t index = le(p, (int)c->a);
             Py_ssize_t labels = PyTuple_GET_SIZE(c->extra);
@@ -181,6 +190,8 @@ static int read_value(Buf *out, const Column *c, PyObject *body, Py_ssize_t *pos
     if (n > end - *pos - c->a) return truncated(*pos + c->a + n, end);
     *pos += c->a + n;
     if (c->action == A_TEXT) return put_text(out, p + c->a, n);
+    if (c->action == A_CHARMAP) return put_charmap(out, p + c->a, n, c->extra);
+    if (c->action == A_CODEC) return put_codec(out, p + c->a, n, c->extra);
     return put_base64(out, p + c->a, n, c->b);
 }
 

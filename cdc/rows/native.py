@@ -1,18 +1,24 @@
 """Tail's row decoder in C (cdc/rows/_native*.c, built by `pip install -e .`) and its column program per table map.
 
 The C decoder turns a full-image rows-event body straight into change lines (issue 28). Per column it runs
-one action: integers, DECIMAL, DATETIME2, TIMESTAMP2, TIME2, DATE, YEAR, ENUM, UTF-8 text (CHAR, VARCHAR,
-TEXT, MariaDB's JSON) and binary in base64 are done in C; every other column (FLOAT, DOUBLE, SET, BIT,
-GEOMETRY, text in other charsets, hashed columns) calls its Python fast-path reader, whose value orjson
-writes. So every table with a Python fast path has a C one too, and its lines are the Python path's.
+one action, all in C: integers, DECIMAL, DATETIME2, TIMESTAMP2, TIME2, DATE, YEAR, ENUM, FLOAT (the shortest
+decimal that round-trips its 4 bytes), DOUBLE, BIT, SET, UTF-8 text (CHAR, VARCHAR, TEXT, MariaDB's JSON),
+text in a single-byte charset (latin1 as MySQL means it, ascii, cp1250...: a table of each byte's JSON),
+text in any other charset (ucs2, utf16, utf32, sjis...: CPython's codec, called from C), binary and GEOMETRY
+in base64. Only hashed columns, and a column whose schema and table map disagree, call their Python
+fast-path reader, whose value orjson writes. So every table with a Python fast path has a C one too, and
+its lines are the Python path's.
 
 The Python fast path (cdc.rows.compiled + cdc.capture.rowblock) stays the reference and the fallback: it
 decodes an event whenever the extension is not built (no C compiler: the build is optional), is stale
-(its ABI_VERSION is not this file's), CDC_NATIVE=0 is set, or the C decoder raised on the event's bytes.
+(its ABI_VERSION is not this file's), CDC_NATIVE=0 is set, or the C decoder raised on the event's bytes
+(invalid text, bytes a charset refuses, a truncated body...).
 """
 
 from __future__ import annotations
 
+import codecs
+import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,19 +28,27 @@ from typing import Any
 import orjson
 from pymysqlreplication.constants import FIELD_TYPE as F
 
+from cdc.native_floats import orjson_writes_exponents_as_c
 from cdc.rows.readers import Reader, fraction
 from cdc.rows.strings import by_shape
 from cdc.schema import Column, TableSchema
-from cdc.values import INTEGER_TYPES
+from cdc.values import INTEGER_TYPES, SPATIAL_TYPES
 
-ABI_VERSION = 4  # must match _native.c's: what compile(), rows() and finish() take
-_ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2")
-PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2 = range(len(_ACTIONS))
+ABI_VERSION = 5  # must match _native.c's: what compile(), rows() and finish() take
+_ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2",
+            "FLOAT", "DOUBLE", "BIT", "SET", "CHARMAP", "CODEC")
+(PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2,
+ FLOAT, DOUBLE, BIT, SET, CHARMAP, CODEC) = range(len(_ACTIONS))
 _CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
 _INT_SIZES = {F.TINY: 1, F.SHORT: 2, F.INT24: 3, F.LONG: 4, F.LONGLONG: 8}
 _STRINGS = (F.VARCHAR, F.STRING, F.BLOB)
 
-SOURCES = ("_native.c", "_native_image.c", "_native_numbers.c", "_native.h")  # the extension's (pyproject.toml)
+# The extension's sources (pyproject.toml), from this directory; cdc/_native_floats.c is the snapshot's too.
+SOURCES = ("_native.c", "_native_image.c", "_native_numbers.c", "_native_types.c", "_native.h", "../_native_floats.c",
+           "../_native_floats.h")
+CHARMAP_ENTRY = 8  # _native.h's: bytes per byte of a CHARMAP table (the fragment's length, the fragment)
+# orjson writes exponents as C does (cdc.native_floats): else FLOAT and DOUBLE keep their Python readers.
+_FLOATS_IN_C = orjson_writes_exponents_as_c()
 Spec = tuple[int, int, int, Any]  # (action, a, b, extra): _native.c's Column
 
 
@@ -47,7 +61,7 @@ def _load() -> tuple[ModuleType | None, str | None]:
             range(len(_ACTIONS))):
         return None, "the built C row decoder is stale: run `pip install -e .` again"
     # In a checkout, a source edited after the build means the build is out of date.
-    for source in map(Path(__file__).with_name, SOURCES):
+    for source in (Path(__file__).parent / name for name in SOURCES):
         if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
             return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
     return module, None
@@ -91,12 +105,67 @@ def column_spec(lib_column: Any, ours: Column, read: Reader, hashed: bool) -> Sp
     if kind == F.ENUM and ours.data_type == "enum":
         labels = [orjson.dumps(label) for label in lib_column.enum_values or [""]]
         return ENUM, lib_column.size, 0, (*labels, b'""')  # the last: any index past the labels
+    if kind in (F.FLOAT, F.DOUBLE) and ours.data_type == ("float" if kind == F.FLOAT else "double") and _FLOATS_IN_C:
+        return FLOAT if kind == F.FLOAT else DOUBLE, 0, 0, None
+    if kind == F.BIT and ours.data_type == "bit" and 1 <= lib_column.bytes <= 8:
+        return BIT, lib_column.bytes, 0, None
+    if kind == F.SET and ours.data_type == "set" and 1 <= lib_column.size <= 8:
+        members = tuple(lib_column.set_values or ())
+        # cdc.values orders the members by our column's labels: the same labels, each once, is definition order.
+        if members == tuple(ours.set_values or ()) and len(set(members)) == len(members) <= 64:
+            return SET, lib_column.size, 0, tuple(orjson.dumps(member) for member in members)
+    if kind == F.GEOMETRY and ours.data_type in SPATIAL_TYPES and 1 <= lib_column.length_size <= 4:
+        return BASE64, lib_column.length_size, 0, None  # cdc.values: the SRID and WKB bytes in base64
     if kind in _STRINGS:
-        shape = by_shape(lib_column, ours, lambda size, codec: (TEXT, size, 0) if codec == "utf-8" else None,
-                         lambda size, pad: (BASE64, size, pad))
+        shape = by_shape(lib_column, ours, _text, lambda size, pad: (BASE64, size, pad, None))
         if shape is not None:
-            return (*shape, None)
+            return shape
     return PYTHON, 0, 0, read
+
+
+def _text(size: int, codec: str) -> Spec | None:
+    """A text column's action: TEXT for UTF-8, CHARMAP for a single-byte charset, CODEC for any other codec."""
+    if codec == "utf-8":
+        return TEXT, size, 0, None
+    try:
+        codecs.lookup(codec)
+    except LookupError:
+        return None
+    table = charmap(codec)
+    return (CHARMAP, size, 0, table) if table is not None else (CODEC, size, 0, codec)
+
+
+@functools.cache
+def charmap(codec: str) -> bytes | None:
+    """The CHARMAP table of a single-byte codec (each byte's JSON fragment), or None if bytes do not decode alone.
+
+    Single-byte: every byte decodes alone to one character or not at all (at least the 128 of ASCII do), and
+    every pair of bytes decodes to the two characters, or fails when one of them does. The charmap codecs of
+    cdc.values (latin1, ascii, cp1250, koi8r...) pass, and decode byte by byte by construction; sjis, gbk,
+    utf16 and the other multi-byte ones fail (tests/capture/test_nativeblock.py pins which is which).
+    """
+    chars: list[str | None] = []
+    for byte in range(256):
+        try:
+            chars.append(bytes([byte]).decode(codec))
+        except ValueError:
+            chars.append(None)
+    if sum(char is not None for char in chars) < 128 or any(char is not None and len(char) != 1 for char in chars):
+        return None
+    for first in range(256):
+        for second in range(256):
+            try:
+                got: str | None = bytes([first, second]).decode(codec)
+            except ValueError:
+                got = None
+            one, two = chars[first], chars[second]
+            if got != (None if one is None or two is None else one + two):
+                return None
+    table = bytearray()
+    for char in chars:
+        fragment = b"" if char is None else orjson.dumps(char)[1:-1]
+        table += bytes([len(fragment)]) + fragment.ljust(CHARMAP_ENTRY - 1, b"\0")
+    return bytes(table)
 
 
 class NativeRows:

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../_native_floats.h"
+
 /* Raised when this file changes what the Python side must pass or may expect (native.py). */
 #define ABI_VERSION 6
 
@@ -248,16 +250,6 @@ static int integer_text(Value *v)
     return 0;
 }
 
-/* The 4-byte float nearest x, or -1 if it overflows (struct.pack('<f') raises then: Python decides). */
-static int to_float32(double x, float *out)
-{
-    float y = (float)x;
-    if (isinf(y) && !isinf(x))
-        return -1;
-    *out = y;
-    return 0;
-}
-
 /* Whether orjson writes exponents as json_double does (set_orjson_exponents(), from native.py,
  * which checks orjson at import); if not, values with an exponent go to the column's Python fragment. */
 static int orjson_exponents = 0;
@@ -297,77 +289,20 @@ static int number_text(const Value *v, double *out)
     return 0;
 }
 
-/* v->digits = orjson.dumps(x) for a finite x: repr's shortest digits (PyOS_double_to_string, as repr).
- * Where repr has no exponent orjson's text is repr's. Where it has one, orjson 3.x keeps e+NN, writes
- * 1e-05 <= |x| < 1e-04 out in full (5.3e-05 -> 0.000053) and drops e-NN's zero padding (1.5e-7): checked
- * against orjson over 1.5M values, and by native.py at import. 0, or -1 (Python decides). */
-static int json_double(double x, Value *v)
-{
-    char *repr = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (repr == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    const char *m = repr, *e = strchr(repr, 'e');
-    size_t n = strlen(repr);
-    int ok = n < 25 && strpbrk(repr, "ni") == NULL; /* 25: room for the 0.0000 form; no inf or nan */
-    if (ok && (e == NULL || (orjson_exponents && e[1] == '+'))) {
-        memcpy(v->digits, repr, n);
-        v->out_len = (Py_ssize_t)n;
-    } else if (ok && orjson_exponents) {
-        char *w = v->digits;
-        int exponent = atoi(e + 2);
-        if (*m == '-')
-            *w++ = *m++;
-        if (exponent == 5) { /* repr's exponent starts below 1e-04: e-05 is the only one orjson writes out */
-            memcpy(w, "0.0000", 6);
-            w += 6;
-            for (; m < e; m++)
-                if (*m != '.')
-                    *w++ = *m;
-        } else {
-            memcpy(w, m, (size_t)(e - m));
-            w += e - m;
-            w += snprintf(w, 8, "e-%d", exponent);
-        }
-        v->out_len = w - v->digits;
-    } else {
-        ok = 0;
-    }
-    PyMem_Free(repr);
-    return ok ? 0 : -1;
-}
-
 /* A FLOAT column as cdc.values.shortest_float32 and orjson write it, from the server's DOUBLE text of
- * `col + 0E0`: the fewest of 6..9 significant digits that give back the same 4-byte float, written as
- * orjson writes that double. The same PyOS_* conversions as float() and format(x, '.9g'). 0, or -1 for
- * anything else (other text, a float overflow): the column's Python fragment decides. Python's loop
- * cost ~4 us a value, most of a wide table's time in the reader. */
+ * `col + 0E0` (cdc/_native_floats.c, shared with tail's decoder). 0, or -1 for anything else (other text,
+ * a float overflow): the column's Python fragment decides. Python's loop cost ~4 us a value, most of a
+ * wide table's time in the reader. */
 static int float32_text(Value *v)
 {
-    double number;
-    float packed, again;
-    if (number_text(v, &number) < 0 || to_float32(number, &packed) < 0)
+    double number, shortest;
+    if (number_text(v, &number) < 0 || shortest_float32(number, &shortest) < 0)
         return -1;
-    double shortest = number;
-    for (int digits = 6; digits <= 9; digits++) {
-        char *candidate = PyOS_double_to_string(number, 'g', digits, 0, NULL);
-        if (candidate == NULL) {
-            PyErr_Clear();
-            return -1;
-        }
-        double value = PyOS_string_to_double(candidate, NULL, NULL);
-        PyMem_Free(candidate);
-        if ((value == -1.0 && PyErr_Occurred()) || to_float32(value, &again) < 0) {
-            PyErr_Clear();
-            return -1;
-        }
-        if (memcmp(&again, &packed, sizeof packed) == 0) { /* the bytes, as struct.pack's are compared */
-            shortest = value;
-            break;
-        }
-    }
-    return json_double(shortest, v);
+    Py_ssize_t n = json_double(shortest, v->digits, orjson_exponents);
+    if (n < 0)
+        return -1;
+    v->out_len = n;
+    return 0;
 }
 
 /* Read the length-encoded value at *p of a packet ending at q. 0: read; -1: not sure (hand over). */

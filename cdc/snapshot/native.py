@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-import orjson
+from cdc.native_floats import orjson_writes_exponents_as_c
 
 ABI_VERSION = 6  # must match _native.c's: what the reader() arguments mean
 # Column actions (the C enum, checked at import): what the reader does with a column's bytes.
@@ -28,10 +28,6 @@ WITH_FRAGMENT = frozenset({PYTHON, INTEGER_TEXT, BIT, CACHED, FLOAT32})
 SLOT_ROW_PADDED, SLOT_ROW = -1, -2  # template holes of the row number (%012d, %d)
 _NAMES = ("RAW", "QUOTED", "TEMPORAL", "TIMESTAMP", "TEXT", "BASE64", "SKIP", "PYTHON", "INTEGER_TEXT", "BIT",
           "CACHED", "FLOAT32", "SLOT_ROW_PADDED", "SLOT_ROW")
-# How orjson 3.x writes doubles that repr writes with an exponent, as the C reader writes them too (e+NN as
-# repr, e-05 in full, e-NN without zero padding). Another orjson: those values go through it instead.
-EXPONENT_PROBES = {1e16: b"1e+16", -3.4e38: b"-3.4e+38", 1e-05: b"0.00001", -9.12829e-05: b"-0.0000912829",
-                   1.5e-07: b"1.5e-7", 5e-324: b"5e-324", 1.7976931348623157e308: b"1.7976931348623157e+308"}
 
 
 def _load() -> tuple[ModuleType | None, str | None]:
@@ -46,16 +42,12 @@ def _load() -> tuple[ModuleType | None, str | None]:
         return None, "the built C row reader numbers its actions differently: run `pip install -e .` again"
     # In a checkout, a source edited (or pulled) after the build means the build is out of date;
     # scripts/setup.sh reinstalls only when pyproject.toml changes.
-    source = Path(__file__).with_name("_native.c")
-    if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
-        return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
+    shared = Path(__file__).parent.parent  # cdc/_native_floats.[ch], compiled into tail's decoder too
+    for source in (Path(__file__).with_name("_native.c"), shared / "_native_floats.c", shared / "_native_floats.h"):
+        if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
+            return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
     module.set_orjson_exponents(orjson_writes_exponents_as_c())
     return module, None
-
-
-def orjson_writes_exponents_as_c() -> bool:
-    """Whether the installed orjson writes the probes as the C reader would (then C writes them too)."""
-    return all(orjson.dumps(number) == text for number, text in EXPONENT_PROBES.items())
 
 
 _MODULE, PROBLEM = _load()

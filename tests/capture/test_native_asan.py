@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [ROOT / "cdc" / "rows" / name for name in ("_native.c", "_native_image.c", "_native_numbers.c")]
+SOURCES = [ROOT / "cdc" / "rows" / name for name in ("_native.c", "_native_image.c", "_native_numbers.c", "_native_types.c")]
+SOURCES.append(ROOT / "cdc" / "_native_floats.c")
 _RUN = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("cdc.rows._native", sys.argv[1])

@@ -1,8 +1,9 @@
 """The C row decoder (cdc.rows._native through cdc.capture.nativeblock) against the Python fast path (issue 28).
 
 Random tables of every type the fast path reads (tests/rows/test_compiled.py's strategy: DECIMAL of any
-precision and scale, DATETIME of any fsp, 1-4 byte lengths, hostile text, FLOAT and DOUBLE through their
-Python readers), random NULL masks, excluded, hashed and key columns, every op, skipped first rows:
+precision and scale, DATETIME of any fsp, 1-4 byte lengths, hostile text; then FLOAT and DOUBLE of any
+bits (subnormals, -0.0, nan, inf), BIT(1-64), SETs of up to 64 labels, text in latin1, ascii, ucs2, utf32
+and sjis, GEOMETRY), random NULL masks, excluded, hashed and key columns, every op, skipped first rows:
   - on valid bodies the C lines are rows_block's over the Python images, byte for byte;
   - fuzz: on truncated and corrupted bodies the C decoder raises a clear error or, when it returns lines,
     they are exactly what the Python path returns (it never decides differently from the oracle), and it
@@ -53,9 +54,52 @@ def _clocks(data: st.DataObject) -> list[tuple[tuple[Any, Column], Any]]:
     ]
 
 
+def _length(size: int) -> Any:
+    return lambda raw: len(raw).to_bytes(size, "little") + raw
+
+
+_CHARSETS = {  # charset -> its valid text as bytes (the codec's own encoding of any text it holds)
+    "latin1": st.binary(max_size=30), "ascii": st.binary(max_size=30).map(lambda b: bytes(c & 0x7F for c in b)),
+    "ucs2": st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs",)), max_size=10).map(
+        lambda t: t.encode("utf-16-be")),
+    "utf32": st.text(max_size=8).map(lambda t: t.encode("utf-32-be")),
+    "sjis": st.text("aZ\\\"\n\uff76\uff80\u65e5\u672c\u3042", max_size=10).map(lambda t: t.encode("shift_jis")),
+}
+
+
+def _types(data: st.DataObject) -> list[tuple[tuple[Any, Column], Any]]:
+    """FLOAT, DOUBLE, BIT, SET, other charsets and GEOMETRY (read in C since issue 28), with hostile values."""
+    bits = data.draw(st.integers(1, 64))
+    labels = data.draw(st.lists(st.text(max_size=4).filter(lambda t: "," not in t), unique=True, max_size=64))
+    set_size = {1: 1, 2: 2, 3: 3, 4: 4}.get((len(labels) + 7) // 8 or 1, 8)
+    charset = data.draw(st.sampled_from(sorted(_CHARSETS)))
+    text_size = data.draw(st.sampled_from([1, 2]))
+    length_size = data.draw(st.sampled_from([1, 2, 3, 4]))
+    floats = st.binary(min_size=4, max_size=4) | st.sampled_from([1.4e-45, 1.17549435e-38, 3.4028235e38, -0.0, 5.5e-5,
+                                                                   1e-10, 16777217.0]).map(lambda v: struct.pack("<f", v))
+    doubles = st.binary(min_size=8, max_size=8) | st.sampled_from([5e-324, 2.2250738585072014e-308, -0.0, 1e16, 1e-05,
+                                                                    9.12829e-05, 1.5e-07]).map(lambda v: struct.pack("<d", v))
+    return [
+        ((SimpleNamespace(type=F.FLOAT), Column(name="f32", type="float", data_type="float")), floats),
+        ((SimpleNamespace(type=F.DOUBLE), Column(name="f64", type="double", data_type="double")), doubles),
+        ((SimpleNamespace(type=F.BIT, bits=bits, bytes=(bits + 7) // 8), Column(name="bits", type=f"bit({bits})",
+                                                                                data_type="bit")),
+         st.binary(min_size=(bits + 7) // 8, max_size=(bits + 7) // 8)),
+        ((SimpleNamespace(type=F.SET, size=set_size, set_values=labels),
+          Column(name="tags", type="set", data_type="set", set_values=tuple(labels), charset="utf8mb4")),
+         st.binary(min_size=set_size, max_size=set_size)),
+        ((SimpleNamespace(type=F.VARCHAR, max_length=300 if text_size == 2 else 40),
+          Column(name="other", type="varchar(10)", data_type="varchar", charset=charset)),
+         _CHARSETS[charset].map(_length(text_size))),
+        ((SimpleNamespace(type=F.GEOMETRY, length_size=length_size), Column(name="geo", type="geometry",
+                                                                            data_type="geometry")),
+         st.binary(max_size=40).map(_length(length_size))),
+    ]
+
+
 def _table(data: st.DataObject) -> tuple[RowDecoder, list[Any]]:
     specs, values = data.draw(tables())
-    for spec, value in _clocks(data):
+    for spec, value in _clocks(data) + _types(data):
         specs.append(spec)
         values.append(value)
     names = [ours.name for _, ours in specs]
@@ -187,3 +231,55 @@ def test_c_text_and_base64_runs_equal_the_python_fast_path(data: st.DataObject) 
     meta = RowsMeta("db", "t", "mariadb-bin.000001", 4, None, 1, "c")
     assert decoder.native is not None
     assert _c(decoder, body, meta) == _python(decoder, body, meta)
+
+
+def _one_column(lib: Any, ours: Column) -> RowDecoder:
+    schema = TableSchema("db", "t", (ours,), (), "p")
+    return RowDecoder(schema, columns=[lib])
+
+
+@pytest.mark.parametrize("charset", ["latin1", "ascii", "ucs2", "utf16", "utf16le", "utf32", "sjis", "gbk", "cp1250",
+                                     "koi8r", "big5"])
+@settings(max_examples=60, deadline=None)
+@given(raw=st.binary(max_size=12))
+def test_c_text_in_other_charsets_equals_the_python_fast_path(charset: str, raw: bytes) -> None:
+    """Any bytes in a text column of each charset: the same line, or both paths refuse them (C then Python)."""
+    decoder = _one_column(SimpleNamespace(type=F.VARCHAR, max_length=40),
+                          Column(name="v", type="varchar(10)", data_type="varchar", charset=charset))
+    assert decoder.native is not None
+    meta = RowsMeta("db", "t", "mariadb-bin.000001", 4, None, 1, "c")
+    body = b"\x00" + bytes([len(raw)]) + raw
+    assert _c(decoder, body, meta) == _python(decoder, body, meta)
+
+
+def test_single_byte_charsets_are_read_through_a_table() -> None:
+    """latin1 (MySQL's cp1252, every byte a character), ascii and the other single-byte charsets go through a
+    table of each byte's JSON; multi-byte ones through CPython's codec; hashed columns still call Python."""
+    from cdc.values import CHARSET_CODECS
+
+    multi = {"utf8mb4", "utf8mb3", "utf8", "ucs2", "utf16", "utf16le", "utf32", "gbk", "gb2312", "gb18030", "big5", "sjis",
+             "cp932", "ujis", "eucjpms", "euckr"}
+    for charset, codec in CHARSET_CODECS.items():
+        assert (native.charmap(codec) is None) == (charset in multi), charset
+    table = native.charmap(CHARSET_CODECS["latin1"])
+    assert table is not None and table[0x80 * 8:0x80 * 8 + 4] == b"\x03\xe2\x82\xac"  # 0x80 is the euro sign
+    assert table[0x81 * 8:0x81 * 8 + 3] == b"\x02\xc2\x81" and table[ord('"') * 8:ord('"') * 8 + 3] == b'\x02\\"'
+    ascii_table = native.charmap("ascii")
+    assert ascii_table is not None and ascii_table[0xFF * 8] == 0
+    lib = SimpleNamespace(type=F.VARCHAR, max_length=40)
+    ours = Column(name="v", type="varchar(10)", data_type="varchar", charset="latin1")
+    assert native.column_spec(lib, ours, lambda buf, pos: (None, pos), False)[0] == native.CHARMAP
+    assert native.column_spec(lib, ours, lambda buf, pos: (None, pos), True)[0] == native.PYTHON
+    ucs2 = Column(name="v", type="varchar(10)", data_type="varchar", charset="ucs2")
+    assert native.column_spec(lib, ucs2, lambda buf, pos: (None, pos), False)[:1] == (native.CODEC,)
+
+
+def test_c_decoder_raises_on_bytes_a_charset_refuses() -> None:
+    """The exactness rule for the new text actions: a byte outside ascii, or invalid utf16, raises ValueError."""
+    for charset, raw, message in [("ascii", b"ok\x80", "byte 0x80 at 2 of a text value is not in its charset"),
+                                  ("ucs2", b"\xd8\x00", "utf-16")]:
+        decoder = _one_column(SimpleNamespace(type=F.VARCHAR, max_length=40),
+                              Column(name="v", type="varchar(10)", data_type="varchar", charset=charset))
+        assert decoder.native is not None
+        with pytest.raises(ValueError, match=message):
+            decoder.native.rows(b"\x00" + bytes([len(raw)]) + raw, "c", 0, (b"", b"", b"", b""))

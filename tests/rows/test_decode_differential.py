@@ -8,7 +8,10 @@ three times from the same binlog range:
     RowDecoder.encode with the fix-ups of cdc.rows.mysql_types (the reference for exactness);
   - our adapter as tail runs it: RowDecoder.images, straight from the event bytes.
 The fast path must equal the fixed library path exactly, with and without excluded and hashed columns.
-The C decoder (cdc.rows._native) must give the Python fast path's change lines byte for byte (issue 28).
+The C decoder (cdc.rows._native) must give the Python fast path's change lines byte for byte, and decode
+every type in C (issue 28): a second table holds what the workload lacks (FLOAT and DOUBLE extremes,
+subnormals, -0.0, BIT(1) and BIT(64), empty and full SETs of 64 labels, latin1's bytes 0x80-0x9F and 0xFF,
+ascii, ucs2, utf16, utf32 and sjis text, GEOMETRY with an SRID).
 Against the plain library the only differences allowed are the library bugs we fix, each asserted by kind.
 """
 
@@ -29,6 +32,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from cdc.capture.nativeblock import native_block
 from cdc.capture.rowblock import RowsMeta, rows_block
 from cdc.changelog import file_seq
+from cdc.rows import native
 from cdc.rows.decode import RowDecoder
 from cdc.rows.images import EncodedImageReader
 from cdc.rows.table_map import schema_from_map
@@ -42,6 +46,43 @@ from tests.hash_key import KEY
 from tests.rig import MariaDB
 
 Images = list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]]  # (op, before, after) per row
+
+HOSTILE = "hostile_types"  # the types the C decoder reads besides the workload's, at their edges
+_LABELS = ", ".join(f"'m{i}'" for i in range(64))
+HOSTILE_COLUMNS = {
+    "f": "FLOAT", "d": "DOUBLE", "b1": "BIT(1)", "b64": "BIT(64)", "s": "SET('a','b''c','\u00e9','q\"')",
+    "s64": f"SET({_LABELS})", "l1": "VARCHAR(40) CHARACTER SET latin1", "lt": "TEXT CHARACTER SET latin1",
+    "a1": "VARCHAR(20) CHARACTER SET ascii", "u2": "VARCHAR(20) CHARACTER SET ucs2", "u16": "TEXT CHARACTER SET utf16",
+    "u32": "CHAR(5) CHARACTER SET utf32", "sj": "VARCHAR(10) CHARACTER SET sjis", "g": "GEOMETRY",
+}
+HOSTILE_ROWS: list[dict[str, Any]] = [
+    {"f": 1.17549435e-38, "d": 5e-324, "b1": 0, "b64": 2 ** 64 - 1, "s": "", "s64": "",
+     "l1": bytes(range(0x80, 0xA0)) + b"\xff", "lt": b"\x81\x8d\x8f\x90\x9d caf\xe9 \x80", "a1": 'plain "q"\t\\',
+     "u2": "h\u00e9llo \u65e5\u672c", "u16": "\U0001f389 x\"\\\n", "u32": "\U0001f40d", "sj": "\uff76\uff80\u65e5\u672c\\",
+     "g": "POINT(1.5 -2.25)"},
+    {"f": 1.4e-45, "d": 2.2250738585072014e-308, "b1": 1, "b64": 2 ** 63, "s": "a,b'c,\u00e9,q\"",
+     "s64": ",".join(f"m{i}" for i in range(64)), "l1": b"", "lt": bytes(range(256)), "a1": "", "u2": "", "u16": "",
+     "u32": "", "sj": "", "g": "LINESTRING(0 0, 1e300 -1e-300)"},
+    {"f": -0.0, "d": -0.0, "b1": 0, "b64": 1, "s": "\u00e9", "s64": "m63", "l1": b"\xff", "lt": b"\x00\x1f\"\\",
+     "a1": "\x7f", "u2": "\x00", "u16": "\u2028", "u32": "ab", "sj": "a", "g": "POLYGON((0 0, 1 0, 1 1, 0 0))"},
+    {"f": 3.4028235e38, "d": -1.7976931348623157e308, "b64": 0, "s": "a", "s64": "m0,m31,m32"},
+    {"f": 16777217.0, "d": 1e16}, {"f": 5.5e-5, "d": 9.12829e-05}, {"f": 123456789.0, "d": 1.5e-07},
+    {"f": 1e-10, "d": 123456789012345680.0}, {"f": -1.1, "d": 0.1}, {"f": 0.0, "d": 1e-05},
+]
+
+
+def _hostile_types(conn: Any, db: str) -> None:
+    """The hostile table and its rows, six of them updated (signs flipped, SET and latin1 changed), two deleted."""
+    columns = ",\n  ".join(f"`{name}` {sql}" for name, sql in HOSTILE_COLUMNS.items())
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{db}`.`{HOSTILE}` (`id` INT NOT NULL PRIMARY KEY, {columns})")
+        for key, row in enumerate(HOSTILE_ROWS):
+            names = ", ".join(f"`{n}`" for n in ("id", *row))
+            holes = ", ".join("ST_GeomFromText(%s, 4326)" if n == "g" else "%s" for n in row)
+            cur.execute(f"INSERT INTO `{db}`.`{HOSTILE}` ({names}) VALUES (%s, {holes})", [key, *row.values()])
+        cur.execute(f"UPDATE `{db}`.`{HOSTILE}` SET f = -f, d = -d, s = 'q\"', l1 = 'x' WHERE id < 6")
+        cur.execute(f"DELETE FROM `{db}`.`{HOSTILE}` WHERE id >= 8")
+    conn.commit()
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +98,11 @@ def captured(mariadb: MariaDB, tmp_path_factory: pytest.TempPathFactory) -> dict
             insert_row(cur, db, TABLE, {"id": 100_000})
             cur.execute(f"UPDATE `{db}`.`{TABLE}` SET c_int = 1, c_set = '' WHERE id = 100000")
             cur.execute(f"UPDATE `{db}`.`{TABLE}` SET c_int = NULL, c_set = NULL WHERE id = 100000")
+        _hostile_types(conn, db)
         schema = read_table_schema(conn, db, TABLE)
+        hostile = read_table_schema(conn, db, HOSTILE)
     file, pos = mariadb.binlog_position()
-    return {"db": db, "start": start, "end": (file_seq(file), pos), "schema": schema,
+    return {"db": db, "start": start, "end": (file_seq(file), pos), "schema": schema, "hostile": hostile,
             "state": tmp_path_factory.mktemp("diff")}
 
 
@@ -84,7 +127,8 @@ def _rows_events(server: MariaDB, captured: dict[str, Any], exclude: frozenset[s
         if event.db != captured["db"]:
             continue
         if event.kind == "table_map":
-            schema = schema_from_map(event.raw, event.db or "", event.table or "", "-", [captured["schema"]])
+            schema = schema_from_map(event.raw, event.db or "", event.table or "", "-",
+                                     [captured["schema"], captured["hostile"]])
             decoders[event.raw.table_id] = RowDecoder(schema, exclude, hashed, hash_key=KEY if hashed else None)
         elif event.kind == "rows":
             yield event, decoders[event.table_id or 0]
@@ -99,13 +143,24 @@ def _ours(server: MariaDB, captured: dict[str, Any], exclude: frozenset[str] = f
     return images, list(decoders.values())
 
 
+def _ours_with_tables(server: MariaDB, captured: dict[str, Any]) -> tuple[Images, list[str]]:
+    """_ours' images, and the table of each."""
+    images: Images = []
+    tables: list[str] = []
+    for event, decoder in _rows_events(server, captured, frozenset(), frozenset(), {}):
+        found = decoder.images(event.raw, event.op)
+        images += [(event.op or "", b, a) for b, a in found]
+        tables += [event.table or ""] * len(found)
+    return images, tables
+
+
 def _plain_library(server: MariaDB, captured: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Images:
     """The same range through python-mysql-replication alone, values encoded by cdc.values (no fix-ups)."""
     monkeypatch.setattr(stream_module, "BinLogPacketWrapper", BinLogPacketWrapper)  # undo our event classes
     file, pos = captured["start"].rsplit(":", 1)
     stream = BinLogStreamReader(
         connection_settings=server.connect_kwargs(), server_id=4242, blocking=False, resume_stream=True,
-        log_file=file, log_pos=int(pos), only_schemas=[captured["db"]],
+        log_file=file, log_pos=int(pos), only_schemas=[captured["db"]], only_tables=[TABLE],
         only_events=[lib_rows.WriteRowsEvent, lib_rows.UpdateRowsEvent, lib_rows.DeleteRowsEvent])
     schema: TableSchema = captured["schema"]
     encode = {c.name: encoder_for(c) for c in schema.columns}
@@ -181,7 +236,7 @@ def test_fast_path_with_excluded_and_hashed_columns(mariadb: MariaDB, captured: 
 
 def test_plain_library_differs_only_by_the_bugs_we_fix(mariadb: MariaDB, captured: dict[str, Any],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    fast, _ = _ours(mariadb, captured)
+    fast = [image for image, table in zip(*_ours_with_tables(mariadb, captured)) if table == TABLE]
     plain = _plain_library(mariadb, captured, monkeypatch)
     columns = {c.name: c for c in captured["schema"].columns}
     assert [op for op, _, _ in plain] == [op for op, _, _ in fast]
@@ -224,3 +279,18 @@ def test_c_decoder_lines_equal_the_python_fast_path(mariadb: MariaDB, captured: 
     assert len(python) > 100
     for python_block, c_block in zip(python, c):
         assert c_block == python_block
+
+
+def test_c_decoder_reads_every_type_in_c(mariadb: MariaDB, captured: dict[str, Any]) -> None:
+    """No column of either table calls its Python reader from C: FLOAT, DOUBLE, BIT, SET, GEOMETRY and text in
+    latin1, ascii, ucs2, utf16, utf32 and sjis have C actions (issue 28); the hostile rows were all written."""
+    seen: dict[str, list[str]] = {}
+    rows: Counter[str] = Counter()
+    for event, decoder in _rows_events(mariadb, captured, frozenset(), frozenset(), {}):
+        rows[event.table or ""] += len(decoder.images(event.raw, event.op))  # builds the fast reader
+        assert isinstance(decoder._fast, EncodedImageReader)
+        actions = [native.column_spec(lib, ours, read, False)[0] for lib, ours, (_, read)
+                   in zip(decoder._lib_columns, decoder.schema.columns, decoder._fast.plan, strict=True)]
+        seen[event.table or ""] = [c.name for c, action in zip(decoder.schema.columns, actions) if action == native.PYTHON]
+    assert seen == {TABLE: [], HOSTILE: []}
+    assert rows[HOSTILE] == len(HOSTILE_ROWS) + 6 + 2
