@@ -93,7 +93,7 @@ MYSQL_TYPES: dict[int, MySQLType] = {
                         fixes={"binary": strings.binary_fix}),
     F.BLOB: MySQLType("BLOB", strings.describe_blob, strings.bytes_reader, strings.string_encoded_reader,
                       strings.string_inline, strings.ENCODED, _STRING_READS),
-    F.JSON: MySQLType("JSON", strings.describe_json),  # MySQL's binary JSON: the library decodes it
+    F.JSON: MySQLType("JSON", strings.describe_json, strings.json_reader),  # MySQL 8's binary JSON: parse_json
     F.GEOMETRY: MySQLType("GEOMETRY", strings.describe_geometry, strings.bytes_reader),
 }
 
