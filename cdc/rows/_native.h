@@ -1,7 +1,8 @@
 /* What the files of tail's C row decoder (the extension cdc.rows._native) share: a column's action, the
  * growing output buffer, digits, and the value writers of _native_numbers.c and _native_image.c.
- * One extension, three sources (pyproject.toml): _native.c (plans, lines, the module), _native_image.c (a row
- * image's values as JSON: text, binary, Python readers), _native_numbers.c (integers, DECIMAL, dates and times).
+ * One extension, four sources (pyproject.toml): _native.c (plans, lines, the module), _native_image.c (a row
+ * image's values as JSON: text, binary, Python readers), _native_numbers.c (integers, DECIMAL, dates and times),
+ * _native_json.c (MySQL 8's binary JSON).
  */
 #ifndef CDC_ROWS_NATIVE_H
 #define CDC_ROWS_NATIVE_H
@@ -11,13 +12,13 @@
 #include <string.h>
 
 enum action { A_PYTHON, A_INT, A_DECIMAL, A_TEXT, A_BASE64, A_DATETIME2, A_DATE, A_ENUM, A_YEAR, A_TIMESTAMP2, A_TIME2,
-              A_COUNT };
+              A_JSON, A_COUNT };
 
 typedef struct {
     int action;
     long a, b;          /* INT: size, unsigned; DECIMAL: precision, scale; TEXT/BASE64: length size, pad;
                            DATETIME2: fraction bytes, scale; ENUM: size; TIMESTAMP2, TIME2: fraction bytes,
-                           1 if the column shows fraction digits (its fsp > 0) */
+                           1 if the column shows fraction digits (its fsp > 0); JSON: length size */
     PyObject *extra;    /* PYTHON: the reader; ENUM: tuple of label fragments (bytes) */
 } Column;
 
@@ -109,6 +110,10 @@ int put_time2(Buf *out, const unsigned char *p, long fsize, long scale);
 
 /* _native_image.c */
 void base64_init(void);
+int put_text(Buf *out, const unsigned char *s, Py_ssize_t n);
 int read_image(const Plan *plan, PyObject *body, Py_ssize_t *pos, Buf *scratch, Span *spans);
+
+/* _native_json.c: MySQL 8's binary JSON document (n > 0 bytes, the caller checked the body holds them). */
+int put_json(Buf *out, const unsigned char *p, Py_ssize_t n, PyObject *dumps);
 
 #endif

@@ -66,7 +66,7 @@ static uint64_t special8(uint64_t v) {
 }
 
 /* UTF-8 text as orjson writes a str: quoted, with '"', '\\' and control characters escaped. */
-static int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
+int put_text(Buf *out, const unsigned char *s, Py_ssize_t n) {
     static const char HEX[] = "0123456789abcdef";
     if (buf_reserve(out, 6 * n + 2) < 0) return -1;
     char *w = out->data + out->len;
@@ -181,6 +181,7 @@ static int read_value(Buf *out, const Column *c, PyObject *body, Py_ssize_t *pos
     if (n > end - *pos - c->a) return truncated(*pos + c->a + n, end);
     *pos += c->a + n;
     if (c->action == A_TEXT) return put_text(out, p + c->a, n);
+    if (c->action == A_JSON) return n ? put_json(out, p + c->a, n, dumps) : buf_put(out, "null", 4); /* 0: the library's None */
     return put_base64(out, p + c->a, n, c->b);
 }
 

@@ -2,9 +2,10 @@
 
 The C decoder turns a full-image rows-event body straight into change lines (issue 28). Per column it runs
 one action: integers, DECIMAL, DATETIME2, TIMESTAMP2, TIME2, DATE, YEAR, ENUM, UTF-8 text (CHAR, VARCHAR,
-TEXT, MariaDB's JSON) and binary in base64 are done in C; every other column (FLOAT, DOUBLE, SET, BIT,
-GEOMETRY, text in other charsets, hashed columns) calls its Python fast-path reader, whose value orjson
-writes. So every table with a Python fast path has a C one too, and its lines are the Python path's.
+TEXT, MariaDB's JSON), MySQL 8's binary JSON (_native_json.c) and binary in base64 are done in C; every
+other column (FLOAT, DOUBLE, SET, BIT, GEOMETRY, text in other charsets, hashed columns) calls its Python
+fast-path reader, whose value orjson writes. So every table with a Python fast path has a C one too, and its
+lines are the Python path's.
 
 The Python fast path (cdc.rows.compiled + cdc.capture.rowblock) stays the reference and the fallback: it
 decodes an event whenever the extension is not built (no C compiler: the build is optional), is stale
@@ -27,14 +28,16 @@ from cdc.rows.strings import by_shape
 from cdc.schema import Column, TableSchema
 from cdc.values import INTEGER_TYPES
 
-ABI_VERSION = 4  # must match _native.c's: what compile(), rows() and finish() take
-_ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2")
-PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2 = range(len(_ACTIONS))
+ABI_VERSION = 5  # must match _native.c's: what compile(), rows() and finish() take
+_ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2",
+            "JSON")
+PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2, JSON = range(len(_ACTIONS))
 _CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
 _INT_SIZES = {F.TINY: 1, F.SHORT: 2, F.INT24: 3, F.LONG: 4, F.LONGLONG: 8}
 _STRINGS = (F.VARCHAR, F.STRING, F.BLOB)
 
-SOURCES = ("_native.c", "_native_image.c", "_native_numbers.c", "_native.h")  # the extension's (pyproject.toml)
+# The extension's sources (pyproject.toml).
+SOURCES = ("_native.c", "_native_image.c", "_native_numbers.c", "_native_json.c", "_native.h")
 Spec = tuple[int, int, int, Any]  # (action, a, b, extra): _native.c's Column
 
 
@@ -91,6 +94,8 @@ def column_spec(lib_column: Any, ours: Column, read: Reader, hashed: bool) -> Sp
     if kind == F.ENUM and ours.data_type == "enum":
         labels = [orjson.dumps(label) for label in lib_column.enum_values or [""]]
         return ENUM, lib_column.size, 0, (*labels, b'""')  # the last: any index past the labels
+    if kind == F.JSON and ours.data_type == "json":
+        return JSON, lib_column.length_size, 0, None
     if kind in _STRINGS:
         shape = by_shape(lib_column, ours, lambda size, codec: (TEXT, size, 0) if codec == "utf-8" else None,
                          lambda size, pad: (BASE64, size, pad))
