@@ -33,6 +33,7 @@ from cdc.rows import native
 from cdc.rows.decode import FAST_PATH_ERRORS, RowDecoder
 from cdc.schema import Column, TableSchema
 from cdc.values import encoder_for
+from tests.hash_key import KEY
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY, LITERAL = 0, 1, 2, 3, 4
 INT16, UINT16, INT32, UINT32, INT64, UINT64, DOUBLE, STRING, OPAQUE = 5, 6, 7, 8, 9, 10, 11, 12, 15
@@ -366,3 +367,11 @@ def test_c_json_on_damaged_documents_raises_or_agrees_with_the_python_path(doc: 
     got = c_lines(decoder, body)
     if got is not None:  # the C decoder was sure: the Python path says the same
         assert got == python_lines(decoder, body)
+
+
+@pytest.mark.parametrize(("exclude", "hashed"), [({"doc"}, set()), (set(), {"doc"})])
+def test_an_excluded_or_hashed_json_column_in_c(exclude: set[str], hashed: set[str]) -> None:
+    """Excluded: read to find the row's end, then dropped; hashed: its Python reader and the hash (action PYTHON)."""
+    decoder = RowDecoder(_SCHEMA, frozenset(exclude), frozenset(hashed), list(_LIB_COLUMNS), KEY if hashed else None)
+    body = _body([document({"a": [1, "x"]}), None, document([1.5, {"é": None}])])
+    assert c_lines(decoder, body) == python_lines(decoder, body) is not None
