@@ -343,6 +343,10 @@ def test_c_json_raises_a_clear_error_on_damaged_documents() -> None:
     for _ in range(101):
         deep = [deep]
     _raises(document(deep), "nested deeper than 100")
+    decoder = _decoder()
+    assert decoder.native is not None
+    with pytest.raises(ValueError, match="rows event truncated"):  # the document runs past the body itself
+        decoder.native.rows(_body([document([1, 2, 3])])[:-2], "c", 0, (b"", b"", b"", b""))
 
 
 _DAMAGE = st.sampled_from(["truncate", "flip", "garbage", "offset"])
