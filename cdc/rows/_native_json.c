@@ -1,29 +1,31 @@
-/* Tail's C row decoder (see _native.c): MySQL 8's binary JSON as the Python path writes it (issue 28).
+/* Tail's C row decoder (see _native.c): MySQL 8's binary JSON as the JSON text MySQL shows for it (issue 28).
  *
- * The Python path reads a document with python-mysql-replication's parse_json (cdc.rows.strings.json_reader)
- * and cdc.values' _encode_json writes its value: orjson.dumps(value, OPT_SORT_KEYS) as a JSON string in the
- * line. Here the binary document (https://dev.mysql.com/doc/dev/mysql-server/latest/json__binary_8h.html)
- * becomes that text directly: keys sorted by their UTF-8 bytes (code point order, as orjson sorts str),
- * strings escaped as orjson escapes them, doubles as orjson writes a float, integers as they are, and the
- * library's opaque values: DECIMAL as an int when it is integral else a float, TIME (a datetime.time) and
- * DATE/DATETIME (a datetime) through orjson itself, the zero date as the library's string, other opaque
- * types as their UTF-8 text. The library's value at the top of a document keeps its quirks:
- * a string (or an opaque string) is the column's text without quotes, JSON null is the column's null.
+ * The Python paths read a document with cdc.rows.json_binary (json_text), the text MySQL's SELECT gives for it
+ * (json_dom.cc's wrapper_to_string), compact with keys sorted as orjson's OPT_SORT_KEYS sorts them, and write
+ * it as a JSON string in the line. Here the binary document
+ * (https://dev.mysql.com/doc/dev/mysql-server/latest/json__binary_8h.html) becomes that text directly: keys
+ * sorted by their UTF-8 bytes (code point order, as orjson sorts str), strings escaped as orjson escapes them,
+ * doubles as orjson writes a float, integers as they are, and opaque values as MySQL prints them: DECIMAL as
+ * its exact digits, DATE as "YYYY-MM-DD", DATETIME and TIMESTAMP as "YYYY-MM-DD HH:MM:SS.ffffff", TIME as
+ * "[-]HH:MM:SS.ffffff" (my_TIME_to_str with 6 digits), an opaque VAR_STRING as its string, any other type as
+ * "base64:type<N>:<base64>" (a line break every 76 characters, as MySQL's base64_encode). A document of
+ * 0 bytes is null (MySQL's parse_binary), written by the caller (_native_image.c).
  *
  * Exactness rule (_native.c): anything else raises (an offset or length past the document, an unknown type
- * or literal, invalid UTF-8, an invalid date or time, an integer past 64 bits, a duplicate key, nesting past
- * MySQL's 100 levels), and the event goes to the Python path. Every read is checked against the end first.
+ * or literal, invalid UTF-8, a temporal field out of MySQL's range, a DECIMAL digit group out of range, a
+ * duplicate key, nesting past MySQL's 100 levels), and the event goes to the Python path, which raises the
+ * same. Every read is checked against the end first.
  */
 #include "_native.h"
-#include <datetime.h>
 #include <math.h>
 
 enum { J_SMALL_OBJECT, J_LARGE_OBJECT, J_SMALL_ARRAY, J_LARGE_ARRAY, J_LITERAL, J_INT16, J_UINT16, J_INT32,
        J_UINT32, J_INT64, J_UINT64, J_DOUBLE, J_STRING, J_OPAQUE = 0xF };
 #define MAX_DEPTH 100 /* MySQL's JSON_DOCUMENT_MAX_DEPTH; orjson itself stops at 255 */
 
-/* MySQL column types of opaque values (pymysqlreplication.constants.FIELD_TYPE) */
-enum { T_DECIMAL = 0, T_DATE = 10, T_TIME = 11, T_DATETIME = 12, T_DATETIME2 = 18, T_TIME2 = 19, T_NEWDECIMAL = 246 };
+/* MySQL column types of the opaque values MySQL prints as values (json_dom.cc's Json_wrapper::type()) */
+enum { T_TIMESTAMP = 7, T_DATE = 10, T_TIME = 11, T_DATETIME = 12, T_NEWDECIMAL = 246, T_VAR_STRING = 253 };
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static int bad(const char *what) {
     PyErr_Format(PyExc_ValueError, "MySQL binary JSON: %s", what);
@@ -89,92 +91,125 @@ static int put_double(Buf *doc, double v, PyObject *dumps) {
     return put_dumped(doc, PyFloat_FromDouble(v), dumps);
 }
 
-/* An opaque DECIMAL (precision, scale, MySQL's binary DECIMAL) as _json_ready makes it: int(d) when it is
- * integral (64 bits, or orjson refuses it), else float(d). */
-static int put_json_decimal(Buf *doc, const unsigned char *p, Py_ssize_t n, PyObject *dumps) {
+/* An opaque DECIMAL (precision, scale, MySQL's binary DECIMAL) as its exact digits (decimal2string): put_decimal's
+ * text without its quotes. */
+static int put_json_decimal(Buf *doc, const unsigned char *p, Py_ssize_t n) {
     if (n < 2) return bad("a DECIMAL without precision and scale");
     long precision = p[0], scale = p[1];
     if (precision < 1 || precision > 65 || scale > 30 || scale > precision || decimal_size(precision, scale) > n - 2)
         return bad("a DECIMAL of a bad precision, scale or size");
-    Buf text = {0};
-    int rc = -1;
-    if (put_decimal(&text, p + 2, precision, scale) < 0 || buf_put(&text, "", 1) < 0) goto done;
-    char *s = text.data + 1; /* put_decimal's text is quoted: "-123.4500" */
-    text.data[text.len - 2] = '\0';
-    char *dot = strchr(s, '.');
-    int integral = 1;
-    for (char *f = dot ? dot + 1 : s + strlen(s); *f; f++) integral &= *f == '0';
-    if (!integral) {
-        double v = PyOS_string_to_double(s, NULL, NULL); /* correctly rounded, as float(Decimal) */
-        if (v == -1.0 && PyErr_Occurred()) goto done;
-        rc = put_double(doc, v, dumps);
-        goto done;
-    }
-    int negative = *s == '-';
-    uint64_t v = 0;
-    for (char *d = s + negative; *d && *d != '.'; d++) {
-        uint64_t digit = (uint64_t)(*d - '0');
-        if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && digit > UINT64_MAX % 10)) {
-            bad("an integral DECIMAL past 64 bits");
-            goto done;
-        }
-        v = v * 10 + digit;
-    }
-    if (negative && v > (uint64_t)1 << 63) { bad("an integral DECIMAL past 64 bits"); goto done; }
-    rc = negative && v ? put_signed(doc, (int64_t)((uint64_t)0 - v)) : put_unsigned(doc, v);
-done:
-    PyMem_Free(text.data);
-    return rc;
+    Py_ssize_t at = doc->len;
+    if (put_decimal(doc, p + 2, precision, scale) < 0) return -1;
+    memmove(doc->data + at, doc->data + at + 1, (size_t)(doc->len - at - 2)); /* "-123.4500" -> -123.4500 */
+    doc->len -= 2;
+    return 0;
 }
 
-/* The packed int64 of an opaque TIME or DATE/DATETIME, its sign dropped (as the library drops it). */
-static int packed(const unsigned char *p, Py_ssize_t n, uint64_t *v) {
+/* The sign, integer part and microseconds of an opaque temporal value's packed int64 (TIME_from_longlong_*_packed). */
+static int packed(const unsigned char *p, Py_ssize_t n, int *negative, uint64_t *whole, uint64_t *micro) {
     if (n < 8) return bad("a packed time shorter than 8 bytes");
     int64_t raw = (int64_t)le(p, 8);
-    *v = raw < 0 ? (uint64_t)0 - (uint64_t)raw : (uint64_t)raw;
-    if (!PyDateTimeAPI) PyDateTime_IMPORT; /* this file's own copy of the datetime C API */
-    return PyDateTimeAPI ? 0 : -1;
+    uint64_t v = raw < 0 ? (uint64_t)0 - (uint64_t)raw : (uint64_t)raw;
+    *negative = raw < 0;
+    *whole = v >> 24;
+    *micro = v % (1 << 24);
+    return 0;
 }
 
-/* An opaque TIME as decode_time's datetime.time, through orjson itself: orjson 3.13 writes a time's
- * microseconds 10000-99999 with five digits ("00:00:00.10000" for 0.01 s), and the lines must be the Python path's. */
-static int put_json_time(Buf *doc, const unsigned char *p, Py_ssize_t n, PyObject *dumps) {
-    uint64_t v;
-    if (packed(p, n, &v) < 0) return -1;
-    uint64_t whole = v >> 24, hour = (whole >> 12) % 1024, micro = v % (1 << 24);
-    return put_dumped(doc, PyTime_FromTime((int)hour, (int)((whole >> 6) % 64), (int)(whole % 64), (int)micro), dumps);
+/* An opaque TIME as MySQL prints it: "[-]HH:MM:SS.ffffff", the sign on the whole value, hours up to 838. */
+static int put_json_time(Buf *doc, const unsigned char *p, Py_ssize_t n) {
+    int negative;
+    uint64_t whole, micro;
+    if (packed(p, n, &negative, &whole, &micro) < 0) return -1;
+    uint64_t hour = (whole >> 12) % 1024, minute = (whole >> 6) % 64, second = whole % 64;
+    if (hour > 838 || minute > 59 || second > 59 || micro > 999999) return bad("a TIME out of range");
+    if (buf_reserve(doc, 24) < 0) return -1;
+    char *w = doc->data + doc->len;
+    *w++ = '"';
+    if (negative) *w++ = '-';
+    w = digits_at(w, hour, 2);
+    *w++ = ':';
+    w = digits_at(w, minute, 2);
+    *w++ = ':';
+    w = digits_at(w, second, 2);
+    *w++ = '.';
+    w = digits_at(w, micro, 6);
+    *w++ = '"';
+    doc->len = w - doc->data;
+    return 0;
 }
 
-/* An opaque DATE/DATETIME as decode_datetime's value: the string "0000-00-00 00:00:00" for 0 (`*zero` set, its
- * text unquoted), else a datetime (its constructor checks the date), through orjson itself. */
-static int put_json_datetime(Buf *doc, const unsigned char *p, Py_ssize_t n, PyObject *dumps, int *zero) {
-    uint64_t v;
-    if (packed(p, n, &v) < 0) return -1;
-    *zero = v == 0;
-    if (*zero) return buf_put(doc, "0000-00-00 00:00:00", 19);
-    uint64_t whole = v >> 24, ymd = whole >> 17, ym = ymd >> 5, hms = whole % (1 << 17);
-    if (ym / 13 > 9999) return bad("a date out of range"); /* before an int conversion could wrap */
-    return put_dumped(doc, PyDateTime_FromDateAndTime((int)(ym / 13), (int)(ym % 13), (int)(ymd % 32), (int)(hms >> 12),
-                                                      (int)((hms >> 6) % 64), (int)(hms % 64), (int)(v % (1 << 24))),
-                      dumps);
+/* An opaque DATETIME or TIMESTAMP as "YYYY-MM-DD HH:MM:SS.ffffff", a DATE as "YYYY-MM-DD" (no sign: MySQL prints
+ * none for a date; zero months and days as they are). */
+static int put_json_datetime(Buf *doc, const unsigned char *p, Py_ssize_t n, int date_only) {
+    int negative;
+    uint64_t whole, micro;
+    if (packed(p, n, &negative, &whole, &micro) < 0) return -1;
+    uint64_t ymd = whole >> 17, ym = ymd >> 5, hms = whole % (1 << 17);
+    uint64_t hour = hms >> 12, minute = (hms >> 6) % 64, second = hms % 64;
+    if (ym / 13 > 9999 || hour > 23 || minute > 59 || second > 59 || micro > 999999)
+        return bad("a DATETIME out of range");
+    if (buf_reserve(doc, 32) < 0) return -1;
+    char *w = doc->data + doc->len;
+    *w++ = '"';
+    w = digits_at(w, ym / 13, 4);
+    *w++ = '-';
+    w = digits_at(w, ym % 13, 2);
+    *w++ = '-';
+    w = digits_at(w, ymd % 32, 2);
+    if (!date_only) {
+        *w++ = ' ';
+        w = digits_at(w, hour, 2);
+        *w++ = ':';
+        w = digits_at(w, minute, 2);
+        *w++ = ':';
+        w = digits_at(w, second, 2);
+        *w++ = '.';
+        w = digits_at(w, micro, 6);
+    }
+    *w++ = '"';
+    doc->len = w - doc->data;
+    return 0;
 }
 
-/* An opaque value (MySQL type, length, bytes) as parse_opaque + _json_ready + orjson give it; `*raw` set when the
- * library's value is a str (its text unquoted in doc: the top of a document shows it so). */
-static int put_opaque(Buf *doc, const unsigned char *p, Py_ssize_t avail, PyObject *dumps, int *raw) {
+/* Any other opaque value as MySQL prints it: "base64:type<N>:<base64>", with an (escaped) line break before every
+ * 76 characters past the first, as MySQL's base64_encode breaks its lines. */
+static int put_json_base64(Buf *doc, int type, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t chars = (n + 2) / 3 * 4;
+    if (buf_reserve(doc, 20 + chars + 2 * (chars / 76) + 2) < 0) return -1;
+    char *w = doc->data + doc->len;
+    memcpy(w, "\"base64:type", 12);
+    w = digits_at(w + 12, (uint64_t)type, 1);
+    *w++ = ':';
+    int line = 0;
+    for (Py_ssize_t i = 0; i < n; i += 3) {
+        if (line == 76) { *w++ = '\\'; *w++ = 'n'; line = 0; }
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
+        *w++ = B64[v >> 18];
+        *w++ = B64[(v >> 12) & 63];
+        *w++ = i + 1 < n ? B64[(v >> 6) & 63] : '=';
+        *w++ = i + 2 < n ? B64[v & 63] : '=';
+        line += 4;
+    }
+    *w++ = '"';
+    doc->len = w - doc->data;
+    return 0;
+}
+
+/* An opaque value (MySQL type, length, bytes) as MySQL prints it. */
+static int put_opaque(Buf *doc, const unsigned char *p, Py_ssize_t avail) {
     Py_ssize_t start, n;
-    *raw = 0;
     if (avail < 1) return bad("an opaque value without its type");
     if (var_length(p + 1, avail - 1, &start, &n) < 0) return -1;
     int type = p[0];
     const unsigned char *data = p + 1 + start;
     switch (type) {
-    case T_NEWDECIMAL: case T_DECIMAL: return put_json_decimal(doc, data, n, dumps);
-    case T_TIME: case T_TIME2: return put_json_time(doc, data, n, dumps);
-    case T_DATE: case T_DATETIME: case T_DATETIME2: return put_json_datetime(doc, data, n, dumps, raw);
-    default:
-        *raw = 1; /* data.decode(errors="ignore"): the same as strict on valid UTF-8, which put_text checks */
-        return n ? buf_put(doc, (const char *)data, n) : 0;
+    case T_NEWDECIMAL: return put_json_decimal(doc, data, n);
+    case T_TIME: return put_json_time(doc, data, n);
+    case T_DATETIME: case T_TIMESTAMP: return put_json_datetime(doc, data, n, 0);
+    case T_DATE: return put_json_datetime(doc, data, n, 1);
+    case T_VAR_STRING: return put_text(doc, data, n); /* a string kept as opaque: printed as the string */
+    default: return put_json_base64(doc, type, data, n);
     }
 }
 
@@ -268,44 +303,17 @@ static int put_value(Buf *doc, int type, const unsigned char *p, Py_ssize_t avai
         if (var_length(p, avail, &start, &n) < 0) return -1;
         return put_text(doc, p + start, n);
     }
-    case J_OPAQUE: {
-        int raw;
-        Py_ssize_t at = doc->len;
-        if (put_opaque(doc, p, avail, dumps, &raw) < 0) return -1;
-        if (!raw) return 0;
-        Buf text = {0}; /* the str quoted and escaped in place of its raw bytes */
-        int rc = put_text(&text, (const unsigned char *)doc->data + at, doc->len - at);
-        doc->len = at;
-        if (rc == 0) rc = buf_put(doc, text.data, text.len);
-        PyMem_Free(text.data);
-        return rc;
-    }
+    case J_OPAQUE: return put_opaque(doc, p, avail);
     default: return bad("an unknown value type");
     }
 }
 
-/* A JSON column's document (n > 0 bytes: type, value) as its change-log value, the column's JSON text as a string
- * (cdc.values._encode_json), into out. */
+/* A JSON column's document (n > 0 bytes: type, value) as its change-log value, MySQL's JSON text as a string
+ * (cdc.rows.json_binary.json_text), into out. */
 int put_json(Buf *out, const unsigned char *p, Py_ssize_t n, PyObject *dumps) {
     Buf doc = {0};
-    int rc = -1, type = p[0];
-    const unsigned char *value = p + 1;
-    Py_ssize_t avail = n - 1;
-    if (type == J_LITERAL && avail >= 1 && value[0] == 0) return buf_put(out, "null", 4); /* None: the column's null */
-    if (type == J_STRING) { /* bytes: _encode_json decodes them as the text itself */
-        Py_ssize_t start, length;
-        if (var_length(value, avail, &start, &length) < 0) goto done;
-        rc = put_text(out, value + start, length);
-        goto done;
-    }
-    if (type == J_OPAQUE) {
-        int raw;
-        if (put_opaque(&doc, value, avail, dumps, &raw) < 0) goto done;
-    } else if (put_value(&doc, type, value, avail, 1, dumps) < 0) {
-        goto done;
-    }
-    rc = put_text(out, (const unsigned char *)doc.data, doc.len);
-done:
+    int rc = put_value(&doc, p[0], p + 1, n - 1, 1, dumps);
+    if (rc == 0) rc = put_text(out, (const unsigned char *)doc.data, doc.len);
     PyMem_Free(doc.data);
     return rc;
 }

@@ -1,7 +1,7 @@
 """CHAR, VARCHAR, TEXT, BINARY, VARBINARY, BLOB, JSON, GEOMETRY: a length prefix and the bytes.
 
 The prefix is 1 or 2 bytes for CHAR/VARCHAR (2 past 255 bytes of column), 1-4 for the BLOB/TEXT sizes.
-MariaDB's JSON is a LONGTEXT; MySQL 8's JSON is its binary document, which the library's parse_json reads.
+MariaDB's JSON is a LONGTEXT; MySQL 8's JSON is its binary document (cdc.rows.json_binary).
 Text is decoded with the column's MySQL charset (latin1 is cp1252 with every byte a character, not
 ISO-8859-1: cdc.values), binary becomes base64, and BINARY(n) gets back the trailing 0x00 the binlog strips.
 """
@@ -9,12 +9,10 @@ ISO-8859-1: cdc.values), binary becomes base64, and BINARY(n) gets back the trai
 from __future__ import annotations
 
 import binascii
-import struct
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pymysqlreplication.constants import FIELD_TYPE
-from pymysqlreplication.json_binary import parse_json
 
 from cdc.rows.readers import ColumnType, Fix, Inline, Reader, length_of, length_source
 from cdc.schema import Column
@@ -46,29 +44,6 @@ def bytes_reader(column: Any) -> Reader:
         end = pos + length_size
         n = int.from_bytes(buf[pos:end], "little")
         return bytes(buf[end:end + n]), end + n
-
-    return read
-
-
-def json_reader(column: Any) -> Reader:
-    """MySQL 8's binary JSON as the library reads a full image's (read_binary_json): its Python value.
-
-    cdc.values' _encode_json writes that value; the C decoder writes the same text (cdc/rows/_native_json.c).
-    """
-    length_size = column.length_size
-
-    def read(buf: Any, pos: int) -> tuple[Any, int]:
-        end = pos + length_size
-        n = int.from_bytes(buf[pos:end], "little")
-        if n == 0:
-            return None, end  # the library's NULL
-        data = bytes(buf[end:end + n])
-        if len(data) != n:
-            raise ValueError(f"a JSON document runs past the rows event's end (byte {end + n} of {len(buf)})")
-        try:
-            return parse_json(data[0], data[1:]), end + n
-        except (struct.error, ArithmeticError) as exc:  # a number cut short, a DECIMAL's bad digits: the fast
-            raise ValueError(f"a JSON document the library cannot read: {exc!r}") from None  # path's fallback
 
     return read
 

@@ -23,6 +23,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 
 from cdc.rows.exact_reads import ExactReads
 from cdc.rows.images import ImageReader
+from cdc.rows.json_binary import library_read_binary_json
 
 
 class _RowsGuard(ExactReads):
@@ -134,6 +135,10 @@ class _PacketWrapper(BinLogPacketWrapper):  # type: ignore[misc]  # the library 
     def __init__(self, *args: Any, fast: bool = True) -> None:
         if not (fast and self._fast_rows(args)):
             super().__init__(*args)
+
+    def read_binary_json(self, size: int, is_partial: bool) -> Any:
+        """MySQL 8's JSON document as the text MySQL shows: the library's parse_json loses temporal and opaque values."""
+        return library_read_binary_json(self, size, is_partial)
 
     def _fast_rows(self, args: tuple[Any, ...]) -> bool:
         """Build a common rows event without the library's constructor; False: let the library do it."""

@@ -5,8 +5,11 @@ encoder of MySQL's format of its own (https://dev.mysql.com/doc/dev/mysql-server
 small and large objects and arrays, inlined literals and 16-bit (and, in the large format, 32-bit) integers,
 int64/uint64, doubles, strings with their variable-length lengths, opaque DECIMAL, DATE, TIME, DATETIME and
 other opaque types. Three decoders give the lines of the same rows events and must agree byte for byte: the
-library's parse_json with cdc.values' encoder (the plain library path), our Python fast path (cdc.rows.strings'
-json_reader, compiled per table) and the C decoder (cdc/rows/_native_json.c). Damaged documents make the C
+plain library path (the library's rows read a document through our packet wrapper's read_binary_json, then
+cdc.values' encoder), our Python fast path (cdc.rows.json_binary's json_reader, compiled per table) and the C
+decoder (cdc/rows/_native_json.c). Their text is MySQL's own (what its SELECT shows, compact with keys sorted):
+literal MySQL texts pin it, and the library's parse_json checks the structure of documents without opaque
+values (it loses those, and shows a top-level string unquoted). Damaged documents make the C
 decoder raise a clear error (the event then goes to the Python path), never crash or read past the document
 (tests/capture/test_native_asan.py runs this file under AddressSanitizer).
 """
@@ -21,6 +24,7 @@ from decimal import Context, Decimal
 from types import SimpleNamespace
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,6 +35,7 @@ from cdc.capture.nativeblock import native_block
 from cdc.capture.rowblock import RowsMeta, rows_block
 from cdc.rows import native
 from cdc.rows.decode import FAST_PATH_ERRORS, RowDecoder
+from cdc.rows.json_binary import library_read_binary_json
 from cdc.schema import Column, TableSchema
 from cdc.values import encoder_for
 from tests.hash_key import KEY
@@ -102,7 +107,12 @@ def datetime_opaque(value: dt.datetime | dt.date, mysql_type: int = F.DATETIME) 
 
 
 def time_opaque(value: dt.time, negative: bool = False) -> Opaque:
-    packed = ((value.hour << 12 | value.minute << 6 | value.second) << 24) + value.microsecond
+    return time_packed(value.hour, value.minute, value.second, value.microsecond, negative)
+
+
+def time_packed(hours: int, minutes: int, seconds: int, micro: int = 0, negative: bool = False) -> Opaque:
+    """An opaque TIME as MySQL packs it (TIME_to_longlong_time_packed): hours up to 838, the sign on the whole."""
+    packed = ((hours << 12 | minutes << 6 | seconds) << 24) + micro
     return Opaque(F.TIME, struct.pack("<q", -packed if negative else packed))
 
 
@@ -197,12 +207,54 @@ def _body(docs: list[bytes | None]) -> bytes:
                      b"\x00" + struct.pack("<i", i) + struct.pack("<I", len(doc)) + doc) for i, doc in enumerate(docs))
 
 
+class _Packet:
+    """The two reads of the library's packet wrapper that read_binary_json makes, over one column's bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def read(self, n: int) -> bytes:
+        self.at += n
+        return self.data[self.at - n:self.at]
+
+    def read_uint_by_size(self, size: int) -> int:
+        return int.from_bytes(self.read(size), "little")
+
+
 def library_lines(docs: list[bytes | None]) -> tuple[bytes, int]:
-    """The plain library's path: read_binary_json (parse_json of each document), then cdc.values' encoder."""
+    """The plain library's path: its rows event reads each document through our packet wrapper's
+    read_binary_json (cdc.source.binlog_rows), then cdc.values' encoder."""
     encode_json = encoder_for(_SCHEMA.columns[1])
-    images = [(None, {"id": i, "doc": None if not doc else encode_json(parse_json(doc[0], doc[1:]))})
-              for i, doc in enumerate(docs)]
+    images = [(None, {"id": i, "doc": None if doc is None else encode_json(
+        library_read_binary_json(_Packet(struct.pack("<I", len(doc)) + doc), 4, False))}) for i, doc in enumerate(docs)]
     return rows_block(images, ["id"], _META)
+
+
+def _has_opaque(value: Any) -> bool:
+    inner = value.value if isinstance(value, As) else value
+    if isinstance(inner, dict):
+        return any(_has_opaque(v) for v in inner.values())
+    if isinstance(inner, list):
+        return any(_has_opaque(v) for v in inner)
+    return isinstance(inner, Opaque)
+
+
+def _ready(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k.decode(): _ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ready(v) for v in value]
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def library_text(value: Any) -> bytes | None:
+    """The library's parse_json of a container without opaque values, written compact and sorted: the structure
+    oracle of the three decoders (the library loses opaque values, and shows a top-level scalar differently)."""
+    inner = value.value if isinstance(value, As) else value
+    if not isinstance(inner, (dict, list)) or _has_opaque(value):
+        return None
+    doc = document(value)
+    return orjson.dumps(_ready(parse_json(doc[0], doc[1:])), option=orjson.OPT_SORT_KEYS)
 
 
 def python_lines(decoder: RowDecoder, body: bytes) -> tuple[bytes, int] | None:
@@ -224,6 +276,16 @@ def three_way(docs: list[bytes | None]) -> bytes:
     assert python_lines(decoder, body) == expected
     assert c_lines(decoder, body) == expected
     return expected[0]
+
+
+def text_of(value: Any) -> str:
+    """The change-log value of a document holding value, the same in the three decoders."""
+    three_way([document(value)])
+    doc = _decoder().fast_images(_body([document(value)]), "c")[0][1]["doc"]  # type: ignore[index]
+    assert isinstance(doc, str)
+    oracle = library_text(value)
+    assert oracle is None or doc.encode() == oracle
+    return doc
 
 
 # --- tests -----------------------------------------------------------------------------------------------
@@ -267,7 +329,72 @@ _TOP = [None, True, False, 0, -1, 2 ** 64 - 1, 1.5, -0.0, 1e100, float("nan"), "
 
 @pytest.mark.parametrize("value", _EXAMPLES + _TOP, ids=range(len(_EXAMPLES) + len(_TOP)))
 def test_c_json_equals_the_library_and_the_python_fast_path(value: Any) -> None:
-    three_way([document(value)])
+    text_of(value)
+
+
+def _timestamp(value: dt.datetime) -> Opaque:
+    return Opaque(F.TIMESTAMP, datetime_opaque(value).data)  # MySQL packs a TIMESTAMP as a DATETIME
+
+
+# What MySQL's SELECT shows for each document (json_dom.cc's wrapper_to_string: temporal values through
+# my_TIME_to_str with 6 fraction digits, DECIMAL through decimal2string, other opaque values as
+# "base64:type<N>:<base64>"), compact and with keys sorted.
+_MYSQL_TEXTS = [
+    (time_opaque(dt.time(0, 0, 0, 10000)), '"00:00:00.010000"'),
+    (time_opaque(dt.time(12, 34, 56)), '"12:34:56.000000"'),
+    (time_opaque(dt.time(0, 0, 0, 1)), '"00:00:00.000001"'),
+    (time_opaque(dt.time(23, 59, 59, 999999), negative=True), '"-23:59:59.999999"'),
+    (time_packed(0, 0, 0, 500000, negative=True), '"-00:00:00.500000"'),
+    (time_packed(838, 59, 59), '"838:59:59.000000"'),
+    (time_packed(838, 59, 59, 0, negative=True), '"-838:59:59.000000"'),
+    (time_packed(100, 0, 1, 10), '"100:00:01.000010"'),
+    (Opaque(F.TIME, bytes(8)), '"00:00:00.000000"'),
+    (datetime_opaque(dt.datetime(2024, 2, 29, 23, 59, 58)), '"2024-02-29 23:59:58.000000"'),
+    (datetime_opaque(dt.datetime(2024, 2, 29, 23, 59, 58, 123456)), '"2024-02-29 23:59:58.123456"'),
+    (datetime_opaque(dt.datetime(1, 1, 1, 0, 0, 0, 10000)), '"0001-01-01 00:00:00.010000"'),
+    (_timestamp(dt.datetime(2001, 2, 3, 4, 5, 6, 7)), '"2001-02-03 04:05:06.000007"'),
+    (Opaque(F.DATETIME, bytes(8)), '"0000-00-00 00:00:00.000000"'),
+    (datetime_opaque(dt.date(2020, 1, 2), F.DATE), '"2020-01-02"'),
+    (Opaque(F.DATE, bytes(8)), '"0000-00-00"'),
+    (Opaque(F.DATE, struct.pack("<q", (2020 * 13 << 5) << 17 << 24)), '"2020-00-00"'),  # a zero month and day
+    (Opaque(F.DATETIME, struct.pack("<q", ((2020 * 13 + 2) << 5 | 30) << 17 << 24)), '"2020-02-30 00:00:00.000000"'),
+    (decimal_opaque(Decimal("12345678901234567890.123456789"), 29, 9), "12345678901234567890.123456789"),
+    (decimal_opaque(Decimal("123.45"), 10, 2), "123.45"),
+    (decimal_opaque(Decimal("-0.5"), 5, 3), "-0.500"),
+    (decimal_opaque(Decimal("42"), 5, 0), "42"),
+    (decimal_opaque(Decimal("-42.000"), 8, 3), "-42.000"),
+    (decimal_opaque(Decimal("0.1"), 2, 1), "0.1"),
+    (decimal_opaque(Decimal("12345678901234567890123456789012345.123456789012345678901234567891"), 65, 30),
+     "12345678901234567890123456789012345.123456789012345678901234567891"),
+    ("abc", '"abc"'),
+    ("", '""'),
+    ('a "quoted" top\n', '"a \\"quoted\\" top\\n"'),
+    (None, "null"),
+    (True, "true"),
+    (7, "7"),
+    ({"t": [time_opaque(dt.time(1, 2, 3, 40000)), decimal_opaque(Decimal("1.50"), 3, 2)],
+      "d": datetime_opaque(dt.datetime(2020, 1, 2, 3, 4, 5)), "day": datetime_opaque(dt.date(2020, 1, 2), F.DATE)},
+     '{"d":"2020-01-02 03:04:05.000000","day":"2020-01-02","t":["01:02:03.040000",1.50]}'),
+    ([Opaque(F.VARCHAR, b"hi")], '["base64:type15:aGk="]'),
+    (Opaque(F.BLOB, b""), '"base64:type252:"'),
+    (Opaque(F.YEAR, b"\xe4\x07"), '"base64:type13:5Ac="'),
+    (Opaque(F.BLOB, bytes(range(60))),  # MySQL's base64 breaks its lines at 76 characters
+     '"base64:type252:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4\\nOTo7"'),
+    (Opaque(F.VAR_STRING, "hé".encode()), '"hé"'),  # a string MySQL kept as opaque: shown as the string
+    (Opaque(F.DATETIME2, bytes(8)), '"base64:type18:AAAAAAAAAAA="'),  # MySQL writes DATETIME (12), never 18
+]
+
+
+@pytest.mark.parametrize(("value", "text"), _MYSQL_TEXTS, ids=range(len(_MYSQL_TEXTS)))
+def test_json_text_is_what_mysql_shows(value: Any, text: str) -> None:
+    assert text_of(value) == text
+
+
+def test_an_empty_document_is_json_null_as_mysql_reads_it() -> None:
+    """MySQL reads a document of 0 bytes (an IGNOREd insert of NULL into NOT NULL) as JSON null
+    (json_binary.cc's parse_binary): the text null, not the column's NULL."""
+    three_way([b""])
+    assert _decoder().fast_images(_body([b""]), "c")[0][1]["doc"] == "null"  # type: ignore[index]
 
 
 def test_c_json_text_is_the_sorted_compact_document_as_a_string() -> None:
@@ -275,7 +402,8 @@ def test_c_json_text_is_the_sorted_compact_document_as_a_string() -> None:
             document(None)]
     three_way(docs)
     images = _decoder().fast_images(_body(docs), "c")
-    assert [after["doc"] for _, after in images] == ['{"a":[true,null,1.5,"é\\n"],"aa":{},"b":1}', None, None, "top string", None]
+    assert [after["doc"] for _, after in images] == ['{"a":[true,null,1.5,"é\\n"],"aa":{},"b":1}', None, "null",
+                                                     '"top string"', "null"]
 
 
 _KEYS = st.text(max_size=8) | st.sampled_from(["", "a", "é", "😀", "\uffff", "\x00", "\"", "\\"])
@@ -288,7 +416,13 @@ _SCALARS = (st.none() | st.booleans() | st.integers(-2 ** 63, 2 ** 64 - 1)
             | st.datetimes(min_value=dt.datetime(1, 1, 1)).map(datetime_opaque)
             | st.dates().map(lambda d: datetime_opaque(d, F.DATE))
             | st.tuples(st.times(), st.booleans()).map(lambda t: time_opaque(*t))
-            | st.text(max_size=10).map(lambda s: Opaque(F.VARCHAR, s.encode())))
+            | st.tuples(st.integers(0, 838), st.integers(0, 59), st.integers(0, 59), st.integers(0, 999999),
+                        st.booleans()).map(lambda t: time_packed(*t))
+            | st.datetimes(min_value=dt.datetime(1, 1, 1)).map(_timestamp)
+            | st.text(max_size=10).map(lambda s: Opaque(F.VARCHAR, s.encode()))
+            | st.text(max_size=10).map(lambda s: Opaque(F.VAR_STRING, s.encode()))
+            | st.tuples(st.sampled_from([F.BLOB, F.BIT, F.YEAR, F.GEOMETRY, F.DATETIME2, F.TIME2, F.DECIMAL]),
+                        st.binary(max_size=120)).map(lambda t: Opaque(*t)))
 _VALUES = st.recursive(_SCALARS, lambda children: st.tuples(
     st.lists(children, max_size=5) | st.dictionaries(_KEYS, children, max_size=5), st.booleans()).map(
         lambda t: As(t[0], large=t[1])), max_leaves=30)
@@ -298,6 +432,12 @@ _VALUES = st.recursive(_SCALARS, lambda children: st.tuples(
 @given(st.lists(st.none() | _VALUES.map(document), min_size=1, max_size=4))
 def test_random_documents_decode_alike_in_c_python_and_the_library(docs: list[bytes | None]) -> None:
     three_way(docs)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_VALUES)
+def test_random_documents_have_the_librarys_structure(value: Any) -> None:
+    text_of(value)
 
 
 def test_a_large_container_past_64k_and_nesting_at_mysqls_limit() -> None:
@@ -335,10 +475,16 @@ def test_c_json_raises_a_clear_error_on_damaged_documents() -> None:
     _raises(document({"a": 1, "b": 2}).replace(b"b", b"a"), "duplicate key")
     _raises(document([Opaque(F.NEWDECIMAL, b"")]), "DECIMAL without")
     _raises(bytes([STRING, 2]) + b"\xc3\x28", "invalid UTF-8")
-    february_30 = ((2020 * 13 + 2) << 5 | 30) << 17 << 24
-    _raises(document([Opaque(F.DATETIME, struct.pack("<q", february_30))]), "day is out of range")
-    _raises(document([Opaque(F.TIME, struct.pack("<q", 25 << 12 << 24))]), "hour must be in")
-    _raises(document([decimal_opaque(Decimal("18446744073709551616"), 20, 0)]), "past 64 bits")
+    _raises(document([time_packed(839, 0, 0)]), "a TIME out of range")  # MySQL's TIME ends at 838:59:59
+    _raises(document([time_packed(1, 60, 0)]), "a TIME out of range")
+    _raises(document([time_packed(1, 0, 0, 1000000)]), "a TIME out of range")
+    _raises(document([Opaque(F.DATETIME, struct.pack("<q", ((2020 * 13 + 2) << 5 | 3) << 17 << 24 | 24 << 12 << 24))]),
+            "a DATETIME out of range")
+    _raises(document([Opaque(F.DATE, struct.pack("<q", (10000 * 13 << 5) << 17 << 24))]), "a DATETIME out of range")
+    _raises(document([Opaque(F.TIMESTAMP, struct.pack("<q", 1000000))]), "a DATETIME out of range")
+    _raises(document([Opaque(F.TIME, bytes(7))]), "shorter than 8 bytes")
+    _raises(document([Opaque(F.NEWDECIMAL, bytes([2, 0, 0x80 | 0x7F]))]), "DECIMAL group out of range")
+    _raises(document([Opaque(F.VAR_STRING, b"\xff")]), "invalid UTF-8")
     deep: Any = 1
     for _ in range(101):
         deep = [deep]
@@ -379,3 +525,4 @@ def test_an_excluded_or_hashed_json_column_in_c(exclude: set[str], hashed: set[s
     decoder = RowDecoder(_SCHEMA, frozenset(exclude), frozenset(hashed), list(_LIB_COLUMNS), KEY if hashed else None)
     body = _body([document({"a": [1, "x"]}), None, document([1.5, {"é": None}])])
     assert c_lines(decoder, body) == python_lines(decoder, body) is not None
+
