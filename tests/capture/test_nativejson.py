@@ -37,7 +37,8 @@ from cdc.rows import native
 from cdc.rows.decode import FAST_PATH_ERRORS, RowDecoder
 from cdc.rows.json_binary import library_read_binary_json
 from cdc.schema import Column, TableSchema
-from cdc.values import encoder_for
+from cdc.source import binlog_rows
+from cdc.values import MySQLJsonText, encoder_for
 from tests.hash_key import KEY
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY, LITERAL = 0, 1, 2, 3, 4
@@ -526,3 +527,11 @@ def test_an_excluded_or_hashed_json_column_in_c(exclude: set[str], hashed: set[s
     body = _body([document({"a": [1, "x"]}), None, document([1.5, {"é": None}])])
     assert c_lines(decoder, body) == python_lines(decoder, body) is not None
 
+
+def test_the_librarys_rows_read_json_through_our_packet_wrapper() -> None:
+    """The library's own rows (partial images, a type only it reads) call its packet's read_binary_json: ours gives
+    MySQL's text (cdc.source.binlog_rows), not parse_json's values, which lose a TIME's sign and DATE from DATETIME."""
+    doc = document({"t": time_packed(30, 0, 0, 0, negative=True), "d": datetime_opaque(dt.date(2020, 1, 2), F.DATE)})
+    value = binlog_rows._PacketWrapper.read_binary_json(_Packet(struct.pack("<I", len(doc)) + doc), 4, False)
+    assert isinstance(value, MySQLJsonText) and value == '{"d":"2020-01-02","t":"-30:00:00.000000"}'
+    assert binlog_rows._PacketWrapper.read_binary_json(_Packet(bytes(4)), 4, False) == "null"
