@@ -8,7 +8,8 @@ library's construction altogether (issue 28: its packet reads, header parsing an
 tail's CPU): _PacketWrapper reads the header and the body's bounds with two struct calls and builds our
 event with the attributes the library's constructor would have set. Every other event, and any doubt, goes
 through the library's constructor as before; a fast event rebuilds the library's own if asked for rows the
-body cannot give (tests/source/test_binlog_rows.py holds both to the same events).
+body cannot give (tests/source/test_binlog_rows.py holds both to the same events). The wrapper also reads MySQL 8's
+JSON documents for the library's rows as MySQL's text (read_binary_json: cdc.rows.json_binary).
 """
 
 from __future__ import annotations
