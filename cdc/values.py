@@ -251,31 +251,24 @@ def _encode_set(column: Column, value: Any) -> list[str]:
     return sorted(members, key=lambda label: (order.get(label, len(order)), label))
 
 
+class MySQLJsonText(str):
+    """MySQL 8's binary JSON document already written as the JSON text MySQL shows for it (cdc.rows.json_binary)."""
+
+    __slots__ = ()
+
+
 def _encode_json(column: Column, value: Any) -> str:
+    # Three sources, kept apart: MySQL 8's binary document from the binlog, decoded to MySQL's own text
+    # (cdc.rows.json_binary); MariaDB's JSON, a LONGTEXT whose bytes the binlog holds; a SELECT's text
+    # (snapshot, either server). The text is the value, never re-serialised.
+    if isinstance(value, MySQLJsonText):
+        return str(value)
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8")
     if isinstance(value, str):
         return value
-    import orjson
-
-    # MySQL's binary JSON decoded by the library into Python objects: re-serialise canonically.
-    return orjson.dumps(_json_ready(value), option=orjson.OPT_SORT_KEYS).decode("utf-8")
-
-
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {_json_key(k): _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, Decimal):
-        return float(value) if value != value.to_integral_value() else int(value)
-    return value
-
-
-def _json_key(key: Any) -> str:
-    return key.decode("utf-8") if isinstance(key, bytes) else str(key)
+    raise TypeError(f"JSON value of an unexpected type {type(value).__name__}: MySQL 8's documents are read "
+                    "by cdc.rows.json_binary, never as the library's Python values")
 
 
 def _encode_fallback(column: Column, value: Any) -> Any:

@@ -4,6 +4,7 @@ Around one table of MySQL types (mysql_types.MYSQL_TYPES, by binlog column type)
 map spells it, how a row image holds it, how it goes straight to its change-log value, and what we fix in
 the library's reading of it. A type's code lives in the module of its family:
   integers, floats, decimals, temporal, strings, labels (ENUM, SET), bits   one type family each
+  json_binary   MySQL 8's binary JSON -> the JSON text MySQL shows for it (fast path and library path alike)
   readers       the parts a type's handling is made of (Reader, Inline, Fix, ColumnType) and byte helpers
   table_map     a table-map event -> TableSchema (with information_schema hints for what the binlog lacks)
   images        a rows-event body -> Python values (ImageReader) or change-log values (EncodedImageReader)

@@ -6,12 +6,14 @@
  * shortest decimal that round-trips its 4 bytes and DOUBLE as orjson writes them, BIT as a number, a SET's
  * labels, UTF-8 text validated and escaped as orjson escapes it, text in a single-byte charset (latin1,
  * ascii, cp1250...) through a table of each byte's JSON and in any other charset (ucs2, utf16, utf32, sjis...)
- * through CPython's codec, binary and GEOMETRY in base64, an ENUM's label), or a call of the column's
+ * through CPython's codec, binary and GEOMETRY in base64, an ENUM's label, MySQL 8's binary JSON as the
+ * text MySQL's SELECT shows: _native_json.c), or a call of the column's
  * Python reader and orjson.dumps of its value for every other column (hashed columns, a type whose schema
  * and table map disagree): the output is the Python fast path's, byte for byte.
  *
  * Exactness rule: on anything this code is not sure of (bytes past the end of the body, invalid UTF-8,
  * bytes a charset refuses, a DECIMAL group out of its range, a FLOAT whose shortest digits are not found,
+ * a JSON offset past its document or a JSON type it does not know,
  * a Python reader that raised) it raises, and the caller decodes the event through the Python path (the
  * oracle), which gives the lines or names the column and row.
  * It never reads outside the body: every read is checked against its end first.
@@ -19,7 +21,7 @@
 #include "_native.h"
 
 /* Raised when this file changes what the Python side passes (cdc/rows/native.py). */
-#define ABI_VERSION 5
+#define ABI_VERSION 6
 
 /* Start `b` as a bytes object of `cap` bytes, to be cut to its length by buf_result. */
 static int buf_start_bytes(Buf *b, Py_ssize_t cap) {
@@ -98,6 +100,7 @@ static int parse_column(PyObject *spec, Column *c) {
     case A_PYTHON: ok = PyCallable_Check(extra); break;
     case A_INT: ok = c->a == 1 || c->a == 2 || c->a == 3 || c->a == 4 || c->a == 8; break;
     case A_DECIMAL: ok = c->a > 0 && c->a <= 65 && c->b >= 0 && c->b <= 30 && c->b <= c->a; break;
+    case A_JSON: ok = c->a >= 1 && c->a <= 4; break;
     case A_TEXT: case A_BASE64: ok = c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= 255; break;
     case A_DATETIME2: ok = c->a >= 0 && c->a <= 3 && c->b >= 0 && c->b <= 1000000; break;
     case A_DATE: case A_YEAR: ok = 1; break;
@@ -281,7 +284,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"ABI_VERSION", ABI_VERSION}, {"PYTHON", A_PYTHON}, {"INT", A_INT}, {"DECIMAL", A_DECIMAL}, {"TEXT", A_TEXT},
         {"BASE64", A_BASE64}, {"DATETIME2", A_DATETIME2}, {"DATE", A_DATE}, {"ENUM", A_ENUM}, {"YEAR", A_YEAR},
         {"TIMESTAMP2", A_TIMESTAMP2}, {"TIME2", A_TIME2}, {"FLOAT", A_FLOAT}, {"DOUBLE", A_DOUBLE}, {"BIT", A_BIT},
-        {"SET", A_SET}, {"CHARMAP", A_CHARMAP}, {"CODEC", A_CODEC},
+        {"SET", A_SET}, {"CHARMAP", A_CHARMAP}, {"CODEC", A_CODEC}, {"JSON", A_JSON},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++) {
         if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) {

@@ -1,9 +1,9 @@
 /* What the files of tail's C row decoder (the extension cdc.rows._native) share: a column's action, the
  * growing output buffer, digits, and the value writers of _native_numbers.c, _native_types.c and _native_image.c.
- * One extension, five sources (pyproject.toml): _native.c (plans, lines, the module), _native_image.c (a row
+ * One extension, six sources (pyproject.toml): _native.c (plans, lines, the module), _native_image.c (a row
  * image's values as JSON: UTF-8 text, binary, Python readers), _native_numbers.c (integers, DECIMAL, dates and
  * times), _native_types.c (FLOAT, DOUBLE, BIT, SET, text in other charsets) and cdc/_native_floats.c (FLOAT and
- * DOUBLE as orjson writes them, shared with the snapshot's reader).
+ * DOUBLE as orjson writes them, shared with the snapshot's reader) and _native_json.c (MySQL 8's binary JSON).
  */
 #ifndef CDC_ROWS_NATIVE_H
 #define CDC_ROWS_NATIVE_H
@@ -13,7 +13,7 @@
 #include <string.h>
 
 enum action { A_PYTHON, A_INT, A_DECIMAL, A_TEXT, A_BASE64, A_DATETIME2, A_DATE, A_ENUM, A_YEAR, A_TIMESTAMP2, A_TIME2,
-              A_FLOAT, A_DOUBLE, A_BIT, A_SET, A_CHARMAP, A_CODEC, A_COUNT };
+              A_FLOAT, A_DOUBLE, A_BIT, A_SET, A_CHARMAP, A_CODEC, A_JSON, A_COUNT };
 
 /* Bytes per byte of a CHARMAP column's table: the JSON fragment's length (0: not in the charset), the fragment. */
 #define CHARMAP_ENTRY 8
@@ -23,7 +23,7 @@ typedef struct {
     long a, b;          /* INT: size, unsigned; DECIMAL: precision, scale; TEXT/BASE64: length size, pad;
                            DATETIME2: fraction bytes, scale; ENUM: size; TIMESTAMP2, TIME2: fraction bytes,
                            1 if the column shows fraction digits (its fsp > 0); BIT, SET: size;
-                           CHARMAP, CODEC: length size */
+                           CHARMAP, CODEC, JSON: length size */
     PyObject *extra;    /* PYTHON: the reader; ENUM, SET: tuple of label fragments (bytes); CHARMAP: the table
                            (256 * CHARMAP_ENTRY bytes); CODEC: the Python codec's name (str) */
 } Column;
@@ -126,5 +126,8 @@ int put_codec(Buf *out, const unsigned char *s, Py_ssize_t n, PyObject *codec);
 int put_text(Buf *out, const unsigned char *s, Py_ssize_t n);
 void base64_init(void);
 int read_image(const Plan *plan, PyObject *body, Py_ssize_t *pos, Buf *scratch, Span *spans);
+
+/* _native_json.c: MySQL 8's binary JSON document (n > 0 bytes, the caller checked the body holds them). */
+int put_json(Buf *out, const unsigned char *p, Py_ssize_t n, PyObject *dumps);
 
 #endif

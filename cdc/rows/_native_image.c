@@ -192,6 +192,8 @@ static int read_value(Buf *out, const Column *c, PyObject *body, Py_ssize_t *pos
     if (c->action == A_TEXT) return put_text(out, p + c->a, n);
     if (c->action == A_CHARMAP) return put_charmap(out, p + c->a, n, c->extra);
     if (c->action == A_CODEC) return put_codec(out, p + c->a, n, c->extra);
+    if (c->action == A_JSON) /* 0 bytes: JSON null, as MySQL reads an empty document */
+        return n ? put_json(out, p + c->a, n, dumps) : buf_put(out, "\"null\"", 6);
     return put_base64(out, p + c->a, n, c->b);
 }
 

@@ -83,6 +83,28 @@ def decimal_text_reader(precision: int, scale: int) -> Reader:
     return read
 
 
+def checked_decimal_text(data: bytes, precision: int, scale: int) -> str:
+    """MySQL's binary DECIMAL(precision, scale) at the start of data as its exact text, as decimal_text_reader
+    writes it; ValueError when the precision, scale or size is not MySQL's or a digit group is out of range
+    (as the C decoder's put_decimal raises): a JSON document's opaque DECIMAL carries its own precision and scale."""
+    if not (1 <= precision <= 65 and scale <= 30 and scale <= precision):
+        raise ValueError("MySQL binary JSON: a DECIMAL of a bad precision, scale or size")
+    int_groups, frac_groups = _groups(precision, scale)
+    size = sum(width for width, _ in int_groups + frac_groups)
+    if size > len(data):
+        raise ValueError("MySQL binary JSON: a DECIMAL of a bad precision, scale or size")
+    raw = int.from_bytes(data[:size], "big")
+    top, full = 1 << (8 * size - 1), (1 << (8 * size)) - 1
+    raw = raw ^ top if raw & top else (raw ^ full) & ~top
+    shift = 8 * size
+    for width, digits in int_groups + frac_groups:
+        shift -= 8 * width
+        if (raw >> shift) & ((1 << (8 * width)) - 1) >= 10 ** digits:
+            raise ValueError("DECIMAL group out of range")
+    text: str = decimal_text_reader(precision, scale)(data, 0)[0]
+    return text
+
+
 def decimal_encoded_reader(column: Any, ours: Column) -> Reader:
     return decimal_text_reader(column.precision, column.decimals)
 

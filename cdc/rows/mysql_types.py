@@ -22,7 +22,7 @@ from typing import Any
 
 from pymysqlreplication.constants import FIELD_TYPE as F
 
-from cdc.rows import bits, decimals, floats, integers, labels, strings, temporal
+from cdc.rows import bits, decimals, floats, integers, json_binary, labels, strings, temporal
 from cdc.rows.readers import ColumnType, Fix, Inline, Reader
 from cdc.schema import Column
 from cdc.values import INTEGER_TYPES
@@ -93,7 +93,7 @@ MYSQL_TYPES: dict[int, MySQLType] = {
                         fixes={"binary": strings.binary_fix}),
     F.BLOB: MySQLType("BLOB", strings.describe_blob, strings.bytes_reader, strings.string_encoded_reader,
                       strings.string_inline, strings.ENCODED, _STRING_READS),
-    F.JSON: MySQLType("JSON", strings.describe_json),  # MySQL's binary JSON: the library decodes it
+    F.JSON: MySQLType("JSON", strings.describe_json, json_binary.json_reader),  # MySQL 8's binary JSON
     F.GEOMETRY: MySQLType("GEOMETRY", strings.describe_geometry, strings.bytes_reader),
 }
 

@@ -5,9 +5,9 @@ one action, all in C: integers, DECIMAL, DATETIME2, TIMESTAMP2, TIME2, DATE, YEA
 decimal that round-trips its 4 bytes), DOUBLE, BIT, SET, UTF-8 text (CHAR, VARCHAR, TEXT, MariaDB's JSON),
 text in a single-byte charset (latin1 as MySQL means it, ascii, cp1250...: a table of each byte's JSON),
 text in any other charset (ucs2, utf16, utf32, sjis...: CPython's codec, called from C), binary and GEOMETRY
-in base64. Only hashed columns, and a column whose schema and table map disagree, call their Python
-fast-path reader, whose value orjson writes. So every table with a Python fast path has a C one too, and
-its lines are the Python path's.
+in base64, MySQL 8's binary JSON as the text MySQL's SELECT shows (_native_json.c). Only hashed columns, and a
+column whose schema and table map disagree, call their Python fast-path reader, whose value orjson writes. So
+every table with a Python fast path has a C one too, and its lines are the Python path's.
 
 The Python fast path (cdc.rows.compiled + cdc.capture.rowblock) stays the reference and the fallback: it
 decodes an event whenever the extension is not built (no C compiler: the build is optional), is stale
@@ -34,18 +34,18 @@ from cdc.rows.strings import by_shape
 from cdc.schema import Column, TableSchema
 from cdc.values import INTEGER_TYPES, SPATIAL_TYPES
 
-ABI_VERSION = 5  # must match _native.c's: what compile(), rows() and finish() take
+ABI_VERSION = 6  # must match _native.c's: what compile(), rows() and finish() take
 _ACTIONS = ("PYTHON", "INT", "DECIMAL", "TEXT", "BASE64", "DATETIME2", "DATE", "ENUM", "YEAR", "TIMESTAMP2", "TIME2",
-            "FLOAT", "DOUBLE", "BIT", "SET", "CHARMAP", "CODEC")
+            "FLOAT", "DOUBLE", "BIT", "SET", "CHARMAP", "CODEC", "JSON")
 (PYTHON, INT, DECIMAL, TEXT, BASE64, DATETIME2, DATE, ENUM, YEAR, TIMESTAMP2, TIME2,
- FLOAT, DOUBLE, BIT, SET, CHARMAP, CODEC) = range(len(_ACTIONS))
+ FLOAT, DOUBLE, BIT, SET, CHARMAP, CODEC, JSON) = range(len(_ACTIONS))
 _CLOCKS = {F.TIMESTAMP2: ("timestamp", TIMESTAMP2), F.TIME2: ("time", TIME2)}
 _INT_SIZES = {F.TINY: 1, F.SHORT: 2, F.INT24: 3, F.LONG: 4, F.LONGLONG: 8}
 _STRINGS = (F.VARCHAR, F.STRING, F.BLOB)
 
 # The extension's sources (pyproject.toml), from this directory; cdc/_native_floats.c is the snapshot's too.
-SOURCES = ("_native.c", "_native_image.c", "_native_numbers.c", "_native_types.c", "_native.h", "../_native_floats.c",
-           "../_native_floats.h")
+SOURCES = ("_native.c", "_native_image.c", "_native_numbers.c", "_native_types.c", "_native_json.c", "_native.h",
+           "../_native_floats.c", "../_native_floats.h")
 CHARMAP_ENTRY = 8  # _native.h's: bytes per byte of a CHARMAP table (the fragment's length, the fragment)
 # orjson writes exponents as C does (cdc.native_floats): else FLOAT and DOUBLE keep their Python readers.
 _FLOATS_IN_C = orjson_writes_exponents_as_c()
@@ -116,6 +116,8 @@ def column_spec(lib_column: Any, ours: Column, read: Reader, hashed: bool) -> Sp
             return SET, lib_column.size, 0, tuple(orjson.dumps(member) for member in members)
     if kind == F.GEOMETRY and ours.data_type in SPATIAL_TYPES and 1 <= lib_column.length_size <= 4:
         return BASE64, lib_column.length_size, 0, None  # cdc.values: the SRID and WKB bytes in base64
+    if kind == F.JSON and ours.data_type == "json":
+        return JSON, lib_column.length_size, 0, None
     if kind in _STRINGS:
         shape = by_shape(lib_column, ours, _text, lambda size, pad: (BASE64, size, pad, None))
         if shape is not None:

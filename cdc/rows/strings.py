@@ -1,6 +1,7 @@
-"""CHAR, VARCHAR, TEXT, BINARY, VARBINARY, BLOB, JSON (MariaDB's LONGTEXT), GEOMETRY: a length prefix and the bytes.
+"""CHAR, VARCHAR, TEXT, BINARY, VARBINARY, BLOB, JSON, GEOMETRY: a length prefix and the bytes.
 
 The prefix is 1 or 2 bytes for CHAR/VARCHAR (2 past 255 bytes of column), 1-4 for the BLOB/TEXT sizes.
+MariaDB's JSON is a LONGTEXT; MySQL 8's JSON is its binary document (cdc.rows.json_binary).
 Text is decoded with the column's MySQL charset (latin1 is cp1252 with every byte a character, not
 ISO-8859-1: cdc.values), binary becomes base64, and BINARY(n) gets back the trailing 0x00 the binlog strips.
 """

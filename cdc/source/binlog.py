@@ -16,6 +16,8 @@ Verified against MariaDB 10.11 (see tests/capture/test_tail_binlog.py):
 - Values the library decodes lossily (zero and partial-zero dates, negative TIME fractions, strings decoded
   with Python's latin1 instead of MySQL's cp1252) are read by our overrides (cdc.rows.exact_reads), returning raw
   bytes for strings; the rest is fixed per type (cdc.rows.mysql_types' fixes, applied by cdc.rows.decode).
+  MySQL 8's JSON documents, whose temporal and opaque values parse_json loses, are read as MySQL's text by our
+  packet wrapper's read_binary_json (cdc.source.binlog_rows, cdc.rows.json_binary).
 - Per event, PyMySQL reads a packet in two reads and the library builds a wrapper and an event object: half of
   tail's CPU at binlog rates (issue 28). Once the dump has started, packets are cut from 256 KiB blocks
   (cdc.source.binlog_blocks) and common rows events skip the library's constructor (cdc.source.binlog_rows).

@@ -8,7 +8,8 @@ library's construction altogether (issue 28: its packet reads, header parsing an
 tail's CPU): _PacketWrapper reads the header and the body's bounds with two struct calls and builds our
 event with the attributes the library's constructor would have set. Every other event, and any doubt, goes
 through the library's constructor as before; a fast event rebuilds the library's own if asked for rows the
-body cannot give (tests/source/test_binlog_rows.py holds both to the same events).
+body cannot give (tests/source/test_binlog_rows.py holds both to the same events). The wrapper also reads MySQL 8's
+JSON documents for the library's rows as MySQL's text (read_binary_json: cdc.rows.json_binary).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 
 from cdc.rows.exact_reads import ExactReads
 from cdc.rows.images import ImageReader
+from cdc.rows.json_binary import library_read_binary_json
 
 
 class _RowsGuard(ExactReads):
@@ -134,6 +136,10 @@ class _PacketWrapper(BinLogPacketWrapper):  # type: ignore[misc]  # the library 
     def __init__(self, *args: Any, fast: bool = True) -> None:
         if not (fast and self._fast_rows(args)):
             super().__init__(*args)
+
+    def read_binary_json(self, size: int, is_partial: bool) -> Any:
+        """MySQL 8's JSON document as the text MySQL shows: the library's parse_json loses temporal and opaque values."""
+        return library_read_binary_json(self, size, is_partial)
 
     def _fast_rows(self, args: tuple[Any, ...]) -> bool:
         """Build a common rows event without the library's constructor; False: let the library do it."""
