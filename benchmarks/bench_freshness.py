@@ -169,7 +169,7 @@ def read_run(stdout: Any, book: Book) -> None:
 
 
 def poll_snowflake(params: dict[str, Any], book: Book, stop: threading.Event, interval: float) -> None:
-    """Every `interval`: the followed rows not yet seen, looked up with their committed values in one query.
+    """Every `interval`: the merged followed rows not yet seen, looked up with their committed values in one query.
 
     One query per look, not one per table: the stand-in runs one statement at a time, so 16 queries every 100 ms
     kept it busy and held back the statements of the run being measured.
@@ -182,7 +182,9 @@ def poll_snowflake(params: dict[str, Any], book: Book, stop: threading.Event, in
             with book.lock:
                 pending: dict[str, list[Sample]] = {}
                 for s in book.samples.values():
-                    if s.visible is None:
+                    # Merged only: apply loads what a merge reported, so a row not yet in the lake cannot be in
+                    # Snowflake; looking for it too made each look a 16-table query the stand-in had to serve.
+                    if s.visible is None and s.lake is not None:
                         pending.setdefault(s.table, []).append(s)
             if pending:
                 _look(conn, pending, book)
