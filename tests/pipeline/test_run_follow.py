@@ -117,3 +117,8 @@ def test_rows_committed_during_a_merge_are_sealed_before_it_ends(
     assert summary["event"] == "summary" and summary["stopped"] == "stopped by signal"
     assert sum(line["count"] for line in tail_lines) == summary["totals"]["tail"] > 0
     assert tail_lines[-1]["status"] == "stopped" and tail_lines[-1]["cycle"] == summary["cycles"]
+    # From the second cycle on, ship runs beside the merge; its line is reported once the merge is done.
+    ship_and_merge = [line for line in running.lines if line.get("stage") in ("ship-s3", "spark-merge")]
+    later = sorted({line["cycle"] for line in ship_and_merge if line["cycle"] > 1})
+    assert later and [line["stage"] for line in ship_and_merge if line["cycle"] > 1] == \
+        ["spark-merge", "ship-s3"] * len(later), [(x["cycle"], x["stage"], x["status"]) for x in ship_and_merge]
