@@ -11,18 +11,18 @@ Each stage is the library call its standalone command makes (cdc.pipeline.run_st
 own lock and keeps its own checkpoint: a crashed `cdc run` is simply run again, and a standalone stage
 running on the same state directory makes the run fail with exit 6 (and vice versa).
 
-`--follow` runs tail continuously and the later stages in cycles beside it (issue #25). The first cycle is
-the chain as `--until-now` runs it (tail catches up with the backlog, with a decode worker if a core is
-spare); from then on tail is `cdc tail --follow` in a thread of this process (cdc.pipeline.tail_beside),
-sealing a segment within its flush interval (0.5 s) whatever merge and apply are doing. Each later cycle
-ships, merges, bootstraps and applies what is sealed when it starts, and goes again at once when a segment
-sealed meanwhile, else waits up to `poll_interval` for one. From the second cycle on, ship runs in a thread beside
-the merge (_Shipping): merge reads the local change log, not what ship wrote, so neither waits for the other. Why not the old cycle loop (tail --until-now at
-the start of each cycle): a commit made while a cycle's merge and apply ran was not even sealed until the
-next cycle's tail (commit -> sealed p99 20 s on a quiet machine, 65 s at load 15); now it is within a
-second, durable in the change log and shippable by the next cycle. End to end, a row still waits for the
-running cycle to end before a merge takes it: that gain is only the tail stage's time per cycle
-(docs/performance.md, "Freshness").
+`--follow` runs tail continuously and the later stages in cycles beside it (issue #25). The first cycle is the
+chain as `--until-now` runs it (tail catches up with the backlog, with a decode worker if a core is spare);
+from then on tail is `cdc tail --follow` in a thread of this process (cdc.pipeline.tail_beside), sealing a
+segment within its flush interval (0.5 s) whatever merge and apply are doing. Each later cycle ships, merges,
+bootstraps and applies what is sealed when it starts, and goes again at once when a segment sealed meanwhile,
+else waits up to `poll_interval` for one. From the second cycle on, ship runs in a thread beside the merge
+(_Shipping): merge reads the local change log, not what ship wrote, so neither waits for the other. Why not
+the old cycle loop (tail --until-now at the start of each cycle): a commit made while a cycle's merge and
+apply ran was not even sealed until the next cycle's tail (commit -> sealed p99 20 s on a quiet machine, 65 s
+at load 15); now it is within a second, durable in the change log and shippable by the next cycle. End to end,
+a row still waits for the running cycle to end before a merge takes it: that gain is only the tail stage's
+time per cycle (docs/performance.md, "Freshness").
 
 What stays: every stage, tail included, holds its own lock and checkpoint (tail's for the whole run, so a
 standalone `cdc tail` fails with exit 6, and vice versa); stages never wait for each other (they meet only
