@@ -17,7 +17,7 @@ from then on tail is `cdc tail --follow` in a thread of this process (cdc.pipeli
 segment within its flush interval (0.5 s) whatever merge and apply are doing. Each later cycle ships, merges,
 bootstraps and applies what is sealed when it starts, and goes again at once when a segment sealed meanwhile,
 else waits up to `poll_interval` for one. From the second cycle on, ship runs in a thread beside the merge
-(_Shipping): merge reads the local change log, not what ship wrote, so neither waits for the other. Why not
+(cdc.pipeline.ship_beside): merge reads the local change log, not what ship wrote, so neither waits for the other. Why not
 the old cycle loop (tail --until-now at the start of each cycle): a commit made while a cycle's merge and
 apply ran was not even sealed until the next cycle's tail (commit -> sealed p99 20 s on a quiet machine, 65 s
 at load 15); now it is within a second, durable in the change log and shippable by the next cycle. End to end,
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -56,13 +55,13 @@ from cdc.pipeline import failures, run_stages
 from cdc.pipeline.auto_resnapshot import STAGE as AUTO_RESNAPSHOT
 from cdc.pipeline.auto_resnapshot import AutoResnapshot
 from cdc.pipeline.run_stages import Context, Outcome, StageProgress
+from cdc.pipeline.ship_beside import ShipBeside
 from cdc.pipeline.tail_beside import TailBeside
 from cdc.state import StateDir
 
 log = logging.getLogger(__name__)
 
 STAGES = ("snapshot", "tail", "ship-s3", "ship-kinesis", "spark-merge", "snowflake-bootstrap", "snowflake-apply")
-SHIP_STAGES = ("ship-s3", "ship-kinesis")
 ALIASES = {"ship": ("ship-s3", "ship-kinesis"), "snowflake": ("snowflake-bootstrap", "snowflake-apply")}
 _RUNNERS: dict[str, Callable[[Context], Outcome]] = {
     "snapshot": run_stages.snapshot, "tail": run_stages.tail, "ship-s3": run_stages.ship("s3"),
@@ -289,11 +288,16 @@ def _cycle(ctx: Context, chain: list[str], summary: RunSummary, on_stage: Callab
     busy = False
     if beside is not None:
         beside.sealed.clear()  # set again by a segment sealed from here on: the next cycle has work
-    shipping = _Shipping(ctx, chain, summary.cycles) if beside is not None and summary.cycles > 1 else None
+    shipping = _ship_beside(ctx, chain, summary.cycles) if beside is not None and summary.cycles > 1 else None
+
+    def report(result: StageResult) -> None:
+        _count(summary, result)
+        on_stage(result)
+
     for stage in chain:
         if ctx.stop.is_set():  # between stages: the one before finished its unit of work
             if shipping is not None:
-                shipping.join(summary, on_stage)
+                shipping.join(report)
             return busy, False
         if shipping is not None and stage in shipping.stages:
             shipping.start()  # beside the merge; joined once the merge is done
@@ -305,60 +309,21 @@ def _cycle(ctx: Context, chain: list[str], summary: RunSummary, on_stage: Callab
                 result = _run_stage(ctx, stage, summary.cycles, on_stage)
             except BaseException:
                 if shipping is not None:
-                    shipping.join(summary, on_stage)  # its lines; the stage's error wins over its own
+                    shipping.join(report, raise_error=False)  # its lines; the stage's error wins over its own
                 raise
             if stage == "tail" and beside is not None and result.status != run_stages.STOPPED:
                 beside.start()  # the backlog is captured: tail goes on beside the later stages
-        _count(summary, result)
-        on_stage(result)
+        report(result)
         if shipping is not None and stage == "spark-merge":
-            shipping.join(summary, on_stage)  # its lines after the merge's, then its error
+            shipping.join(report)  # its lines after the merge's, then its error
         busy = busy or (stage == "tail" and beside is None and result.count > 0)
         if result.status == run_stages.STOPPED:
             return busy, False
     return busy or (beside is not None and beside.sealed.is_set()), True
 
 
-class _Shipping:
-    """A follow cycle's ship stages in a thread beside its merge (issue #25).
-
-    The merge reads the local change log, not what ship wrote, so the two never wait for each other; run one after
-    the other, ship's time (~0.2-0.5 s a cycle) was added to every cycle. Only from the second cycle on: the first
-    is the chain as --until-now runs it. The thread reports nothing itself: `join` reports its lines from the
-    cycle's thread and raises its error there.
-    """
-
-    def __init__(self, ctx: Context, chain: list[str], cycle: int) -> None:
-        self.ctx, self.cycle = ctx, cycle
-        self.stages = [s for s in chain if s in SHIP_STAGES] if "spark-merge" in chain else []
-        self.lines: list[StageResult] = []
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._ship, name="cdc-run-ship", daemon=True)
-            self.thread.start()
-
-    def _ship(self) -> None:
-        try:
-            for stage in self.stages:
-                if self.ctx.stop.is_set():
-                    return
-                self.lines.append(_run_stage(self.ctx, stage, self.cycle, self.lines.append))
-        except BaseException as exc:  # noqa: BLE001 - raised again by join(), in the cycle's thread
-            self.error = exc
-
-    def join(self, summary: RunSummary, on_stage: Callable[[StageResult], None]) -> None:
-        thread, self.thread = self.thread, None
-        if thread is None:
-            return
-        thread.join()
-        for result in self.lines:
-            _count(summary, result)
-            on_stage(result)
-        if self.error is not None and sys.exc_info()[0] is None:  # a merge's error in flight wins
-            raise self.error
+def _ship_beside(ctx: Context, chain: list[str], cycle: int) -> ShipBeside:
+    return ShipBeside(chain, cycle, lambda stage, number, on_stage: _run_stage(ctx, stage, number, on_stage), ctx.stop)
 
 
 def _tail_beside(ctx: Context, beside: TailBeside) -> Outcome:

@@ -116,6 +116,17 @@ static int packed(const unsigned char *p, Py_ssize_t n, int *negative, uint64_t 
     return 0;
 }
 
+/* "HH:MM:SS.ffffff" at w (hours of 2 digits or more, always 6 fraction digits, as MySQL prints JSON times). */
+static char *clock_at(char *w, uint64_t hour, uint64_t minute, uint64_t second, uint64_t micro) {
+    w = digits_at(w, hour, 2);
+    *w++ = ':';
+    w = digits_at(w, minute, 2);
+    *w++ = ':';
+    w = digits_at(w, second, 2);
+    *w++ = '.';
+    return digits_at(w, micro, 6);
+}
+
 /* An opaque TIME as MySQL prints it: "[-]HH:MM:SS.ffffff", the sign on the whole value, hours up to 838. */
 static int put_json_time(Buf *doc, const unsigned char *p, Py_ssize_t n) {
     int negative;
@@ -127,13 +138,7 @@ static int put_json_time(Buf *doc, const unsigned char *p, Py_ssize_t n) {
     char *w = doc->data + doc->len;
     *w++ = '"';
     if (negative) *w++ = '-';
-    w = digits_at(w, hour, 2);
-    *w++ = ':';
-    w = digits_at(w, minute, 2);
-    *w++ = ':';
-    w = digits_at(w, second, 2);
-    *w++ = '.';
-    w = digits_at(w, micro, 6);
+    w = clock_at(w, hour, minute, second, micro);
     *w++ = '"';
     doc->len = w - doc->data;
     return 0;
@@ -159,13 +164,7 @@ static int put_json_datetime(Buf *doc, const unsigned char *p, Py_ssize_t n, int
     w = digits_at(w, ymd % 32, 2);
     if (!date_only) {
         *w++ = ' ';
-        w = digits_at(w, hour, 2);
-        *w++ = ':';
-        w = digits_at(w, minute, 2);
-        *w++ = ':';
-        w = digits_at(w, second, 2);
-        *w++ = '.';
-        w = digits_at(w, micro, 6);
+        w = clock_at(w, hour, minute, second, micro);
     }
     *w++ = '"';
     doc->len = w - doc->data;
