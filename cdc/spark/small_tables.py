@@ -103,8 +103,9 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
         events = compact.table_events(raw, table.versions, table.final, info)
         typed = compact.outcomes(events, table.versions, table.final, info, in_lake=False)
         columns = _outcome_names(table)
-        # Each table's columns under names of its own (t<index>_...), so that tables of any shapes share one union
-        # (a column missing from a table's rows is NULL there; a struct per table would keep its non-null fields).
+        # Each table's row as one struct column of its own (t<index>), so that tables of any shapes share one union
+        # (NULL in the other tables' rows): the union is 1 + tables columns wide, not the sum of the tables' columns,
+        # which Spark's optimizer and code generation paid for per branch (issue #25).
         frames.append(typed.select(*recipes.cached(spark, ("union names", index, tuple(columns)),
                                                    partial(_tagged, index, columns))))
         names.append(columns)
@@ -113,15 +114,20 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
     tags = collected.column("_t")
     out = []
     for index, columns in enumerate(names):
-        rows = collected.filter(pc.equal(tags, index)).select([f"t{index}_{c}" for c in columns])
-        out.append(rows.rename_columns(columns))
+        struct = collected.column(f"t{index}").combine_chunks()
+        fields = [struct.field(i) for i in range(struct.type.num_fields)]  # (a field ignores the struct's NULLs)
+        out.append(pa.Table.from_arrays(fields, names=columns).filter(pc.equal(tags, index)))
     return out
 
 
 def _tagged(index: int, columns: list[str]) -> list[Any]:
     from pyspark.sql import functions as F
 
-    return [F.lit(index).alias("_t"), *[F.col(c).alias(f"t{index}_{c}") for c in columns]]
+    # Every field nullable (CASE WHEN x IS NOT NULL THEN x is x): a non-null field (`_in_lake`, a literal) in a
+    # struct that is NULL in other tables' rows reaches Arrow as a non-nullable child holding NULLs, which
+    # pyarrow refuses in toArrow ("nulls in input cannot be viewed as non-nullable").
+    fields = [F.when(F.col(c).isNotNull(), F.col(c)).alias(c) for c in columns]
+    return [F.lit(index).alias("_t"), F.struct(*fields).alias(f"t{index}")]
 
 
 def _outcome_names(table: SmallTable) -> list[str]:
