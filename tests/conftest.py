@@ -22,7 +22,7 @@ for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
 
 # Fixtures every end-to-end test may need, defined once (a module importing them would start its own copies).
-pytest_plugins = ["tests.sinks.aws_fixtures", "tests.snowflake.stand_in", "tests.spark.spark_session"]
+pytest_plugins = ["tests.sinks.aws_fixtures", "tests.snowflake.stand_in", "tests.spark.spark_session", "tests.crash_rerun"]
 
 # Deliberately awkward (space, quotes, '#'): it catches passwords pasted into SQL, shell
 # command lines or option files without quoting.

@@ -62,6 +62,11 @@ _PORT_ATTEMPTS = 3
 _RUNNING: set[MariaDB] = set()
 
 
+def running_servers() -> list[MariaDB]:
+    """The rig's servers running now (started, neither stopped nor killed; a crashed one until it is stopped)."""
+    return list(_RUNNING)
+
+
 @dataclass(frozen=True)
 class DbUser:
     """An account on a rig server (the password is test data, not a secret)."""
