@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial, reduce
 from pathlib import Path
@@ -110,7 +111,8 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
                                                    partial(_tagged, index, columns))))
         names.append(columns)
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-    collected = union.toArrow()
+    with interpreted(spark):
+        collected = union.toArrow()
     tags = collected.column("_t")
     out = []
     for index, columns in enumerate(names):
@@ -118,6 +120,31 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
         fields = [struct.field(i) for i in range(struct.type.num_fields)]  # (a field ignores the struct's NULLs)
         out.append(pa.Table.from_arrays(fields, names=columns).filter(pc.equal(tags, index)))
     return out
+
+
+# A few thousand rows through 16 or so table branches: generating and compiling Java for each branch's operators
+# and expressions costs more than evaluating them. Interpreted, the one query of a follow cycle took 1.48-1.60 s
+# warm against 1.89-1.90 s, 8.0-8.9 s in a fresh process against 10.0-10.4 s (bench_small_merge.py, 200 changes
+# over 16 tables). `factoryMode` is one of Spark's internal settings (its tests run every expression both ways);
+# tests/spark/test_small_tables.py holds this path's lake and batches equal to the table-by-table merge's, which
+# keeps Spark's code generation.
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+@contextmanager
+def interpreted(spark: SparkSession) -> Iterator[None]:
+    """The session's queries run without generated code until the block ends (its settings restored then)."""
+    before = {key: spark.conf.get(key, None) for key in INTERPRETED}
+    for key, value in INTERPRETED.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, was in before.items():
+            if was is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, was)
 
 
 def _tagged(index: int, columns: list[str]) -> list[Any]:

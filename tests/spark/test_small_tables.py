@@ -201,3 +201,35 @@ def test_a_follow_cycle_in_many_segments_runs_its_one_job_in_few_tasks(tmp_path:
     jobs = [tracker.getJobInfo(j) for j in set(tracker.getJobIdsForGroup(None)) - before]
     tasks = sum(tracker.getStageInfo(s).numTasks for job in jobs if job for s in job.stageIds if tracker.getStageInfo(s))
     assert summary.spark_jobs == 1 and 1 <= tasks <= 8, (summary.spark_jobs, tasks)
+
+
+def test_a_follow_cycle_runs_its_one_query_without_generated_code(tmp_path: Path, spark: Any) -> None:
+    """The small tables' query runs interpreted (issue #25): for a few thousand rows, generating and compiling
+    Java for each table branch cost more than evaluating it. A table shape the session has never merged (decimal
+    precisions no other test uses) compiles no class; the session's own settings are back afterwards."""
+    codegen = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    warm = _tables(tmp_path / "warm", 1)  # the session's queries that do not depend on a table's shape, run once
+    merge(warm, spark=spark)
+    state = StateDir(tmp_path / "state").ensure()
+    columns = (Column("id", "bigint(20)", "bigint", nullable=False),
+               *(Column(f"d{p}", f"decimal({p},{p - 9})", "decimal", precision=p, scale=p - 9) for p in (23, 29, 33)))
+    SchemaHistory(state.schema).record(TableSchema("bench", "odd", columns, ("id",),
+                                                   "0000000001:000000000004:b000000000000"))
+    writer = SegmentWriter(state.changelog, owner="test")
+    for key in range(1, 6):
+        position = position_string(BINLOG, 4, key, snapshot=True)
+        image = {"id": key, **{f"d{p}": f"{key}.{'7' * (p - 9)}" for p in (23, 29, 33)}}
+        writer.write(position, orjson.dumps({
+            "after": image, "before": None, "db": "bench", "key": {"id": key}, "op": "r", "position": position,
+            "src": {"file": BINLOG, "gtid": None, "pos": 4, "row": key, "server_id": 1, "xid": 4}, "table": "odd",
+            "ts": "2026-11-22T07:00:01Z", "v": 1}) + b"\n")
+    writer.seal()
+    spark.conf.set("spark.sql.codegen.wholeStage", "true")  # the session's own setting, to be kept
+    compiled = codegen.METRIC_COMPILATION_TIME().getCount()
+    summary = merge(state, spark=spark)
+    assert codegen.METRIC_COMPILATION_TIME().getCount() - compiled == 0
+    assert [(r.table, r.inserts, r.lake_rows) for r in summary.tables] == [("bench.odd", 5, 5)]
+    lake = read_lake_table(state.root / "lake", "bench", "odd")
+    assert lake is not None and str(lake.by_key()[(2,)]["d33"]) == "2." + "7" * 24
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+    assert spark.conf.get("spark.sql.codegen.factoryMode", None) in (None, "FALLBACK")
