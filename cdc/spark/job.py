@@ -233,7 +233,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         if small:
-            entries.extend(_merge_small(spark, raw, small, run, state.batch_dir(batch), staging, phases, report))
+            entries.extend(_merge_small(spark, raw, small, run, state.batch_dir(batch), staging, phases, report,
+                                        alone=not any(i.rows for i in infos)))
 
         def merge_one(info: TableStats, **progress: Any) -> dict[str, Any]:
             return merge_table(spark, raw, history, info, run=run, target=target,
@@ -251,13 +252,13 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
 
 
 def _merge_small(spark: Any, raw: Any, small: list[small_tables.SmallTable], run: int, batch_dir: Path,
-                 staging: Path, phases: dict[str, float], report: Reporter) -> list[dict[str, Any]]:
+                 staging: Path, phases: dict[str, float], report: Reporter, *, alone: bool) -> list[dict[str, Any]]:
     """The small tables' entries (cdc.spark.small_tables), each table's finish reported as merge_tables does."""
     def step(table: str, name: str) -> None:
         report("merging", table=table, step=name, result=None)
 
     entries = small_tables.merge_small(spark, raw, small, run=run, batch_dir=batch_dir, staging=staging,
-                                       phases=phases, step=step)
+                                       phases=phases, step=step, alone=alone)
     for done, entry in enumerate(entries, start=1):
         entry["result"]["cascaded"] = 0  # a run with cascades takes no table this way
         result = TableResult(**entry["result"])

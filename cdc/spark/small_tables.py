@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from functools import partial, reduce
 from pathlib import Path
@@ -81,18 +81,23 @@ def pick(history: SchemaHistory, infos: list[TableStats], target: Path, run: int
 
 
 def merge_small(spark: SparkSession, raw: DataFrame, tables: list[SmallTable], *, run: int, batch_dir: Path,
-                staging: Path, phases: dict[str, float], step: Callable[[str, str], None]) -> list[dict[str, Any]]:
-    """Every table's journal entry (as table_merge.merge_table's), in `tables` order; step(table, name) as it goes."""
+                staging: Path, phases: dict[str, float], step: Callable[[str, str], None],
+                alone: bool = True) -> list[dict[str, Any]]:
+    """Every table's journal entry (as table_merge.merge_table's), in `tables` order; step(table, name) as it goes.
+
+    alone: no other table of the run has lines. Then the query runs interpreted (`interpreted`); else it is the
+    first read of lines the other tables' merges read again, cached by it, and keeps Spark's generated code."""
     for table in tables:
         step(_name(table), "compacting")
     with timed(phases, "compact"):
-        changed = collect_changes(spark, raw, tables)
+        changed = collect_changes(spark, raw, tables, interpret=alone)
     with timed(phases, "write"):
         return [_write(table, rows, run=run, batch_dir=batch_dir, staging=staging, step=step)
                 for table, rows in zip(tables, changed, strict=True)]
 
 
-def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable]) -> list[pa.Table]:
+def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable], *,
+                    interpret: bool = True) -> list[pa.Table]:
     """Each table's events, typed, with their outcome as if the lake lacked their key (compact.outcomes' columns):
     one Spark job over all the tables, no shuffle (the last change per key is picked on the driver, _winners)."""
 
@@ -111,7 +116,7 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
                                                    partial(_tagged, index, columns))))
         names.append(columns)
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-    with interpreted(spark):
+    with interpreted(spark) if interpret else nullcontext():
         collected = union.toArrow()
     tags = collected.column("_t")
     out = []
@@ -127,7 +132,8 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
 # warm against 1.89-1.90 s, 8.0-8.9 s in a fresh process against 10.0-10.4 s (bench_small_merge.py, 200 changes
 # over 16 tables). `factoryMode` is one of Spark's internal settings (its tests run every expression both ways);
 # tests/spark/test_small_tables.py holds this path's lake and batches equal to the table-by-table merge's, which
-# keeps Spark's code generation.
+# keeps Spark's code generation. Only where the query is the run's one read of the lines (merge_small's `alone`):
+# beside bigger tables it fills the cache of every line they read too, and each branch filters all of them.
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
