@@ -15,20 +15,7 @@ from __future__ import annotations
 import pytest
 from _pytest.runner import runtestprotocol
 
-from tests.rig.mariadb import MariaDB, running_servers
-
-CRASH_REPORT = "got signal"
-
-
-def crash_reports(servers: list[MariaDB]) -> dict[int, int]:
-    """Per server (by id), how many crash reports its error log holds."""
-    found = {}
-    for server in servers:
-        try:
-            found[id(server)] = server.error_log.read_text(errors="replace").count(CRASH_REPORT)
-        except OSError:
-            found[id(server)] = 0
-    return found
+from tests.rig.mariadb import running_servers
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -36,11 +23,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if item.get_closest_marker("mariadb") is None:
         return None  # the default protocol
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    before = crash_reports(running_servers())
+    before = {id(s): s.crash_reports() for s in running_servers()}
     reports = runtestprotocol(item, nextitem=nextitem, log=False)
     # A server its fixtures started (not running before) counts from none: its error log is new, or one whose
     # reports were counted when it ran before.
-    crashed = [s for s in running_servers() if crash_reports([s])[id(s)] > before.get(id(s), 0)]
+    crashed = [s for s in running_servers() if s.crash_reports() > before.get(id(s), 0)]
     if crashed and any(r.failed for r in reports):
         logs = ", ".join(str(s.error_log) for s in crashed)
         item.warn(pytest.PytestWarning(f"{item.nodeid} ran again: a MariaDB server crashed under it ({logs})"))

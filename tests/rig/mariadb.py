@@ -62,6 +62,11 @@ _PORT_ATTEMPTS = 3
 _RUNNING: set[MariaDB] = set()
 
 
+# What mariadbd writes to its error log when a fatal signal ends it ("mariadbd got signal 11 ;"): a crash, with its
+# stack trace after it. A SIGKILL writes nothing.
+CRASH_REPORT = "got signal"
+
+
 def running_servers() -> list[MariaDB]:
     """The rig's servers running now (started, neither stopped nor killed; a crashed one until it is stopped)."""
     return list(_RUNNING)
@@ -121,6 +126,13 @@ class MariaDB:
     @property
     def error_log(self) -> Path:
         return self.base_dir / "error.log"
+
+    def crash_reports(self) -> int:
+        """How many crashes (a fatal signal) its error log reports, over every start on this datadir."""
+        try:
+            return self.error_log.read_text(errors="replace").count(CRASH_REPORT)
+        except OSError:
+            return 0
 
     @property
     def pid_file(self) -> Path:
@@ -450,7 +462,7 @@ def _keep_crash_log(error_log: Path) -> None:
         text = error_log.read_text(errors="replace")
     except OSError:
         return
-    if "got signal" not in text:
+    if CRASH_REPORT not in text:
         return
     kept = Path(tempfile.gettempdir()) / "cdc-mariadb-crashes"
     kept.mkdir(exist_ok=True)
