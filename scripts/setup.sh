@@ -112,7 +112,7 @@ setup_venv() {
     local want
     # The C sources count too: an editable install builds the extension once, and a changed .c would
     # otherwise leave the stale build in place (the loader then falls back to the slower Python reader).
-    want="$(cd "$ROOT" && cat pyproject.toml cdc/*.[ch] cdc/snapshot/*.c cdc/rows/*.[ch] | sha256sum | cut -d' ' -f1)"
+    want="$(cd "$ROOT" && cat pyproject.toml cdc/*.[ch] cdc/snapshot/*.c cdc/rows/*.[ch] cdc/spark/*.c | sha256sum | cut -d' ' -f1)"
     # Two runs at once (two terminals, CI) must not pip install into the same venv together.
     exec 9>"$VENV/.cdc-setup.lock"
     command -v flock >/dev/null 2>&1 && flock 9

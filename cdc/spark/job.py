@@ -38,7 +38,8 @@ from cdc.spark.table_merge import merge_table
 from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 
 # Local input up to this size is scanned in Python (scan.local_stats) even with a session up: a follow
-# cycle's few lines cost milliseconds so, against a Spark job's second or more on a loaded machine.
+# cycle's few lines cost milliseconds so, against a Spark job's second or more on a loaded machine. With the C
+# scanner built, local input of any size is: 1M change lines took it 0.4 s against Spark's 3.2 s.
 LOCAL_SCAN_BYTES = 16 * 1024 * 1024
 # Input up to this size is read as one partition: a follow cycle's few lines spread over its 8-10 small segment
 # files made ~2 partitions per table branch of the small tables' union (30 tasks for 16 tables), and scheduling
@@ -199,7 +200,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     if infos is None:
         report("scanning")
         with timed(phases, "scan"):  # the first read: per table row count, positions, truncates
-            in_python = scan.is_local(files) and sum(s.bytes for s in segments) <= LOCAL_SCAN_BYTES
+            few = sum(s.bytes for s in segments) <= LOCAL_SCAN_BYTES
+            in_python = scan.is_local(files) and (few or scan.native_module() is not None)
             infos = scan.local_stats(files, merged_upto) if in_python else scan.spark_stats(raw)
     cut = key_change_cut(history, infos)
     if cut is not None:  # this run ends before a key change; the next one merges the rest (cdc.spark.rekey)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ CUT_KINDS = frozenset({"truncate", "drop"})  # every older row of the table is g
 # A re-snapshot's end line (docs/formats.md): every row older than its `cut` that was not read again is gone.
 RESNAPSHOT = "resnapshot"
 _FORMAT_HINT = "the change log does not follow docs/formats.md"
+NATIVE_ABI = 1  # must match _scan.c's
+_BLOCK = 4 << 20  # bytes read at a time; a longer line grows the block until it ends
 
 
 @dataclass(frozen=True)
@@ -94,20 +97,81 @@ def is_local(files: list[str]) -> bool:
 
 
 def local_stats(files: list[str], merged_upto: str | None) -> list[TableStats]:
-    """spark_stats's facts for the lines after `merged_upto`, read in Python (files: is_local)."""
-    # per (db, table): [rows, min row position, max row position, last position, (cut threshold, ts, position),
-    # renames, removals]
-    tables: dict[tuple[Any, Any], list[Any]] = {}
-    for path in files:
-        for number, change in _changes(path):
-            position = change.get("position")
-            if not isinstance(position, str):
-                raise DataError(f"{path}:{number}: change line without a position string", hint=_FORMAT_HINT)
-            if merged_upto is not None and position <= merged_upto:
-                continue
-            _count(tables, change, position)
+    """spark_stats's facts for the lines after `merged_upto`, read in Python (files: is_local).
+
+    With the C scanner built (cdc/spark/_scan.c), it reads the row-change lines and two files at once; the lines
+    it is not sure of (DDL, damaged or unusual ones) come back here. Without it, or with CDC_NATIVE=0, all in Python.
+    """
+    native = native_module()
+    if native is not None and (merged_upto is None or len(merged_upto.encode()) <= native.POS_MAX):
+        with ThreadPoolExecutor(min(2, len(files)) or 1) as pool:  # feed() runs without the interpreter lock
+            parts = list(pool.map(lambda path: _native_file(native, path, merged_upto), files))
+        tables = _merged(parts)
+    else:
+        tables = {}
+        for path in files:
+            for number, change in _changes(path):
+                _counted(tables, path, number, change, merged_upto)
     found = [_checked(db, table, *acc) for (db, table), acc in tables.items()]
     return sorted(found, key=lambda s: (s.db, s.table))
+
+
+def _counted(tables: dict[tuple[Any, Any], list[Any]], path: str, number: int, change: dict[str, Any],
+             merged_upto: str | None) -> None:
+    position = change.get("position")
+    if not isinstance(position, str):
+        raise DataError(f"{path}:{number}: change line without a position string", hint=_FORMAT_HINT)
+    if merged_upto is None or position > merged_upto:
+        _count(tables, change, position)
+
+
+def _native_file(native: Any, path: str, merged_upto: str | None) -> dict[tuple[Any, Any], list[Any]]:
+    """One file's facts: the C scanner's lines, and the lines it hands back counted by _count."""
+    scanner, number, pending = native.Scanner(merged_upto), 0, bytearray()
+    tables: dict[tuple[Any, Any], list[Any]] = {}
+    with _open(path) as handle:
+        while True:
+            block = handle.read(_BLOCK)
+            pending += block
+            cut = pending.rfind(b"\n") + 1 if block else len(pending)  # whole lines only, until the end
+            if cut:
+                lines, special = scanner.feed(pending, cut)
+                for index, start, end in special:
+                    change = _change(path, number + index + 1, bytes(pending[start:end]))
+                    if change is not None:
+                        _counted(tables, path, number + index + 1, change, merged_upto)
+                number += lines
+                del pending[:cut]
+            if not block:
+                break
+    for db, table, rows, removals, low, high, last in scanner.tables():
+        _add(tables, (db, table), [rows, low, high, last, None, 0, removals])
+    return tables
+
+
+def _merged(parts: list[dict[tuple[Any, Any], list[Any]]]) -> dict[tuple[Any, Any], list[Any]]:
+    tables: dict[tuple[Any, Any], list[Any]] = {}
+    for part in parts:
+        for key, acc in part.items():
+            _add(tables, key, acc)
+    return tables
+
+
+def _add(tables: dict[tuple[Any, Any], list[Any]], key: tuple[Any, Any], acc: list[Any]) -> None:
+    """Adds one part's facts of a table (_count's list) to `tables`: every fact is a count, a minimum or a maximum."""
+    have = tables.get(key)
+    if have is None:
+        tables[key] = list(acc)
+        return
+    rows, low, high, last, cut, renames, removals = acc
+    have[0] += rows
+    have[1] = min(filter(None, (have[1], low)), default=None)
+    have[2] = max(filter(None, (have[2], high)), default=None)
+    have[3] = max(have[3], last)
+    if cut is not None and (have[4] is None or _cut_order(*cut) > _cut_order(*have[4])):
+        have[4] = cut
+    have[5] += renames
+    have[6] += removals
 
 
 def _count(tables: dict[tuple[Any, Any], list[Any]], change: dict[str, Any], position: str) -> None:
@@ -142,18 +206,42 @@ def _cut_order(threshold: str, ts: str | None, position: str) -> tuple[str, bool
 
 def _changes(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, parsed line) of one file; a damaged line stops the merge, as Spark's FAILFAST read does."""
-    loads = orjson.loads
     with _open(path) as handle:
         for number, line in enumerate(handle, start=1):
-            try:
-                change = loads(line)
-            except orjson.JSONDecodeError as exc:
-                if not line.strip():  # Spark's JSON reader skips blank lines
-                    continue
-                raise DataError(f"{path}:{number}: damaged change line ({exc})", hint=_FORMAT_HINT) from None
-            if not isinstance(change, dict):
-                raise DataError(f"{path}:{number}: change line is not a JSON object", hint=_FORMAT_HINT)
-            yield number, change
+            change = _change(path, number, line)
+            if change is not None:
+                yield number, change
+
+
+def _change(path: str, number: int, line: bytes) -> dict[str, Any] | None:
+    """One line parsed; None for a blank line (Spark's JSON reader skips them)."""
+    try:
+        change = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        if not line.strip():
+            return None
+        raise DataError(f"{path}:{number}: damaged change line ({exc})", hint=_FORMAT_HINT) from None
+    if not isinstance(change, dict):
+        raise DataError(f"{path}:{number}: change line is not a JSON object", hint=_FORMAT_HINT)
+    return change
+
+
+def native_module() -> Any:
+    """The C scanner's module when it is built, current and not disabled (CDC_NATIVE=0); else None."""
+    return None if os.environ.get("CDC_NATIVE", "1").strip() == "0" else _NATIVE
+
+
+def _load_native() -> tuple[Any, str | None]:
+    try:
+        from cdc.spark import _scan as module
+    except ImportError as exc:
+        return None, f"the C scanner is not built ({exc}): run `pip install -e .`"
+    source = Path(__file__).with_name("_scan.c")
+    if getattr(module, "ABI_VERSION", None) != NATIVE_ABI:
+        return None, "the built C scanner is stale: run `pip install -e .` again"
+    if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
+        return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
+    return module, None
 
 
 @contextmanager
@@ -234,6 +322,9 @@ def _serve() -> int:
     sys.stdout.buffer.write(orjson.dumps(reply))
     return 0
 
+
+
+_NATIVE, NATIVE_PROBLEM = _load_native()
 
 if __name__ == "__main__":
     sys.exit(_serve())
