@@ -1,5 +1,5 @@
 """The C row decoder under AddressSanitizer: test_nativeblock.py's and test_nativejson.py's fuzz and differential
-tests, and the marker fill.
+tests, and the marker fill; the merge's C scanner (cdc/spark/_scan.c) with tests/spark/test_scan_native.py.
 
 Builds cdc/rows/_native*.c (one extension) with -fsanitize=address into a temporary directory, then runs
 tests/capture/test_nativeblock.py, test_nativejson.py (MySQL 8's binary JSON) and test_txn.py's test of the
@@ -24,39 +24,51 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "cdc" / "rows" / name
            for name in ("_native.c", "_native_image.c", "_native_numbers.c", "_native_types.c", "_native_json.c")]
 SOURCES.append(ROOT / "cdc" / "_native_floats.c")
+# argv: the extension's module name, its ASan build, the module that loads it, pytest's arguments.
 _RUN = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("cdc.rows._native", sys.argv[1])
+import importlib, importlib.util, sys
+name, path, loader = sys.argv[1:4]
+spec = importlib.util.spec_from_file_location(name, path)
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-sys.modules["cdc.rows._native"] = module
-from cdc.rows import native
-assert native.native_module() is module, native.PROBLEM
+sys.modules[name] = module
+assert importlib.import_module(loader).native_module() is module
 import pytest
-sys.exit(pytest.main(["-q", "-n", "0", "-p", "no:cacheprovider", "-p", "no:randomly", *sys.argv[2:]]))
+sys.exit(pytest.main(["-q", "-n", "0", "-p", "no:cacheprovider", "-p", "no:randomly", *sys.argv[4:]]))
 """
 
 
-def _build(target: Path) -> Path:
+def _build(target: Path, sources: list[Path], stem: str) -> Path:
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         pytest.skip("no C compiler")
-    out = target / ("_native" + sysconfig.get_config_var("EXT_SUFFIX"))
+    out = target / (stem + sysconfig.get_config_var("EXT_SUFFIX"))
     subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer",
-                    f"-I{sysconfig.get_paths()['include']}", *map(str, SOURCES), "-o", str(out)], check=True)
+                    f"-I{sysconfig.get_paths()['include']}", *map(str, sources), "-o", str(out)], check=True)
     return out
 
 
-@pytest.mark.slow
-def test_fuzz_corpus_under_address_sanitizer(tmp_path: Path) -> None:
-    module = _build(tmp_path)
+def _passes_under_asan(name: str, module: Path, loader: str, *tests: str) -> None:
+    """The tests pass in a fresh Python whose extension `name` is `module`, an ASan build, with ASan preloaded."""
     libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
            "PYTHONMALLOC": "malloc", "CDC_NATIVE": "1", "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", _RUN, str(module), str(ROOT / "tests/capture/test_nativeblock.py"),
-                          str(ROOT / "tests/capture/test_nativejson.py"),
-                          str(ROOT / "tests/capture/test_txn.py") + "::test_c_marker_fill_equals_two_replaces"],
+    run = subprocess.run([sys.executable, "-c", _RUN, name, str(module), loader, *tests],
                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert "AddressSanitizer" not in run.stderr, run.stderr[-4000:]
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert " passed" in run.stdout and "skipped" not in run.stdout
+
+
+@pytest.mark.slow
+def test_fuzz_corpus_under_address_sanitizer(tmp_path: Path) -> None:
+    _passes_under_asan("cdc.rows._native", _build(tmp_path, SOURCES, "_native"), "cdc.rows.native",
+                       str(ROOT / "tests/capture/test_nativeblock.py"), str(ROOT / "tests/capture/test_nativejson.py"),
+                       str(ROOT / "tests/capture/test_txn.py") + "::test_c_marker_fill_equals_two_replaces")
+
+
+@pytest.mark.slow
+def test_merge_scanner_under_address_sanitizer(tmp_path: Path) -> None:
+    """The hostile, cut, mutated lines of tests/spark/test_scan_native.py through the C scanner built with ASan."""
+    module = _build(tmp_path, [ROOT / "cdc" / "spark" / "_scan.c"], "_scan")
+    _passes_under_asan("cdc.spark._scan", module, "cdc.spark.scan", str(ROOT / "tests/spark/test_scan_native.py"))
