@@ -244,6 +244,9 @@ def _load_native() -> tuple[Any, str | None]:
     return module, None
 
 
+_NATIVE, NATIVE_PROBLEM = _load_native()
+
+
 @contextmanager
 def _open(path: str) -> Iterator[IO[bytes]]:
     handle: IO[bytes] = (gzip.open(path, "rb") if path.endswith(".gz")  # type: ignore[assignment]  # GzipFile is IO
@@ -322,9 +325,6 @@ def _serve() -> int:
     sys.stdout.buffer.write(orjson.dumps(reply))
     return 0
 
-
-
-_NATIVE, NATIVE_PROBLEM = _load_native()
 
 if __name__ == "__main__":
     sys.exit(_serve())
