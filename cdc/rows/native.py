@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 from pymysqlreplication.constants import FIELD_TYPE as F
 
+from cdc.native_build import stale_source
 from cdc.native_floats import orjson_writes_exponents_as_c
 from cdc.rows.readers import Reader, fraction
 from cdc.rows.strings import by_shape
@@ -61,10 +62,8 @@ def _load() -> tuple[ModuleType | None, str | None]:
             range(len(_ACTIONS))):
         return None, "the built C row decoder is stale: run `pip install -e .` again"
     # In a checkout, a source edited after the build means the build is out of date.
-    for source in (Path(__file__).parent / name for name in SOURCES):
-        if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
-            return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
-    return module, None
+    stale = stale_source(module, (Path(__file__).parent / name for name in SOURCES))
+    return (None, stale) if stale else (module, None)
 
 
 _MODULE, PROBLEM = _load()

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
+from cdc.native_build import stale_source
 from cdc.native_floats import orjson_writes_exponents_as_c
 
 ABI_VERSION = 6  # must match _native.c's: what the reader() arguments mean
@@ -43,9 +44,10 @@ def _load() -> tuple[ModuleType | None, str | None]:
     # In a checkout, a source edited (or pulled) after the build means the build is out of date;
     # scripts/setup.sh reinstalls only when pyproject.toml changes.
     shared = Path(__file__).parent.parent  # cdc/_native_floats.[ch], compiled into tail's decoder too
-    for source in (Path(__file__).with_name("_native.c"), shared / "_native_floats.c", shared / "_native_floats.h"):
-        if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
-            return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
+    stale = stale_source(module, (Path(__file__).with_name("_native.c"), shared / "_native_floats.c",
+                                  shared / "_native_floats.h"))
+    if stale:
+        return None, stale
     module.set_orjson_exponents(orjson_writes_exponents_as_c())
     return module, None
 

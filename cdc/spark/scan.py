@@ -28,6 +28,7 @@ from typing import IO, Any
 import orjson
 
 from cdc.errors import DataError
+from cdc.native_build import stale_source
 
 ROW_OPS = frozenset({"c", "u", "d", "r"})
 CUT_KINDS = frozenset({"truncate", "drop"})  # every older row of the table is gone
@@ -236,12 +237,10 @@ def _load_native() -> tuple[Any, str | None]:
         from cdc.spark import _scan as module
     except ImportError as exc:
         return None, f"the C scanner is not built ({exc}): run `pip install -e .`"
-    source = Path(__file__).with_name("_scan.c")
     if getattr(module, "ABI_VERSION", None) != NATIVE_ABI:
         return None, "the built C scanner is stale: run `pip install -e .` again"
-    if source.exists() and module.__file__ and source.stat().st_mtime > Path(module.__file__).stat().st_mtime:
-        return None, f"{source.name} changed after {Path(module.__file__).name} was built: run `pip install -e .` again"
-    return module, None
+    stale = stale_source(module, [Path(__file__).with_name("_scan.c")])
+    return (None, stale) if stale else (module, None)
 
 
 _NATIVE, NATIVE_PROBLEM = _load_native()
