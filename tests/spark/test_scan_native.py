@@ -155,6 +155,7 @@ def test_what_orjson_refuses_is_never_counted_in_c() -> None:
     """The C scanner's own verdict on single lines: the ones it counts parse in orjson to the same fields."""
     module = scan.native_module()
     assert module is not None
+    counted = 0
     for line in HOSTILE:
         scanner = module.Scanner(None)
         _, special = scanner.feed(line)
@@ -163,3 +164,8 @@ def test_what_orjson_refuses_is_never_counted_in_c() -> None:
         change = orjson.loads(line)
         [(db, table, rows, *_)] = scanner.tables()
         assert (db, table, rows) == (change["db"], change["table"], 1)
+        counted += 1
+    assert counted >= 7  # UTF-8 names, every row op, odd spacing, a number: counted in C, not handed back
+    plain = b"".join(encode_line(_row(n, op="cudr"[n % 4])) for n in range(1, 101))
+    scanner = module.Scanner(None)
+    assert scanner.feed(plain) == (100, [])  # the common line never leaves C
