@@ -149,9 +149,44 @@ def _mariadb_snapshot_position(conn: pymysql.Connection) -> Handover:
     if not file:
         raise _binlog_off()
     pos = int(rows["binlog_snapshot_position"])
-    found = query(conn, "SELECT BINLOG_GTID_POS(%s, %s) AS g", (file, pos))
-    gtid = found[0]["g"] if found else None
+    quiet, gtid = _gtid_if_binlog_still_at(conn, str(file), pos)
+    if not quiet:
+        found = query(conn, "SELECT BINLOG_GTID_POS(%s, %s) AS g", (file, pos))
+        gtid = found[0]["g"] if found else None
     return Handover(str(file), pos, str(gtid) if gtid else None)
+
+
+def _gtid_if_binlog_still_at(conn: pymysql.Connection, file: str, pos: int) -> tuple[bool, str | None]:
+    """(True, the server's GTID position) if nothing was written to the binlog since `file:pos`; else (False, None).
+
+    BINLOG_GTID_POS reads the binlog file from its start up to the position: up to max_binlog_size
+    (1 GB by default) per snapshot, and on a quiet server most of a small snapshot's time. When the
+    binlog still ends at the snapshot's position, the server's GTID position is the snapshot's. The
+    check brackets the GTID read with two reads of the binlog's end: MariaDB updates its GTID state
+    while it writes a transaction to the binlog, holding the binlog's lock, and SHOW MASTER STATUS
+    takes that lock, so a GTID read here whose transaction was being written shows as an end past the
+    snapshot's. A group written to the binlog but not yet committed in InnoDB (outside the snapshot) does too.
+    """
+    if _binlog_end(conn) != (file, pos):
+        return False, None
+    found = query(conn, "SELECT @@GLOBAL.gtid_binlog_pos AS g")
+    if _binlog_end(conn) != (file, pos):
+        return False, None
+    gtid = found[0]["g"] if found else None
+    return True, str(gtid) if gtid else None
+
+
+def _binlog_end(conn: pymysql.Connection) -> tuple[str, int] | None:
+    """Where the binlog ends now, or None for a user without BINLOG MONITOR (BINLOG_GTID_POS needs none)."""
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("SHOW MASTER STATUS")
+            row = cursor.fetchone()
+    except pymysql.err.MySQLError as exc:
+        if exc.args and exc.args[0] in _PRIVILEGE_ERRORS:
+            return None
+        raise
+    return (str(row[0]), int(row[1])) if row else None
 
 
 def _binlog_off() -> PreconditionError:
