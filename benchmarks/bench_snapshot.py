@@ -9,8 +9,10 @@ docs/formats.md, hostile values, tests/capture/workload.py). For each: rows/s of
 (read, encode exactly, write sealed change-log segments with fsync, checkpoint per chunk) and of
 `mariadb-dump --single-transaction --quick` writing SQL to a file, and the ratio cdc/dump (also against
 dump plus an fsync of its file, a reference for durable output, as cdc's segments are); each side
-runs --repeat times, alternating; the ratios of the best runs and of the median runs are printed (the
-machine is shared and its disk is virtual: see the load average, and prefer --repeat 10 or more).
+runs --repeat times, alternating, the order swapped every other round (each side follows itself and the
+other equally often: a run depends on the one before it); the ratios of the best runs and of the median
+runs are printed (the machine is shared and its disk is virtual: see the load average, and prefer
+--repeat 10 or more).
 Beside them: the bytes each side wrote per row (cdc's sealed segments, dump's file), and the median
 seconds the server's threads waited for block I/O per run (needs `sysctl kernel.task_delayacct=1`,
 as root; n/a otherwise): a server that waits longer for its page reads while cdc writes than while
@@ -249,17 +251,31 @@ def compare(args: argparse.Namespace, server: MariaDB, work: Path) -> None:
     for table in args.tables:
         dump, best, rows = Best(), {native: Best() for native in readers}, 0
         for run in range(args.repeat):
-            dump.keep(bench_dump(server, table, work))
             request = SnapshotRequest(chunk_size=args.chunk_size, workers=args.workers)
-            for native in readers:
-                rows, figures = bench_cdc(server, table, work / f"run{run}", args.profile and run == 0, request,
-                                          native)
-                best[native].keep(figures)
+            # A run depends on the run before it (the server's buffer pool, at least): cdc's `all_types` took
+            # 0.296 s after a dump and 0.244 s after itself (medians; dump 0.246 s after cdc, 0.256 s after
+            # itself). Every other round swaps the sides (dump cdc, cdc dump, ...): each follows itself and
+            # the other equally often.
+            if run % 2:
+                rows = _cdc_runs(server, table, work / f"run{run}", args.profile and run == 0, request, readers, best)
+            dump.keep(bench_dump(server, table, work))
+            if not run % 2:
+                rows = _cdc_runs(server, table, work / f"run{run}", args.profile and run == 0, request, readers, best)
         for native in readers:
             print(_figures(table, rows, 'C' if native else 'Python', best[native], dump))
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if server_io_wait(server) is None:
         print("server I/O wait: n/a (as root, `sysctl kernel.task_delayacct=1` makes the kernel count it)")
+
+
+def _cdc_runs(server: MariaDB, table: str, work: Path, profile: bool, request: SnapshotRequest, readers: list[bool],
+              best: dict[bool, Best]) -> int:
+    """One run of cdc per reader (C, and Python with --python-baseline); the rows copied."""
+    rows = 0
+    for native in readers:
+        rows, figures = bench_cdc(server, table, work, profile, request, native)
+        best[native].keep(figures)
+    return rows
 
 
 def _figures(table: str, rows: int, reader: str, ours: Best, dump: Best) -> str:
