@@ -31,7 +31,9 @@ def general_log(server: MariaDB) -> Iterator[None]:
         yield
     finally:
         server.execute("SET GLOBAL general_log = 0")
-        server.execute("TRUNCATE TABLE mysql.general_log")
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")  # the binlog the tests read stays as it was
+            cur.execute("TRUNCATE TABLE mysql.general_log")
         server.execute("SET GLOBAL log_output = %s", (output,))
         server.execute(f"SET GLOBAL general_log = {int(logging)}")
 
