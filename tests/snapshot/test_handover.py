@@ -2,7 +2,9 @@
 
 BINLOG_GTID_POS reads the binlog file from its start to the position (up to max_binlog_size per
 snapshot); cdc.snapshot.handover reads the server's GTID position instead when the binlog still ends
-at the snapshot's position. Both are checked against BINLOG_GTID_POS itself, run afterwards.
+at the snapshot's position. Both are checked against BINLOG_GTID_POS itself, run afterwards. The tests
+write in three GTID domains and turn the general log on: they have a server of their own, so that the
+session server's binlog keeps the one domain the other tests expect.
 """
 
 from __future__ import annotations
@@ -13,12 +15,27 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pymysql
+import pytest
 
 from cdc.gtid import GtidSet
 from cdc.snapshot.handover import take_handover
 from cdc.source.server import describe_server
 from tests.rig import MariaDB
 from tests.snapshot.support import make_settings
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MariaDB]:
+    own = MariaDB()
+    try:
+        yield own.start()
+    finally:
+        own.cleanup()
+
+
+@pytest.fixture
+def db(server: MariaDB) -> str:
+    return server.create_database("handover")
 
 
 @contextmanager
@@ -71,26 +88,26 @@ def write_in_domains(server: MariaDB, db: str) -> None:
         conn.commit()
 
 
-def test_quiet_server_hand_over_reads_no_binlog(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
-    write_in_domains(mariadb, fresh_db)
-    with general_log(mariadb):
-        file, pos, gtid, thread = handover_of(mariadb, tmp_path / "state")
-        ran = statements_of(mariadb, thread)
-    assert (file, pos) == mariadb.binlog_position()
-    assert gtid is not None and GtidSet.parse(gtid) == gtid_at(mariadb, file, pos)
+def test_quiet_server_hand_over_reads_no_binlog(server: MariaDB, db: str, tmp_path: Path) -> None:
+    write_in_domains(server, db)
+    with general_log(server):
+        file, pos, gtid, thread = handover_of(server, tmp_path / "state")
+        ran = statements_of(server, thread)
+    assert (file, pos) == server.binlog_position()
+    assert gtid is not None and GtidSet.parse(gtid) == gtid_at(server, file, pos)
     assert {"3", "7"} <= {part.split("-")[0] for part in gtid.split(",")}
     assert ran and not [s for s in ran if "BINLOG_GTID_POS" in s.upper()], ran
 
 
-def test_hand_over_under_writes_is_the_binlog_s(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+def test_hand_over_under_writes_is_the_binlog_s(server: MariaDB, db: str, tmp_path: Path) -> None:
     """With commits racing the hand-over, its GTID is BINLOG_GTID_POS at its position every time; the hand-overs
     that found the binlog moved on read it (at least one of the 40 here)."""
-    write_in_domains(mariadb, fresh_db)
+    write_in_domains(server, db)
     stop, errors = threading.Event(), []
 
     def commit_forever() -> None:
         try:
-            with mariadb.connect(database=fresh_db) as conn, conn.cursor() as cur:
+            with server.connect(database=db) as conn, conn.cursor() as cur:
                 n = 100
                 while not stop.is_set():
                     cur.execute("INSERT INTO t VALUES (%s)", (n,))
@@ -101,17 +118,17 @@ def test_hand_over_under_writes_is_the_binlog_s(mariadb: MariaDB, fresh_db: str,
 
     writer = threading.Thread(target=commit_forever, daemon=True)
     results, read_binlog = [], 0
-    with general_log(mariadb):
+    with general_log(server):
         writer.start()
         try:
             for i in range(40):
-                file, pos, gtid, thread = handover_of(mariadb, tmp_path / f"state{i}")
+                file, pos, gtid, thread = handover_of(server, tmp_path / f"state{i}")
                 results.append((file, pos, gtid))
-                read_binlog += any("BINLOG_GTID_POS" in s.upper() for s in statements_of(mariadb, thread))
+                read_binlog += any("BINLOG_GTID_POS" in s.upper() for s in statements_of(server, thread))
         finally:
             stop.set()
             writer.join(timeout=30)
     assert not errors, errors
     for file, pos, gtid in results:
-        assert GtidSet.parse(gtid or "") == gtid_at(mariadb, file, pos), (file, pos, gtid)
+        assert GtidSet.parse(gtid or "") == gtid_at(server, file, pos), (file, pos, gtid)
     assert read_binlog > 0
