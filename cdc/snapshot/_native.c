@@ -13,18 +13,24 @@
  * value running past its packet, invalid UTF-8, a Python fragment that raised), it stops and hands
  * the buffer, from that row's packet on, to the generated Python `parse` (the fallback). So lines
  * and errors (RowEncodeError, its row number and cause) are always the Python reader's own.
+ *
+ * Rows of a prepared statement (the binary protocol, cdc/snapshot/binary.py) are first turned into the text
+ * rows the server would have sent (_native_binary.c), then read the same way; a row this code is not sure of
+ * goes, as text, to the generated Python `row`.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../_native_floats.h"
+#include "_native_binary.h"
 
 /* Raised when this file changes what the Python side must pass or may expect (native.py). */
-#define ABI_VERSION 6
+#define ABI_VERSION 7
 
 enum action {
     A_RAW, A_QUOTED, A_TEMPORAL, A_TIMESTAMP, A_TEXT, A_BASE64, A_SKIP, A_PYTHON,
@@ -52,6 +58,10 @@ typedef struct {
     double growth;       /* bytes of lines per byte of row packets, as last seen */
     PyObject *fallback;  /* the generated Python parse(buf, p, end, n, seq, out) */
     PyObject *caches;    /* tuple: a CACHED column's dict (value bytes -> fragment), else None */
+    WireType *wire;      /* set_binary(): the columns of binary rows, else NULL */
+    unsigned char *binary_actions; /* set_binary(): actions, with RAW for DOUBLEs made JSON by binary_to_text */
+    PyObject *row;       /* set_binary(): the generated Python row(payload, n), for rows handed over */
+    TextRow scratch;     /* the text row of the binary row being read */
 } Reader;
 
 typedef struct {
@@ -602,7 +612,59 @@ static PyObject *hand_over(Reader *self, PyObject *buf, Py_ssize_t p, Py_ssize_t
     return PyObject_CallFunction(self->fallback, "OnnLiO", buf, p, end, n, seq, out);
 }
 
-static PyObject *Reader_parse(Reader *self, PyObject *args)
+
+/* Append a line the Python `row` made to the block; 0, or -1 with an error set. */
+static int append_line(Block *block, PyObject *line, Py_ssize_t hint)
+{
+    if (!PyBytes_Check(line)) {
+        PyErr_SetString(PyExc_TypeError, "row() must return bytes");
+        return -1;
+    }
+    if (reserve(block, PyBytes_GET_SIZE(line), hint) < 0)
+        return -1;
+    memcpy(PyBytes_AS_STRING(block->bytes) + block->used, PyBytes_AS_STRING(line), PyBytes_GET_SIZE(line));
+    block->used += PyBytes_GET_SIZE(line);
+    return 0;
+}
+
+/* One binary row (made text in self->scratch) into the block; 0, or -1 with an error set. */
+static int binary_row(Reader *self, const unsigned char *payload, Py_ssize_t size, long long n, Value *values,
+                      Block *block, Py_ssize_t hint)
+{
+    int status = binary_to_text(payload, size, self->wire, self->ncols, orjson_exponents ? 2 : 1, &self->scratch);
+    if (status < 0)
+        return -1;
+    if (status == 0) {
+        unsigned char *text_actions = self->actions;
+        self->actions = self->binary_actions;
+        int read = read_row(self, self->scratch.data, 0, self->scratch.len, values); /* 0, -1 not sure, -2 */
+        int written = 0;
+        if (read == 0) {
+            written = write_line(self, values, n, block, hint);
+            release(values, self->ncols);
+        }
+        self->actions = text_actions;
+        if (read == -2 || written < 0)
+            return -1;
+        if (read == 0)
+            return 0;
+    }
+    /* A DOUBLE not written as JSON, or a value read_row is not sure of: the server's text of the whole row,
+     * made into a line (or its error) by the Python reader. */
+    if (binary_to_text(payload, size, self->wire, self->ncols, 0, &self->scratch) < 0)
+        return -1;
+    PyObject *line = PyObject_CallFunction(self->row, "y#L", (const char *)self->scratch.data, self->scratch.len, n);
+    if (line == NULL)
+        return -1;
+    status = append_line(block, line, hint);
+    Py_DECREF(line);
+    return status;
+}
+
+/* The row packets of buf[p:end] -> lines appended to out, until a packet this does not take (incomplete, out
+ * of sequence, 16 MiB or more, EOF, ERR); (p, n, seq) where it stopped. Text rows: a row this is not sure of
+ * hands the buffer from there to the Python parse. Binary rows (`binary`): see binary_row. */
+static PyObject *parse_packets(Reader *self, PyObject *args, int binary)
 {
     PyObject *buf, *out;
     Py_ssize_t p, end;
@@ -610,6 +672,10 @@ static PyObject *Reader_parse(Reader *self, PyObject *args)
     int seq;
     if (!PyArg_ParseTuple(args, "OnnLiO!:parse", &buf, &p, &end, &n, &seq, &PyList_Type, &out))
         return NULL;
+    if (binary && self->wire == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "parse_binary: set_binary() was not called");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -631,23 +697,28 @@ static PyObject *Reader_parse(Reader *self, PyObject *args)
     while (p + 4 < end) {
         Py_ssize_t size = b[p] | b[p + 1] << 8 | b[p + 2] << 16;
         Py_ssize_t q = p + 4 + size;
-        if (q > end || size == MAX_PACKET || b[p + 3] != seq)
+        if (q > end || size == MAX_PACKET || b[p + 3] != seq || (binary && size == 0))
             break;
         int status = size == 0 ? -1 : 0;
         unsigned char first = status == 0 ? b[p + 4] : 0;
         if (status == 0 && (first == 0xFF || (first == 0xFE && size < 9)))
             break; /* an ERR or EOF packet: the caller's business */
-        if (status == 0)
-            status = read_row(self, b, p + 4, q, values);
-        if (status == -1) { /* not sure: the Python reader takes this row and the rest */
-            if (flush(&block, out) == 0)
-                result = hand_over(self, buf, p, end, n, seq, out);
-            goto done;
+        if (binary) {
+            if (binary_row(self, b + p + 4, size, n, values, &block, hint) < 0)
+                goto done;
+        } else {
+            if (status == 0)
+                status = read_row(self, b, p + 4, q, values);
+            if (status == -1) { /* not sure: the Python reader takes this row and the rest */
+                if (flush(&block, out) == 0)
+                    result = hand_over(self, buf, p, end, n, seq, out);
+                goto done;
+            }
+            status = status == 0 ? write_line(self, values, n, &block, hint) : status;
+            release(values, self->ncols);
+            if (status < 0)
+                goto done;
         }
-        status = status == 0 ? write_line(self, values, n, &block, hint) : status;
-        release(values, self->ncols);
-        if (status < 0)
-            goto done;
         p = q;
         n += 1;
         seq = (seq + 1) & 255;
@@ -663,6 +734,77 @@ done:
     return result;
 }
 
+static PyObject *Reader_parse(Reader *self, PyObject *args)
+{
+    return parse_packets(self, args, 0);
+}
+
+static PyObject *Reader_parse_binary(Reader *self, PyObject *args)
+{
+    return parse_packets(self, args, 1);
+}
+
+static PyObject *Reader_set_binary(Reader *self, PyObject *args)
+{
+    PyObject *types, *row;
+    if (!PyArg_ParseTuple(args, "O!O:set_binary", &PyTuple_Type, &types, &row))
+        return NULL;
+    if (PyTuple_GET_SIZE(types) != self->ncols || !PyCallable_Check(row)) {
+        PyErr_SetString(PyExc_ValueError, "set_binary: one (code, unsigned, decimals, zerofill, json) per column, "
+                                          "and row()");
+        return NULL;
+    }
+    WireType *wire = PyMem_Calloc(self->ncols ? self->ncols : 1, sizeof(WireType));
+    if (wire == NULL)
+        return PyErr_NoMemory();
+    unsigned char *actions = PyMem_Malloc(self->ncols ? self->ncols : 1);
+    if (actions == NULL) {
+        PyMem_Free(wire);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < self->ncols; i++) {
+        int code, is_unsigned, decimals, zerofill, json;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(types, i), "iiiip", &code, &is_unsigned, &decimals, &zerofill, &json)) {
+            PyMem_Free(wire);
+            PyMem_Free(actions);
+            return NULL;
+        }
+        if (!binary_type_known(code, decimals) || zerofill < 0 || zerofill > 0xFFFF) {
+            PyMem_Free(wire);
+            PyMem_Free(actions);
+            return PyErr_Format(PyExc_ValueError, "set_binary: column %zd: field type %d (%d digits) not read", i,
+                                code, decimals);
+        }
+        json = json && code == 5 && self->actions[i] == A_PYTHON; /* a DOUBLE whose fragment is dumps(float(v)) */
+        wire[i] = (WireType){(unsigned char)code, (unsigned char)(is_unsigned != 0), (unsigned char)decimals,
+                             (unsigned char)json, (unsigned short)zerofill};
+        actions[i] = json ? A_RAW : self->actions[i];
+    }
+    PyMem_Free(self->wire);
+    self->wire = wire;
+    PyMem_Free(self->binary_actions);
+    self->binary_actions = actions;
+    Py_INCREF(row);
+    Py_XSETREF(self->row, row);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_to_text(Reader *self, PyObject *payload)
+{
+    if (self->wire == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "to_text: set_binary() was not called");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    if (binary_to_text(view.buf, view.len, self->wire, self->ncols, 0, &self->scratch) == 0)
+        result = PyBytes_FromStringAndSize((const char *)self->scratch.data, self->scratch.len);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static void Reader_dealloc(Reader *self)
 {
     PyMem_Free(self->actions);
@@ -672,6 +814,10 @@ static void Reader_dealloc(Reader *self)
     Py_XDECREF(self->literals);
     Py_XDECREF(self->fallback);
     Py_XDECREF(self->caches);
+    PyMem_Free(self->wire);
+    PyMem_Free(self->binary_actions);
+    Py_XDECREF(self->row);
+    PyMem_Free(self->scratch.data);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -679,6 +825,12 @@ static PyMethodDef Reader_methods[] = {
     {"parse", (PyCFunction)Reader_parse, METH_VARARGS,
      "parse(buf, p, end, n, seq, out) -> (p, n, seq): the generated Python parse, in C; the lines of one "
      "call are appended to out as one bytes object."},
+    {"parse_binary", (PyCFunction)Reader_parse_binary, METH_VARARGS,
+     "parse_binary(buf, p, end, n, seq, out) -> (p, n, seq): parse, for the binary rows of a prepared statement."},
+    {"set_binary", (PyCFunction)Reader_set_binary, METH_VARARGS,
+     "set_binary(types, row): the binary rows' columns ((code, unsigned, decimals, zerofill, json) each: json, a "
+     "DOUBLE written as its JSON number) and the Python row(payload, n) for rows handed over."},
+    {"to_text", (PyCFunction)Reader_to_text, METH_O, "to_text(payload) -> the text row of one binary row payload."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -743,6 +895,10 @@ static PyObject *make_reader(PyObject *module, PyObject *args)
     Reader *self = PyObject_New(Reader, &ReaderType);
     if (self == NULL)
         return NULL;
+    self->wire = NULL;
+    self->binary_actions = NULL;
+    self->row = NULL;
+    self->scratch = (TextRow){NULL, 0, 0};
     self->ncols = ncols;
     self->nslots = PyTuple_GET_SIZE(slots);
     self->actions = PyMem_Malloc(ncols ? ncols : 1);

@@ -79,6 +79,15 @@ class CompiledTable:
     row: Callable[[bytes, int], bytes]
     field_types: tuple[int, ...]
     native: bool = False  # parse is the C reader's (cdc.snapshot.native)
+    reader: Any = None  # the C reader itself (parse_binary, to_text: cdc.snapshot.binary), when native
+    plain_doubles: tuple[bool, ...] = ()  # per column: a DOUBLE written as dumps(float(v)), no rule on it
+
+    def checked_row(self, payload: bytes, n: int) -> bytes:
+        """row(), with a value's error raised as parse raises it (RowEncodeError: the row number, the cause)."""
+        try:
+            return self.row(payload, n)
+        except VALUE_ERRORS as exc:
+            raise RowEncodeError(n, exc) from exc
 
 
 def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
@@ -110,8 +119,9 @@ def compile_table(plan: TablePlan, parts: LineParts, fields: Sequence[Any],
     holes = order + [index[name] for name in _sorted_names(plan.key)]
     namespace = _generate(plan, [expression for _, expression in codes], holes, consts)
     reader = _native_reader(codes, consts, namespace, holes, native)
+    plain_doubles = tuple(c.data_type == "double" and c.name not in excluded and c.name not in hashed for c in columns)
     return CompiledTable(reader.parse if reader is not None else namespace["parse"], namespace["row"],
-                         tuple(int(f.type_code) for f in fields), reader is not None)
+                         tuple(int(f.type_code) for f in fields), reader is not None, reader, plain_doubles)
 
 
 def _generate(plan: TablePlan, expressions: list[str], holes: list[int], consts: dict[str, Any]) -> dict[str, Any]:

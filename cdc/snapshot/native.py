@@ -15,7 +15,7 @@ from types import ModuleType
 from cdc.native_build import stale_source
 from cdc.native_floats import orjson_writes_exponents_as_c
 
-ABI_VERSION = 6  # must match _native.c's: what the reader() arguments mean
+ABI_VERSION = 7  # must match _native.c's: what the reader() arguments mean
 # Column actions (the C enum, checked at import): what the reader does with a column's bytes.
 # INTEGER_TEXT (ZEROFILL, YEAR: int(v) printed) and BIT (big-endian unsigned, up to 8 bytes) do the
 # plain cases in C and call the column's fragment for anything else, as PYTHON does for every value.
@@ -44,8 +44,9 @@ def _load() -> tuple[ModuleType | None, str | None]:
     # In a checkout, a source edited (or pulled) after the build means the build is out of date;
     # scripts/setup.sh reinstalls only when pyproject.toml changes.
     shared = Path(__file__).parent.parent  # cdc/_native_floats.[ch], compiled into tail's decoder too
-    stale = stale_source(module, (Path(__file__).with_name("_native.c"), shared / "_native_floats.c",
-                                  shared / "_native_floats.h"))
+    here = Path(__file__).parent
+    stale = stale_source(module, (here / "_native.c", here / "_native_binary.c", here / "_native_binary.h",
+                                  shared / "_native_floats.c", shared / "_native_floats.h"))
     if stale:
         return None, stale
     module.set_orjson_exponents(orjson_writes_exponents_as_c())

@@ -10,7 +10,8 @@ the server, `on_idle` may do other work (the snapshot writes its queued lines th
 bytes are waiting on the socket.
 
 This uses PyMySQL internals that have been stable through 1.x (`_rfile`, `_next_seq_id`,
-`_force_close`, the cursor's `_result` with `fields`, `converters`, `unbuffered_active`);
+`_force_close`, `_execute_command`, `_read_packet`, the cursor's `_result` with `fields`, `converters`,
+`unbuffered_active`);
 check_driver() refuses a PyMySQL without them with a clear message instead of misreading a stream.
 """
 
@@ -26,6 +27,8 @@ from pymysql.constants import CR
 from pymysql.protocol import MysqlPacket
 
 from cdc.errors import PreconditionError
+from cdc.snapshot import binary
+from cdc.snapshot import native as native_api
 from cdc.snapshot.lines import CompiledTable
 
 BLOCK = 256 * 1024
@@ -35,12 +38,15 @@ MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet (rows 
 Sink = Callable[[int, int, list[bytes]], None]
 CompileFn = Callable[[Sequence[Any], Sequence[tuple[str | None, Any]]], CompiledTable]
 IdleFn = Callable[[Callable[[], bool]], None]  # gets a "nothing to read yet" check; works while it says True
+ParseFn = Callable[..., tuple[int, int, int]]  # CompiledTable.parse's signature
+# ER_UNSUPPORTED_PS, ER_MAX_PREPARED_STMT_COUNT_REACHED: the server will not prepare it; the text protocol reads.
+_NOT_PREPARED = {1295, 1461}
 
 
 def check_driver(conn: pymysql.Connection) -> None:
     """Refuse a PyMySQL whose internals differ from what the block reader relies on."""
-    missing = [name for name in ("_sock", "_rfile", "_next_seq_id", "_force_close", "_result")
-               if not hasattr(conn, name)]
+    missing = [name for name in ("_sock", "_rfile", "_next_seq_id", "_force_close", "_result", "_execute_command",
+                                 "_read_packet") if not hasattr(conn, name)]
     if missing:
         raise PreconditionError(
             f"PyMySQL {pymysql.__version__} lacks {', '.join(missing)}, which the snapshot's row reader uses",
@@ -49,12 +55,20 @@ def check_driver(conn: pymysql.Connection) -> None:
 
 
 def read_rows(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, compiled_for: CompileFn,
-              first_row: int, sink: Sink, on_idle: IdleFn | None = None) -> tuple[int, bytes | None]:
+              first_row: int, sink: Sink, on_idle: IdleFn | None = None, *,
+              binary_rows: bool | None = None) -> tuple[int, bytes | None]:
     """Run the SELECT, feed its lines to `sink` in batches; return (rows read, the last line or None).
 
     If anything fails mid-result, the rest of the result is still on the wire: the connection is
-    closed rather than left out of step with the server.
+    closed rather than left out of step with the server. With the C reader (`binary_rows` None) or
+    `binary_rows` True, the rows come over the binary protocol (a prepared statement: the server prints
+    no value, cdc.snapshot.binary); else, or where the server will not prepare the statement, over the
+    text protocol.
     """
+    if binary_rows or (binary_rows is None and native_api.native_module() is not None):
+        done = _read_binary(conn, sql, params, compiled_for, first_row, sink, on_idle)
+        if done is not None:
+            return done
     with conn.cursor(pymysql.cursors.SSCursor) as cursor:
         cursor.execute(sql, params)
         result = cursor._result  # noqa: SLF001 - see the module docstring
@@ -71,6 +85,43 @@ def read_rows(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, 
             result.unbuffered_active = False  # read to its end here, or abandoned with the connection
 
 
+def _read_binary(conn: pymysql.Connection, sql: str, params: Sequence[Any] | None, compiled_for: CompileFn,
+                 first_row: int, sink: Sink, on_idle: IdleFn | None) -> tuple[int, bytes | None] | None:
+    """read_rows over the binary protocol; None (nothing read) where the server refuses to prepare the
+    statement or a column's type is one binary.to_text does not know."""
+    with conn.cursor() as cursor:
+        text = cursor.mogrify(sql, params)  # the statement the text protocol would run, values bound the same way
+    try:
+        statement = binary.prepare(conn, text)
+    except pymysql.err.MySQLError as exc:
+        if exc.args and exc.args[0] in _NOT_PREPARED:
+            return None
+        raise
+    if not binary.readable(statement.types):
+        binary.close(conn, statement)
+        return None
+    result = binary.execute(conn, statement)
+    table = compiled_for(result.fields, result.converters)
+    types = [binary.WireType.of(field) for field in result.fields]
+    if table.reader is not None:
+        table.reader.set_binary(tuple((t.code, int(t.unsigned), t.decimals, t.zerofill, plain)
+                                      for t, plain in zip(types, table.plain_doubles, strict=True)), table.checked_row)
+        wire = _Wire(conn, table, on_idle, table.reader.parse_binary, table.reader.to_text)
+    else:  # a table compiled for the Python reader: the reference conversion, row by row
+        wire = _Wire(conn, table, on_idle, binary.python_parse(table.checked_row, types),
+                     lambda payload: binary.to_text(payload, types))
+    try:
+        done = wire.run(first_row, sink)
+    except ValueError as exc:  # a binary row to_text cannot read: the stream is not what it should be
+        raise wire._lost(f"a binary row not read: {exc}") from exc  # noqa: SLF001 - our own class
+    except BaseException:
+        if not wire.finished:
+            conn._force_close()  # noqa: SLF001
+        raise
+    binary.close(conn, statement)
+    return done
+
+
 def last_line(block: bytes) -> bytes:
     """The last of the whole lines in `block` (the C reader appends one block of lines per call)."""
     return block[block.rfind(b"\n", 0, len(block) - 1) + 1:]
@@ -79,10 +130,14 @@ def last_line(block: bytes) -> bytes:
 class _Wire:
     """The byte buffer between the socket and the generated parser."""
 
-    def __init__(self, conn: pymysql.Connection, table: CompiledTable, on_idle: IdleFn | None = None) -> None:
+    def __init__(self, conn: pymysql.Connection, table: CompiledTable, on_idle: IdleFn | None = None,
+                 parse: ParseFn | None = None, to_text: Callable[[bytes], bytes] | None = None) -> None:
         self.conn = conn
         self.table = table
         self.on_idle = on_idle
+        # The binary protocol's rows: parsed by parse_binary, a row of 16 MiB or more made text for row().
+        self.parse = parse or table.parse
+        self.to_text = to_text
         self._poll = select.poll()  # not select.select: it fails on descriptors past 1023
         self._poll.register(conn._sock.fileno(), select.POLLIN)  # noqa: SLF001
         self.rfile = conn._rfile  # noqa: SLF001
@@ -93,7 +148,7 @@ class _Wire:
 
     def run(self, n: int, sink: Sink) -> tuple[int, bytes | None]:
         first, last = n, None
-        parse = self.table.parse
+        parse = self.parse
         while True:
             out: list[bytes] = []
             batch_start = n
@@ -105,7 +160,9 @@ class _Wire:
             if stop == "eof":
                 return n - first, last
             if stop == "big":
-                line = self.table.row(self._big_payload(), n)
+                payload = self._big_payload()
+                line = self.table.row(payload, n) if self.to_text is None else \
+                    self.table.checked_row(self.to_text(payload), n)
                 sink(n, 1, [line])
                 n, last = n + 1, line
             # "more": the packet at p is incomplete; _stopped_at read the bytes it needs

@@ -1,5 +1,6 @@
 """The C row decoder under AddressSanitizer: test_nativeblock.py's and test_nativejson.py's fuzz and differential
-tests, and the marker fill; the merge's C scanner (cdc/spark/_scan.c) with tests/spark/test_scan_native.py.
+tests, and the marker fill; the merge's C scanner (cdc/spark/_scan.c) with tests/spark/test_scan_native.py; the
+snapshot's C reader and its binary rows (cdc/snapshot/_native*.c) with tests/snapshot/test_binary.py and test_native.py.
 
 Builds cdc/rows/_native*.c (one extension) with -fsanitize=address into a temporary directory, then runs
 tests/capture/test_nativeblock.py, test_nativejson.py (MySQL 8's binary JSON) and test_txn.py's test of the
@@ -72,3 +73,14 @@ def test_merge_scanner_under_address_sanitizer(tmp_path: Path) -> None:
     """The hostile, cut, mutated lines of tests/spark/test_scan_native.py through the C scanner built with ASan."""
     module = _build(tmp_path, [ROOT / "cdc" / "spark" / "_scan.c"], "_scan")
     _passes_under_asan("cdc.spark._scan", module, "cdc.spark.scan", str(ROOT / "tests/spark/test_scan_native.py"))
+
+
+@pytest.mark.slow
+def test_snapshot_reader_under_address_sanitizer(tmp_path: Path) -> None:
+    """The snapshot's C reader with its binary-row conversion (cdc/snapshot/_native.c, _native_binary.c): real rows
+    of every type over both protocols and damaged binary rows (tests/snapshot/test_binary.py), and the text rows'
+    differential tests (tests/snapshot/test_native.py)."""
+    sources = [ROOT / "cdc" / "snapshot" / "_native.c", ROOT / "cdc" / "snapshot" / "_native_binary.c",
+               ROOT / "cdc" / "_native_floats.c"]
+    _passes_under_asan("cdc.snapshot._native", _build(tmp_path, sources, "_native"), "cdc.snapshot.native",
+                       str(ROOT / "tests/snapshot/test_binary.py"), str(ROOT / "tests/snapshot/test_native.py"))

@@ -139,7 +139,8 @@ def read_both(conn: pymysql.Connection, db: str, table: str,
         lines.extend(split_lines(batch))
         assert len(lines) == n + count
 
-    count, last = read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, sink)
+    count, last = read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, sink,
+                            binary_rows=False)
     assert count == len(lines) and last == lines[-1]
     return pairs[0], lines
 
@@ -240,7 +241,8 @@ def synthetic_table(mariadb: MariaDB, name: str,
             seen.append((fields, converters))
             return compile_table(plan, PARTS, fields, converters, native=False)
 
-        read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, lambda n, b: None)
+        read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, lambda n, b: None,
+                  binary_rows=False)
     yield plan, *seen[0]
     mariadb.drop_database(db)
 
@@ -474,7 +476,8 @@ def test_set_fragments_kept_per_distinct_value_stay_exact(mariadb: MariaDB, fres
             seen.append(compiled_pair(plan, fields, converters))
             return seen[0].py
 
-        read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, lambda n, b: None)
+        read_rows(conn, select_sql(plan, after_key=False, limit=None), None, compiled_for, 0, lambda n, b: None,
+                  binary_rows=False)
     pair = seen[0]
     # Every combination as the server sends it (1,024: past the 256 kept), then odd spellings a server never sends.
     values = [",".join(c for k, c in enumerate(labels) if mask >> k & 1).encode() for mask in range(1 << len(labels))]
