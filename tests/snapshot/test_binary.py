@@ -10,8 +10,10 @@ from __future__ import annotations
 import random
 import struct
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pymysql
 import pytest
 from pymysql.connections import MySQLResult
@@ -21,11 +23,14 @@ from cdc.masking import ColumnRules
 from cdc.snapshot import native as native_api
 from cdc.snapshot.binary import WireType, binary_rows, to_text
 from cdc.snapshot.lines import CompiledTable, compile_table
+from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.snapshot.wire import read_rows
 from cdc.source.tables import RAW_CONVERSIONS, TableInfo, plan_table, prepare_session, select_sql
 from tests.capture import workload
 from tests.hash_key import KEY
 from tests.rig import MariaDB
+from tests.snapshot.support import make_settings
+from tests.snapshot.test_handover import general_log
 from tests.snapshot.test_native import PARTS
 
 EDGE = """CREATE TABLE edge (
@@ -248,3 +253,21 @@ def test_the_c_conversion_equals_the_reference_on_damaged_rows(mariadb: MariaDB,
         assert mine == _outcome(lambda p: to_text(p, types), case), case
         made += mine != "ValueError"
     assert made > len(payloads)  # whole rows, and damaged ones that still read, were compared as text
+
+
+@pytest.mark.usefixtures("_native_reader_built")
+def test_the_snapshot_reads_its_rows_over_the_binary_protocol(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    """`cdc snapshot` with the C reader prepares and executes the table's SELECT (the server prints no value), and
+    its lines are the text protocol's (the reference reader's)."""
+    edge_table(mariadb, fresh_db)
+    with general_log(mariadb):
+        summary = run_snapshot(make_settings(mariadb, tmp_path / "state", databases=(fresh_db,)),
+                               SnapshotRequest(chunk_size=10))
+        logged = mariadb.execute("SELECT command_type, CONVERT(argument USING utf8mb4) FROM mysql.general_log")
+    kinds = {kind for kind, statement in logged if f"FROM `{fresh_db}`.`edge` ORDER BY" in statement}
+    assert kinds == {"Prepare", "Execute"}, logged
+    assert summary.rows == len(EDGE_ROWS)
+    written = [line for segment in (tmp_path / "state" / "changelog").glob("seg-*")
+               for line in segment.read_bytes().splitlines(keepends=True)]
+    reference = lines_of(mariadb, fresh_db, "edge", binary=False, native=False)
+    assert [orjson.loads(line)["after"] for line in written] == [orjson.loads(line)["after"] for line in reference]
