@@ -39,8 +39,6 @@ Sink = Callable[[int, int, list[bytes]], None]
 CompileFn = Callable[[Sequence[Any], Sequence[tuple[str | None, Any]]], CompiledTable]
 IdleFn = Callable[[Callable[[], bool]], None]  # gets a "nothing to read yet" check; works while it says True
 ParseFn = Callable[..., tuple[int, int, int]]  # CompiledTable.parse's signature
-# ER_UNSUPPORTED_PS, ER_MAX_PREPARED_STMT_COUNT_REACHED: the server will not prepare it; the text protocol reads.
-_NOT_PREPARED = {1295, 1461}
 
 
 def check_driver(conn: pymysql.Connection) -> None:
@@ -94,7 +92,10 @@ def _read_binary(conn: pymysql.Connection, sql: str, params: Sequence[Any] | Non
     try:
         statement = binary.prepare(conn, text)
     except pymysql.err.MySQLError as exc:
-        if exc.args and exc.args[0] in _NOT_PREPARED:
+        # The server (or a proxy) answered with an error: max_prepared_stmt_count reached, prepared statements
+        # not supported, or what the text protocol will meet too and report. A client error (2000 and up: the
+        # connection lost) is raised.
+        if exc.args and isinstance(exc.args[0], int) and exc.args[0] < 2000:
             return None
         raise
     if not binary.readable(statement.types):

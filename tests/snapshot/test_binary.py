@@ -271,3 +271,21 @@ def test_the_snapshot_reads_its_rows_over_the_binary_protocol(mariadb: MariaDB, 
                for line in segment.read_bytes().splitlines(keepends=True)]
     reference = lines_of(mariadb, fresh_db, "edge", binary=False, native=False)
     assert [orjson.loads(line)["after"] for line in written] == [orjson.loads(line)["after"] for line in reference]
+
+
+@pytest.mark.usefixtures("_native_reader_built")
+def test_a_server_that_will_not_prepare_is_read_over_text(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
+    """max_prepared_stmt_count 0: COM_STMT_PREPARE fails (1461), the same SELECT runs over the text protocol."""
+    edge_table(mariadb, fresh_db)
+    limit = mariadb.variable("max_prepared_stmt_count")
+    mariadb.execute("SET GLOBAL max_prepared_stmt_count = 0")
+    try:
+        with general_log(mariadb):
+            summary = run_snapshot(make_settings(mariadb, tmp_path / "state", databases=(fresh_db,)),
+                                   SnapshotRequest(chunk_size=10))
+            logged = mariadb.execute("SELECT command_type, CONVERT(argument USING utf8mb4) FROM mysql.general_log")
+    finally:
+        mariadb.execute(f"SET GLOBAL max_prepared_stmt_count = {int(limit)}")
+    kinds = [kind for kind, statement in logged if f"FROM `{fresh_db}`.`edge` ORDER BY" in statement]
+    assert kinds == ["Query"], logged  # the refused COM_STMT_PREPARE is not logged; read over text
+    assert summary.rows == len(EDGE_ROWS)
