@@ -113,11 +113,11 @@ def _read_binary(conn: pymysql.Connection, sql: str, params: Sequence[Any] | Non
                      lambda payload: binary.to_text(payload, types))
     try:
         done = wire.run(first_row, sink)
-    except ValueError as exc:  # a binary row to_text cannot read: the stream is not what it should be
-        raise wire._lost(f"a binary row not read: {exc}") from exc  # noqa: SLF001 - our own class
     except BaseException:
         if not wire.finished:
             conn._force_close()  # noqa: SLF001
+        else:  # an ERR packet ended the result: the connection goes on, without the statement
+            binary.close(conn, statement)
         raise
     binary.close(conn, statement)
     return done
@@ -153,7 +153,12 @@ class _Wire:
         while True:
             out: list[bytes] = []
             batch_start = n
-            self.p, n, self.seq = parse(self.buf, self.p, len(self.buf), n, self.seq, out)
+            try:
+                self.p, n, self.seq = parse(self.buf, self.p, len(self.buf), n, self.seq, out)
+            except ValueError as exc:  # values' errors come as RowEncodeError: this is a binary row not read
+                if self.to_text is None:
+                    raise
+                raise self._lost(f"a binary row not read: {exc}") from exc
             if out:
                 sink(batch_start, n - batch_start, out)
                 last = last_line(out[-1])
@@ -161,12 +166,19 @@ class _Wire:
             if stop == "eof":
                 return n - first, last
             if stop == "big":
-                payload = self._big_payload()
-                line = self.table.row(payload, n) if self.to_text is None else \
-                    self.table.checked_row(self.to_text(payload), n)
+                line = self._big_row(self._big_payload(), n)
                 sink(n, 1, [line])
                 n, last = n + 1, line
             # "more": the packet at p is incomplete; _stopped_at read the bytes it needs
+
+    def _big_row(self, payload: bytes, n: int) -> bytes:
+        if self.to_text is None:
+            return self.table.row(payload, n)
+        try:
+            text = self.to_text(payload)
+        except ValueError as exc:
+            raise self._lost(f"a binary row not read: {exc}") from exc
+        return self.table.checked_row(text, n)
 
     def _stopped_at(self) -> str:
         """Why parse stopped at p: "eof", "big" (a multi-packet row), or "more" once more bytes are in."""

@@ -179,6 +179,8 @@ def test_an_error_packet_mid_result_raises_and_the_connection_stays_usable(maria
             cur.execute("SET SESSION max_statement_time = 0")
             cur.execute(f"SELECT COUNT(*) FROM `{fresh_db}`.t")
             assert cur.fetchone() == (300_000,)
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'")  # the C reader's statement closed too
+            assert str(cur.fetchone()[1]) == "0"
     finally:
         conn.close()
 
