@@ -289,3 +289,15 @@ def test_a_server_that_will_not_prepare_is_read_over_text(mariadb: MariaDB, fres
     kinds = [kind for kind, statement in logged if f"FROM `{fresh_db}`.`edge` ORDER BY" in statement]
     assert kinds == ["Query"], logged  # the refused COM_STMT_PREPARE is not logged; read over text
     assert summary.rows == len(EDGE_ROWS)
+
+
+@pytest.mark.usefixtures("_native_reader_built")
+def test_mariadb_address_and_uuid_types_equal_over_both_protocols(mariadb: MariaDB, fresh_db: str) -> None:
+    """INET6, UUID and INET4 (MariaDB 10.5-10.10) come as text in both protocols."""
+    mariadb.execute("CREATE TABLE u (id INT PRIMARY KEY, a INET6, b UUID, c INET4)", database=fresh_db)
+    mariadb.execute("INSERT INTO u VALUES (1, '::1', '123e4567-e89b-12d3-a456-426655440000', '10.0.0.1'), "
+                    "(2, 'fe80::1:2', NULL, NULL), (3, NULL, '00000000-0000-0000-0000-000000000000', '0.0.0.0')",
+                    database=fresh_db)
+    assert assert_same_rows(mariadb, fresh_db, "u") == 3
+    lines = assert_protocols_agree(mariadb, fresh_db, "u")
+    assert b'"a":"::1"' in lines[0] and b'"c":"10.0.0.1"' in lines[0]
