@@ -12,6 +12,10 @@ server would have sent for the same SELECT, so that those readers work unchanged
   double, not the server's own digits: every reader of a snapshot line takes a DOUBLE's text through float();
 - everything else (DECIMAL, strings, BLOB, ENUM, SET, BIT, JSON, GEOMETRY) is sent as text by both protocols.
 
+The C reader does the same (_native_binary.c, held to this module by tests/snapshot/test_binary.py), and
+writes a DOUBLE column without a column rule straight as its JSON number, where its Python fragment would
+have printed float(text) with orjson.
+
 The statement is driven through PyMySQL's internals, as cdc.snapshot.wire reads the text protocol's
 rows (`_execute_command`, `_read_packet`; checked by wire.check_driver).
 """
@@ -19,7 +23,7 @@ rows (`_execute_command`, `_read_packet`; checked by wire.check_driver).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,23 +102,6 @@ def execute(conn: pymysql.Connection, statement: Statement) -> MySQLResult:
 def close(conn: pymysql.Connection, statement: Statement) -> None:
     """COM_STMT_CLOSE (the server sends no answer)."""
     conn._execute_command(COM_STMT_CLOSE, struct.pack("<I", statement.id))  # noqa: SLF001
-
-
-def binary_rows(conn: pymysql.Connection, sql: str) -> tuple[list[WireType], Iterator[bytes]]:
-    """The column types and the row payloads of `sql` run as a prepared statement (closed after the last row):
-    the reference reading, for tests."""
-    statement = prepare(conn, sql)
-    result = execute(conn, statement)
-
-    def rows() -> Iterator[bytes]:
-        while True:
-            packet = conn._read_packet()  # noqa: SLF001
-            if packet.is_eof_packet():
-                close(conn, statement)
-                return
-            yield packet.get_all_data()
-
-    return [WireType.of(field) for field in result.fields], rows()
 
 
 def python_parse(row: Callable[[bytes, int], bytes], types: Sequence[WireType]) -> Callable[..., tuple[int, int, int]]:

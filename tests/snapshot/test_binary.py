@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from pymysql.constants import COMMAND, FIELD_TYPE
 
 from cdc.masking import ColumnRules
 from cdc.snapshot import native as native_api
-from cdc.snapshot.binary import WireType, binary_rows, to_text
+from cdc.snapshot.binary import WireType, close, execute, prepare, to_text
 from cdc.snapshot.lines import CompiledTable, compile_table
 from cdc.snapshot.run import SnapshotRequest, run_snapshot
 from cdc.snapshot.wire import read_rows
@@ -62,6 +62,19 @@ def edge_table(server: MariaDB, db: str) -> None:
         cur.execute(EDGE)
         cur.executemany(f"INSERT INTO edge VALUES ({', '.join(['%s'] * 27)})", EDGE_ROWS)
         conn.commit()
+
+
+def binary_rows(conn: pymysql.Connection, sql: str) -> tuple[list[WireType], Iterator[bytes]]:
+    """The column types and the row payloads of `sql` run as a prepared statement (closed after the last row)."""
+    statement = prepare(conn, sql)
+    result = execute(conn, statement)
+
+    def rows() -> Iterator[bytes]:
+        while not (packet := conn._read_packet()).is_eof_packet():  # noqa: SLF001
+            yield packet.get_all_data()
+        close(conn, statement)
+
+    return [WireType.of(field) for field in result.fields], rows()
 
 
 def query_rows(conn: pymysql.Connection, sql: str) -> tuple[list[Any], list[bytes]]:
