@@ -2,7 +2,9 @@
  *
  * Integers, DATE/DATETIME/TIMESTAMP and TIME are printed as the server prints them; DOUBLE and FLOAT as
  * Python's repr, which reads back as the same double (every reader of a snapshot line takes a DOUBLE's text
- * through float()); every other type is sent as text by both protocols and is copied.
+ * through float()), or, asked with `json` for a column without a rule, as orjson's number (json_double): the
+ * reader then copies it into the line as it stands; every other type is sent as text by both protocols and is
+ * copied.
  */
 #include "_native_binary.h"
 
