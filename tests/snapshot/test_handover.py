@@ -132,3 +132,17 @@ def test_hand_over_under_writes_is_the_binlog_s(server: MariaDB, db: str, tmp_pa
     for file, pos, gtid in results:
         assert GtidSet.parse(gtid or "") == gtid_at(server, file, pos), (file, pos, gtid)
     assert read_binlog > 0
+
+
+def test_a_user_without_binlog_monitor_gets_the_binlog_s_gtid(server: MariaDB, db: str, tmp_path: Path) -> None:
+    """SHOW MASTER STATUS is refused to a user with SELECT only: the hand-over reads BINLOG_GTID_POS instead."""
+    write_in_domains(server, db)
+    user = server.create_user("cdc_select_only", "select-only-pw", ("SELECT",))
+    with server.connect(user.name, user.password) as reader:
+        with reader.cursor() as cursor, pytest.raises(pymysql.err.OperationalError):
+            cursor.execute("SHOW MASTER STATUS")
+        handover = take_handover(make_settings(server, tmp_path / "state").mysql, reader, describe_server(reader),
+                                 [], "mariadb").handover
+        reader.rollback()
+    assert handover.gtid is not None
+    assert GtidSet.parse(handover.gtid) == gtid_at(server, handover.file, handover.pos)
