@@ -45,6 +45,9 @@ LOCAL_SCAN_BYTES = 16 * 1024 * 1024
 # files made ~2 partitions per table branch of the small tables' union (30 tasks for 16 tables), and scheduling
 # them cost more than their rows: the one job's run 1.1-1.3 s -> 0.4-0.5 s (docs/performance.md, "Freshness").
 ONE_PARTITION_BYTES = 16 * 1024 * 1024
+# Input from this size on is first read in C for the lines the compaction need not read (cdc.spark.latest): below
+# it, Spark's parse of the whole input costs less than a second read and a copy.
+FEWER_LINES_BYTES = 16 * 1024 * 1024
 
 
 def merge(
@@ -126,6 +129,7 @@ def merge(
         summary.tables = [TableResult(**entry["result"]) for entry in journal["tables"]]
         summary.warnings = list(journal.get("warnings", []))
         summary.key_change = journal.get("key_change")
+        summary.superseded = journal.get("superseded", 0)
         summary.seconds = time.monotonic() - started
         report("done")
         return summary
@@ -215,7 +219,13 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     # table map): nothing to merge, and no schema to merge it with.
     infos = [i for i in cascades.stats(infos) if i.rows or history.at(i.db, i.table, i.last_position) is not None]
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
-    raw = _keyed_lines(spark, raw, files, merged_upto, history, infos, cut)
+    # The compaction's read leaves out the lines a later change of their key supersedes (cdc.spark.latest): not with a
+    # cut, renames or cascades, whose other reads of the lines are not the compaction's; not for a follow cycle's few.
+    fewer = None
+    if cut is None and plan is None and not cascades.lines and input_bytes(segments) >= FEWER_LINES_BYTES:
+        with timed(phases, "latest"):
+            fewer = _fewer_lines(files, merged_upto, history, infos, staging)
+    raw = _keyed_lines(spark, raw, [str(f) for f in fewer[0]] if fewer else files, merged_upto, history, infos, cut)
     raw = plan.relabel(raw) if plan is not None else raw
     if input_bytes(segments) <= ONE_PARTITION_BYTES:
         raw = raw.coalesce(1)
@@ -248,9 +258,11 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
             entries.append(entry)
     finally:
         raw.unpersist()
+        for path in fewer[0] if fewer else []:
+            path.unlink(missing_ok=True)
     moved = renames.journal(plan, target, {e["dir"] for e in entries}) if plan is not None else {}
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
-            "warnings": cascades.warnings, "key_change": cut, **moved}
+            "warnings": cascades.warnings, "key_change": cut, "superseded": fewer[1] if fewer else 0, **moved}
 
 
 def _merge_small(spark: Any, raw: Any, small: list[small_tables.SmallTable], run: int, batch_dir: Path,
@@ -285,6 +297,34 @@ def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, inf
         return compact.read_base(spark, str(directory / base_name), final, versions, since) if base_name else None
 
     return derive(spark, raw, history, infos, lake_base, state.read_server())
+
+
+def _fewer_lines(files: list[str], merged_upto: str | None, history: SchemaHistory, infos: list[TableStats],
+                 staging: Path) -> tuple[list[Path], int] | None:
+    """The lines the compaction must read, in files under `staging`, and how many it leaves out (cdc.spark.latest);
+    None: read `files`.
+
+    Only tables whose run holds one schema version with a primary key take part: their key columns' names and
+    types are the same in every line, so the same key bytes are the same key (a keyless table's lines are all
+    counted: cdc.spark.multiset).
+    """
+    from cdc.spark.compact import version_ranges
+    from cdc.spark.latest import superseded_left_out
+
+    tables = []
+    for info in infos:
+        final = history.at(info.db, info.table, info.last_position)
+        if final is None or not info.rows:
+            continue
+        try:
+            ranges = version_ranges(history.versions(info.db, info.table), final, info.as_input())
+        except DataError:
+            continue  # the compaction says what is wrong
+        if len(ranges) == 1 and ranges[0][0].primary_key:
+            tables.append((info.db, info.table, list(ranges[0][0].primary_key)))
+    staging.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Not named _* or .*: Spark's reader would pass over such a file without a word.
+    return superseded_left_out(files, merged_upto, tables, staging)
 
 
 def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None, history: SchemaHistory,

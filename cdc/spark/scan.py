@@ -35,7 +35,7 @@ CUT_KINDS = frozenset({"truncate", "drop"})  # every older row of the table is g
 # A re-snapshot's end line (docs/formats.md): every row older than its `cut` that was not read again is gone.
 RESNAPSHOT = "resnapshot"
 _FORMAT_HINT = "the change log does not follow docs/formats.md"
-NATIVE_ABI = 1  # must match _scan.c's
+NATIVE_ABI = 2  # must match _scan.c's
 _BLOCK = 4 << 20  # bytes read at a time; a longer line grows the block until it ends
 
 
@@ -128,26 +128,34 @@ def _counted(tables: dict[tuple[Any, Any], list[Any]], path: str, number: int, c
 
 def _native_file(native: Any, path: str, merged_upto: str | None) -> dict[tuple[Any, Any], list[Any]]:
     """One file's facts: the C scanner's lines, and the lines it hands back counted by _count."""
-    scanner, number, pending = native.Scanner(merged_upto), 0, bytearray()
+    scanner, number = native.Scanner(merged_upto), 0
     tables: dict[tuple[Any, Any], list[Any]] = {}
+    for pending, cut in whole_lines(path):
+        lines, special = scanner.feed(pending, cut)
+        for index, start, end in special:
+            change = _change(path, number + index + 1, bytes(pending[start:end]))
+            if change is not None:
+                _counted(tables, path, number + index + 1, change, merged_upto)
+        number += lines
+    for db, table, rows, removals, low, high, last in scanner.tables():
+        _add(tables, (db, table), [rows, low, high, last, None, 0, removals])
+    return tables
+
+
+def whole_lines(path: str) -> Iterator[tuple[bytearray, int]]:
+    """A local file (plain or gzip) in blocks of whole lines: (buffer, end of its last whole line; at the file's end,
+    of its last line, newline or not). The buffer is reused: what the caller needs of it is read before the next."""
+    pending = bytearray()
     with _open(path) as handle:
         while True:
             block = handle.read(_BLOCK)
             pending += block
             cut = pending.rfind(b"\n") + 1 if block else len(pending)  # whole lines only, until the end
             if cut:
-                lines, special = scanner.feed(pending, cut)
-                for index, start, end in special:
-                    change = _change(path, number + index + 1, bytes(pending[start:end]))
-                    if change is not None:
-                        _counted(tables, path, number + index + 1, change, merged_upto)
-                number += lines
+                yield pending, cut
                 del pending[:cut]
             if not block:
-                break
-    for db, table, rows, removals, low, high, last in scanner.tables():
-        _add(tables, (db, table), [rows, low, high, last, None, 0, removals])
-    return tables
+                return
 
 
 def _merged(parts: list[dict[tuple[Any, Any], list[Any]]]) -> dict[tuple[Any, Any], list[Any]]:
@@ -239,7 +247,8 @@ def _load_native() -> tuple[Any, str | None]:
         return None, f"the C scanner is not built ({exc}): run `pip install -e .`"
     if getattr(module, "ABI_VERSION", None) != NATIVE_ABI:
         return None, "the built C scanner is stale: run `pip install -e .` again"
-    stale = stale_source(module, [Path(__file__).with_name("_scan.c")])
+    here = Path(__file__).parent
+    stale = stale_source(module, [here / name for name in ("_scan.c", "_latest.c", "_scan_json.h", "_latest.h")])
     return (None, stale) if stale else (module, None)
 
 

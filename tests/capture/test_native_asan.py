@@ -70,9 +70,11 @@ def test_fuzz_corpus_under_address_sanitizer(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_merge_scanner_under_address_sanitizer(tmp_path: Path) -> None:
-    """The hostile, cut, mutated lines of tests/spark/test_scan_native.py through the C scanner built with ASan."""
-    module = _build(tmp_path, [ROOT / "cdc" / "spark" / "_scan.c"], "_scan")
-    _passes_under_asan("cdc.spark._scan", module, "cdc.spark.scan", str(ROOT / "tests/spark/test_scan_native.py"))
+    """The hostile, cut, mutated lines of tests/spark/test_scan_native.py through the C scanner built with ASan, and
+    tests/spark/test_latest.py's workloads through its reader of superseded lines (_latest.c)."""
+    module = _build(tmp_path, [ROOT / "cdc" / "spark" / "_scan.c", ROOT / "cdc" / "spark" / "_latest.c"], "_scan")
+    _passes_under_asan("cdc.spark._scan", module, "cdc.spark.scan", str(ROOT / "tests/spark/test_scan_native.py"),
+                       str(ROOT / "tests/spark/test_latest.py"))
 
 
 @pytest.mark.slow

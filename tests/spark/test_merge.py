@@ -61,11 +61,18 @@ def check_batch(before: dict[Any, Any], after: dict[Any, Any], got: dict[Any, An
             assert row["_CDC_POSITION"] == after[key]["_cdc_position"]
 
 
-@pytest.mark.parametrize("broadcast_keys", [1_000_000, 0], ids=["broadcast", "shuffle"])
+@pytest.mark.parametrize(("broadcast_keys", "fewer_lines"), [(1_000_000, False), (0, False), (1_000_000, True)],
+                         ids=["broadcast", "shuffle", "superseded-left-out"])
 def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark: Any, broadcast_keys: int,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both ways of copying the untouched lake rows: anti join with the touched keys broadcast, or shuffled."""
+                                                           fewer_lines: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of copying the untouched lake rows: anti join with the touched keys broadcast, or shuffled; and
+    the compaction reading only the lines no later change of their key supersedes (cdc.spark.latest), which a
+    merge does from 16 MiB of input on (here from any size)."""
     monkeypatch.setattr("cdc.spark.table_merge.BROADCAST_KEYS", broadcast_keys)
+    if fewer_lines:
+        monkeypatch.setattr("cdc.spark.job.FEWER_LINES_BYTES", 0)
+        monkeypatch.setattr("cdc.spark.latest.SKIP_AT_LEAST", 0.0)
+    superseded = 0
     state = StateDir(tmp_path / "state")
     w = build(state.root, seed=11)
     cuts = [len(w.lines) // 4, len(w.lines) // 2, len(w.lines)]
@@ -77,6 +84,7 @@ def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark
         w.write_segments(replay + w.lines[done:cut], per_segment=40)
         summary = merge(state, spark=spark)
         assert summary.batch_id == f"b{run:012d}"
+        superseded += summary.superseded
         expected = model(w.lines[:cut], w.history)
         manifest = _read(state.root / "batches" / summary.batch_id)
         assert manifest["segments"] == [summary.segments[0], summary.segments[-1]]
@@ -89,6 +97,7 @@ def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark
         done = cut
     lake = read_lake_table(state.root / "lake", *T1)
     assert "extra col.x" in lake.columns and "tx" not in lake.columns
+    assert (superseded > 0) == fewer_lines
     # nothing new: no batch, nothing changes
     assert merge(state, spark=spark).batch_id is None
 

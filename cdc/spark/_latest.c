@@ -1,0 +1,624 @@
+/* Which change lines a merge need not read: each one superseded by a later change of the same key, in C.
+ *
+ * The compaction keeps, per table and key, only the change with the highest position (cdc.spark.compact); every
+ * earlier change of the key is read, parsed, shuffled and sorted only to lose. A Latest is fed the run's lines
+ * and marks a line skipped when a line with a strictly higher position, of the same table, has a byte-identical
+ * `key`: the same bytes are the same key whatever reads them. write() then copies the other lines out, and the
+ * compaction reads those instead: every key's last change is among them, so its winners are the same.
+ *
+ * Exactness rule: only a line this code is sure of takes part, every other one is kept as it is: one strict JSON
+ * object (_scan_json.h), string `db`/`table` (escapes decoded), a plain-string `position`, a row op (c/u/d/r),
+ * `key` an object, and a table of the list it was given (the caller's: tables whose run holds one schema version,
+ * with a primary key). An
+ * update whose `before` does not hold the same bytes for every key column as its `key` (or where this code is
+ * not sure of it) moves its row: the compaction reads it as a delete of the old key too, so it is never skipped,
+ * though it still supersedes its new key's earlier lines. Lines at or before merged_upto are skipped: the merge
+ * drops them anyway. Two lines at one position are both kept (the compaction collapses duplicates).
+ *
+ * The lines come in parts (the input files): feed() records each part's row changes of listed tables, several
+ * parts at once from several threads (no interpreter lock, nothing shared but the counter of records); resolve()
+ * then finds each key's last change over all of them; write() copies each part's lines that are kept, parts at
+ * once again. Each part's lines go to write() in the order they went to feed().
+ */
+#include <errno.h>
+#include <unistd.h>
+
+#include "_scan_json.h"
+#include "_latest.h"
+
+enum { L_DB, L_TABLE, L_OP, L_POSITION, L_KEY, L_BEFORE, L_COUNT };
+
+typedef struct {
+    unsigned char *names; /* db, table, then each key column's name */
+    Py_ssize_t db_n, table_n, n_keys;
+    Py_ssize_t *key_at, *key_n; /* each key column's name in `names` */
+    uint64_t hash;
+} listed;
+
+/* A row change of a listed table, as feed() found it. */
+typedef struct {
+    Py_ssize_t line; /* in its part */
+    Py_ssize_t at;   /* the key's bytes in its part's arena, then the position's */
+    int32_t table, key_n, pos_n;
+    int32_t pinned;  /* the line moves its row: never skipped */
+} record;
+
+/* One input file: fed (and written) by one thread at a time, parts at once. */
+typedef struct {
+    record *records;
+    Py_ssize_t n_records, cap_records;
+    unsigned char *arena;
+    Py_ssize_t arena_n, arena_cap;
+    unsigned char *skip; /* per line: 1 skipped */
+    Py_ssize_t n_lines, cap_lines, skipped;
+    Py_ssize_t written; /* lines write() has gone past */
+    int busy;
+} part;
+
+/* A key's last change so far: its record's fields, copied so that a lookup reads the entry and the key's bytes. */
+typedef struct {
+    uint64_t hash;
+    cursor key; /* then the position, in its part's arena */
+    Py_ssize_t line, part;
+    int32_t table, key_n, pos_n, pinned;
+} entry;
+
+#define KEY_MAX (1 << 16) /* a longer key is not tracked (its lines are kept): the arena stays small */
+
+typedef struct {
+    PyObject_HEAD
+    unsigned char upto[POS_MAX];
+    Py_ssize_t upto_n; /* -1: no merged_upto */
+    listed *tables;
+    Py_ssize_t n_tables;
+    Py_ssize_t *table_slots; /* table number + 1, 0 empty */
+    Py_ssize_t n_table_slots;
+    part *parts;
+    Py_ssize_t n_parts;
+    Py_ssize_t max_records, recorded; /* past max_records (all parts), lines are not recorded: memory stays bounded */
+    entry *entries;
+    Py_ssize_t n_entries, cap_entries;
+    Py_ssize_t *slots; /* entry number + 1, 0 empty */
+    Py_ssize_t n_slots;
+    int resolved;
+} Latest;
+
+static int latest_wanted(cursor key, Py_ssize_t n)
+{
+    switch (n) {
+    case 2: return memcmp(key, "db", 2) == 0 ? L_DB : memcmp(key, "op", 2) == 0 ? L_OP : -1;
+    case 3: return memcmp(key, "key", 3) == 0 ? L_KEY : -1;
+    case 5: return memcmp(key, "table", 5) == 0 ? L_TABLE : -1;
+    case 6: return memcmp(key, "before", 6) == 0 ? L_BEFORE : -1;
+    case 8: return memcmp(key, "position", 8) == 0 ? L_POSITION : -1;
+    default: return -1;
+    }
+}
+
+static int grow(void **items, Py_ssize_t *cap, Py_ssize_t need, size_t size)
+{
+    if (need <= *cap) return 0;
+    Py_ssize_t n = *cap ? *cap : 1024;
+    while (n < need) n *= 2;
+    void *grown = PyMem_RawRealloc(*items, (size_t)n * size);
+    if (!grown) return -1;
+    *items = grown;
+    *cap = n;
+    return 0;
+}
+
+#define NAME_MAX_BYTES 1024 /* MySQL names are 64 characters: 256 bytes of UTF-8; a longer escaped one is not taken */
+
+/* A JSON string's escaped bytes (checked by skip_string: no surrogate escape) decoded into `out` as UTF-8; its
+ * length, -1 if longer than NAME_MAX_BYTES. */
+static Py_ssize_t unescape(const field *f, unsigned char *out)
+{
+    cursor p = f->p, end = f->p + f->n;
+    Py_ssize_t n = 0;
+    while (p < end) {
+        if (n + 3 > NAME_MAX_BYTES) return -1;
+        if (*p != '\\') {
+            out[n++] = *p++;
+            continue;
+        }
+        unsigned c = p[1], v = 0;
+        p += 2;
+        switch (c) {
+        case 'b': out[n++] = '\b'; break;
+        case 'f': out[n++] = '\f'; break;
+        case 'n': out[n++] = '\n'; break;
+        case 'r': out[n++] = '\r'; break;
+        case 't': out[n++] = '\t'; break;
+        case 'u':
+            if (!hex4(p, &v)) return -1;
+            p += 4;
+            if (v < 0x80) {
+                out[n++] = (unsigned char)v;
+            } else if (v < 0x800) {
+                out[n++] = (unsigned char)(0xC0 | (v >> 6));
+                out[n++] = (unsigned char)(0x80 | (v & 0x3F));
+            } else {
+                out[n++] = (unsigned char)(0xE0 | (v >> 12));
+                out[n++] = (unsigned char)(0x80 | ((v >> 6) & 0x3F));
+                out[n++] = (unsigned char)(0x80 | (v & 0x3F));
+            }
+            break;
+        default: out[n++] = (unsigned char)c; /* " \ / */
+        }
+    }
+    return n;
+}
+
+/* A name as the table list holds it: escaped ones decoded into `buffer`; 0 if too long to take. */
+static int plain_name(const field *f, unsigned char *buffer, field *out)
+{
+    *out = *f;
+    if (f->kind == STRING) return 1;
+    Py_ssize_t n = unescape(f, buffer);
+    if (n < 0) return 0;
+    out->p = buffer;
+    out->n = n;
+    return 1;
+}
+
+static Py_ssize_t find_listed(const Latest *s, const field *db, const field *tb)
+{
+    uint64_t h = name_hash(db->p, db->n, tb->p, tb->n);
+    Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(s->n_table_slots - 1));
+    while (s->table_slots[at]) {
+        const listed *t = &s->tables[s->table_slots[at] - 1];
+        if (t->hash == h && t->db_n == db->n && t->table_n == tb->n && memcmp(t->names, db->p, (size_t)db->n) == 0
+            && memcmp(t->names + db->n, tb->p, (size_t)tb->n) == 0)
+            return s->table_slots[at] - 1;
+        at = (at + 1) & (s->n_table_slots - 1);
+    }
+    return -1;
+}
+
+/* How many members of the object whose members are p..end are named `name` (the last one's value bytes in
+ * *value); -1 if not sure (a member name escaped: it may spell `name`). */
+static Py_ssize_t find_member(cursor p, cursor end, cursor name, Py_ssize_t name_n, cursor *value, Py_ssize_t *value_n)
+{
+    Py_ssize_t found = 0;
+    p = skip_ws(p, end);
+    while (p < end) {
+        int escaped = 0;
+        if (*p != '"') return -1;
+        cursor key = p + 1;
+        if (!(p = skip_string(key, end, &escaped)) || escaped) return -1;
+        Py_ssize_t key_n = p - 1 - key;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':') return -1;
+        cursor v = skip_ws(p + 1, end);
+        if (!(p = skip_value(v, end, 2))) return -1;
+        if (key_n == name_n && memcmp(key, name, (size_t)name_n) == 0) {
+            found++;
+            *value = v;
+            *value_n = p - v;
+        }
+        p = skip_ws(p, end);
+        if (p < end) {
+            if (*p != ',') return -1;
+            p = skip_ws(p + 1, end);
+        }
+    }
+    return found;
+}
+
+/* 1 if `before` holds every key column exactly as `key` does (or neither holds it): the update keeps its row. */
+static int keeps_row(const listed *t, const field *key, const field *before)
+{
+    if (before->kind != OTHER || before->p[-1] != '{') return 0;
+    for (Py_ssize_t i = 0; i < t->n_keys; i++) {
+        cursor name = t->names + t->key_at[i], a = NULL, b = NULL;
+        Py_ssize_t a_n = 0, b_n = 0;
+        Py_ssize_t in_key = find_member(key->p, key->p + key->n, name, t->key_n[i], &a, &a_n);
+        Py_ssize_t in_before = find_member(before->p, before->p + before->n, name, t->key_n[i], &b, &b_n);
+        if (in_key < 0 || in_key > 1 || in_key != in_before) return 0;
+        if (in_key && (a_n != b_n || memcmp(a, b, (size_t)a_n) != 0)) return 0;
+    }
+    return 1;
+}
+
+static void skip_line(part *in, Py_ssize_t line)
+{
+    in->skip[line] = 1;
+    in->skipped++;
+}
+
+static int reindex(Latest *s, Py_ssize_t n)
+{
+    Py_ssize_t *slots = PyMem_RawCalloc((size_t)n, sizeof(Py_ssize_t));
+    if (!slots) return -1;
+    for (Py_ssize_t i = 0; i < s->n_entries; i++) {
+        Py_ssize_t at = (Py_ssize_t)(s->entries[i].hash & (uint64_t)(n - 1));
+        while (slots[at]) at = (at + 1) & (n - 1);
+        slots[at] = i + 1;
+    }
+    PyMem_RawFree(s->slots);
+    s->slots = slots;
+    s->n_slots = n;
+    return 0;
+}
+
+/* A record against the last change kept for its key: the older of the two is skipped (unless it moves its row). */
+static int supersede(Latest *s, Py_ssize_t p, const record *r)
+{
+    part *in = &s->parts[p];
+    cursor key = in->arena + r->at;
+    uint64_t h = fnv(fnv(FNV_START, (cursor)&r->table, sizeof r->table), key, r->key_n);
+    if (s->n_entries * 2 >= s->n_slots && reindex(s, s->n_slots ? s->n_slots * 2 : 4096) < 0) return -1;
+    Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(s->n_slots - 1));
+    while (s->slots[at]) {
+        entry *e = &s->entries[s->slots[at] - 1];
+        if (e->hash == h && e->table == r->table && e->key_n == r->key_n && memcmp(e->key, key, (size_t)r->key_n) == 0) {
+            int c = compare(key + r->key_n, r->pos_n, e->key + e->key_n, e->pos_n);
+            if (c < 0 && !r->pinned) skip_line(in, r->line);
+            if (c <= 0) return 0;
+            if (!e->pinned) skip_line(&s->parts[e->part], e->line);
+            *e = (entry){h, key, r->line, p, r->table, r->key_n, r->pos_n, r->pinned};
+            return 0;
+        }
+        at = (at + 1) & (s->n_slots - 1);
+    }
+    if (grow((void **)&s->entries, &s->cap_entries, s->n_entries + 1, sizeof(entry)) < 0) return -1;
+    s->entries[s->n_entries] = (entry){h, key, r->line, p, r->table, r->key_n, r->pos_n, r->pinned};
+    s->slots[at] = ++s->n_entries;
+    return 0;
+}
+
+static int add_record(Latest *s, part *in, Py_ssize_t line, Py_ssize_t table, const field *key, const field *pos,
+                      int pinned)
+{
+    if (__atomic_add_fetch(&s->recorded, 1, __ATOMIC_RELAXED) > s->max_records) return 0; /* kept */
+    if (grow((void **)&in->records, &in->cap_records, in->n_records + 1, sizeof(record)) < 0
+        || grow((void **)&in->arena, &in->arena_cap, in->arena_n + key->n + pos->n, 1) < 0)
+        return -1;
+    record *r = &in->records[in->n_records++];
+    r->line = line;
+    r->at = in->arena_n;
+    r->table = (int32_t)table;
+    r->key_n = (int32_t)key->n;
+    r->pos_n = (int32_t)pos->n;
+    r->pinned = pinned;
+    memcpy(in->arena + in->arena_n, key->p, (size_t)key->n);
+    memcpy(in->arena + in->arena_n + key->n, pos->p, (size_t)pos->n);
+    in->arena_n += key->n + pos->n;
+    return 0;
+}
+
+/* One line of a part: 0, or -1 when out of memory. */
+static int take_line(Latest *s, part *in, cursor p, cursor end, Py_ssize_t line)
+{
+    field f[L_COUNT];
+    if (!read_fields(p, end, f, L_COUNT, latest_wanted)) return 0;
+    const field *pos = &f[L_POSITION], *op = &f[L_OP], *key = &f[L_KEY];
+    if (pos->kind != STRING || pos->n > POS_MAX) return 0;
+    if (s->upto_n >= 0 && compare(pos->p, pos->n, s->upto, s->upto_n) <= 0) {
+        skip_line(in, line);
+        return 0;
+    }
+    unsigned char db_buffer[NAME_MAX_BYTES], table_buffer[NAME_MAX_BYTES];
+    field db, tb;
+    if (f[L_DB].kind == OTHER || f[L_TABLE].kind == OTHER || f[L_DB].kind == ABSENT || f[L_TABLE].kind == ABSENT
+        || op->kind != STRING || op->n != 1 || !memchr("cudr", op->p[0], 4) || key->kind != OTHER
+        || key->p[-1] != '{' || key->n > KEY_MAX || !plain_name(&f[L_DB], db_buffer, &db)
+        || !plain_name(&f[L_TABLE], table_buffer, &tb))
+        return 0;
+    Py_ssize_t table = find_listed(s, &db, &tb);
+    if (table < 0) return 0;
+    int pinned = op->p[0] == 'u' && !keeps_row(&s->tables[table], key, &f[L_BEFORE]);
+    return add_record(s, in, line, table, key, pos, pinned);
+}
+
+/* ---- the Python type ---- */
+
+/* A key column's name as UTF-8; NULL with an exception set. */
+static const char *key_name(PyObject *keys, Py_ssize_t i, Py_ssize_t *n)
+{
+    PyObject *name = PyList_GET_ITEM(keys, i);
+    if (!PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "tables: key columns are str");
+        return NULL;
+    }
+    return PyUnicode_AsUTF8AndSize(name, n);
+}
+
+static int add_listed(Latest *s, PyObject *item)
+{
+    const char *db, *tb;
+    Py_ssize_t db_n, tb_n, n;
+    PyObject *keys;
+    if (!PyArg_ParseTuple(item, "s#s#O!;tables: (db, table, [key column, ...])", &db, &db_n, &tb, &tb_n,
+                          &PyList_Type, &keys))
+        return -1;
+    Py_ssize_t n_keys = PyList_GET_SIZE(keys), total = db_n + tb_n;
+    if (!n_keys) {
+        PyErr_SetString(PyExc_ValueError, "tables: a table without a primary key cannot be listed");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n_keys; i++) {
+        if (!key_name(keys, i, &n)) return -1;
+        total += n;
+    }
+    listed *t = &s->tables[s->n_tables++]; /* freed by dealloc from here on */
+    t->names = PyMem_RawMalloc((size_t)total + 1);
+    t->key_at = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)n_keys);
+    t->key_n = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)n_keys);
+    if (!t->names || !t->key_at || !t->key_n) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(t->names, db, (size_t)db_n);
+    memcpy(t->names + db_n, tb, (size_t)tb_n);
+    Py_ssize_t at = db_n + tb_n;
+    for (Py_ssize_t i = 0; i < n_keys; i++) {
+        const char *name = key_name(keys, i, &n);
+        if (!name || at + n > total) { /* a str subclass that changed its mind */
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "tables: key columns changed while read");
+            return -1;
+        }
+        memcpy(t->names + at, name, (size_t)n);
+        t->key_at[i] = at;
+        t->key_n[i] = n;
+        at += n;
+    }
+    t->db_n = db_n;
+    t->table_n = tb_n;
+    t->n_keys = n_keys;
+    t->hash = name_hash((cursor)db, db_n, (cursor)tb, tb_n);
+    return 0;
+}
+
+static int Latest_init(Latest *s, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"merged_upto", "tables", "parts", "max_records", NULL};
+    const char *upto = NULL;
+    Py_ssize_t upto_n = 0, n_parts = 1, max_records = PY_SSIZE_T_MAX;
+    PyObject *tables;
+    if (s->tables) {
+        PyErr_SetString(PyExc_RuntimeError, "a Latest is initialised once");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "z#O!|nn", kwlist, &upto, &upto_n, &PyList_Type, &tables,
+                                     &n_parts, &max_records))
+        return -1;
+    if (PyList_GET_SIZE(tables) > INT32_MAX || n_parts < 1) {
+        PyErr_SetString(PyExc_ValueError, "tables: too many, or parts: fewer than one");
+        return -1;
+    }
+    if (upto && upto_n > POS_MAX) {
+        PyErr_SetString(PyExc_ValueError, "merged_upto is longer than any position this reader keeps");
+        return -1;
+    }
+    s->max_records = max_records;
+    s->upto_n = upto ? upto_n : -1;
+    if (upto) memcpy(s->upto, upto, (size_t)upto_n);
+    Py_ssize_t n = PyList_GET_SIZE(tables);
+    s->n_table_slots = 16;
+    while (s->n_table_slots < 2 * n) s->n_table_slots *= 2;
+    s->tables = PyMem_RawCalloc((size_t)(n ? n : 1), sizeof(listed));
+    s->table_slots = PyMem_RawCalloc((size_t)s->n_table_slots, sizeof(Py_ssize_t));
+    s->parts = PyMem_RawCalloc((size_t)n_parts, sizeof(part));
+    if (!s->tables || !s->table_slots || !s->parts) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->n_parts = n_parts;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (add_listed(s, PyList_GET_ITEM(tables, i)) < 0) return -1;
+        const listed *t = &s->tables[i];
+        field db = {t->names, t->db_n, STRING}, tb = {t->names + t->db_n, t->table_n, STRING};
+        if (find_listed(s, &db, &tb) >= 0) {
+            PyErr_SetString(PyExc_ValueError, "tables: a table is listed twice");
+            return -1;
+        }
+        Py_ssize_t at = (Py_ssize_t)(t->hash & (uint64_t)(s->n_table_slots - 1));
+        while (s->table_slots[at]) at = (at + 1) & (s->n_table_slots - 1);
+        s->table_slots[at] = i + 1;
+    }
+    return 0;
+}
+
+static void free_records(part *in)
+{
+    PyMem_RawFree(in->records);
+    PyMem_RawFree(in->arena);
+    in->records = NULL;
+    in->arena = NULL;
+    in->n_records = in->cap_records = in->arena_n = in->arena_cap = 0;
+}
+
+static void Latest_dealloc(Latest *s)
+{
+    for (Py_ssize_t i = 0; i < s->n_tables; i++) {
+        PyMem_RawFree(s->tables[i].names);
+        PyMem_RawFree(s->tables[i].key_at);
+        PyMem_RawFree(s->tables[i].key_n);
+    }
+    for (Py_ssize_t i = 0; i < s->n_parts; i++) {
+        free_records(&s->parts[i]);
+        PyMem_RawFree(s->parts[i].skip);
+    }
+    PyMem_RawFree(s->parts);
+    PyMem_RawFree(s->tables);
+    PyMem_RawFree(s->table_slots);
+    PyMem_RawFree(s->entries);
+    PyMem_RawFree(s->slots);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+/* The part feed() or write() works on, taken (busy) with the interpreter lock held; NULL with an exception set. */
+static part *take_part(Latest *s, Py_ssize_t i, int resolved, Py_buffer *view, Py_ssize_t *stop)
+{
+    const char *problem = !s->parts ? "Latest.__init__ was not called"
+        : i < 0 || i >= s->n_parts ? "no such part"
+        : s->parts[i].busy ? "a part is used by one thread at a time"
+        : s->resolved != resolved ? (resolved ? "write() before resolve()" : "feed() after resolve()") : NULL;
+    if (problem) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_RuntimeError, problem);
+        return NULL;
+    }
+    if (*stop < 0 || *stop > view->len) *stop = view->len;
+    s->parts[i].busy = 1;
+    return &s->parts[i];
+}
+
+static PyObject *Latest_feed(Latest *s, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t index, stop = -1;
+    if (!PyArg_ParseTuple(args, "ny*|n:feed", &index, &view, &stop)) return NULL;
+    part *in = take_part(s, index, 0, &view, &stop);
+    if (!in) return NULL;
+    cursor p = view.buf, end = p + stop;
+    Py_ssize_t lines = 0;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (p < end) {
+        cursor nl = memchr(p, '\n', (size_t)(end - p));
+        if (grow((void **)&in->skip, &in->cap_lines, in->n_lines + 1, 1) < 0) {
+            failed = 1;
+            break;
+        }
+        in->skip[in->n_lines] = 0;
+        if (take_line(s, in, p, nl ? nl : end, in->n_lines) < 0) {
+            failed = 1;
+            break;
+        }
+        in->n_lines++;
+        lines++;
+        p = nl ? nl + 1 : end;
+    }
+    Py_END_ALLOW_THREADS
+    in->busy = 0;
+    PyBuffer_Release(&view);
+    if (failed) return PyErr_NoMemory();
+    return PyLong_FromSsize_t(lines);
+}
+
+static PyObject *Latest_resolve(Latest *s, PyObject *Py_UNUSED(ignored))
+{
+    for (Py_ssize_t p = 0; s->parts && p < s->n_parts; p++) {
+        if (s->parts[p].busy) {
+            PyErr_SetString(PyExc_RuntimeError, "resolve() while a part is fed");
+            return NULL;
+        }
+    }
+    if (!s->parts || s->resolved) {
+        PyErr_SetString(PyExc_RuntimeError, s->parts ? "resolve() twice" : "Latest.__init__ was not called");
+        return NULL;
+    }
+    Py_ssize_t records = 0, slots = 4096;
+    for (Py_ssize_t p = 0; p < s->n_parts; p++) records += s->parts[p].n_records;
+    while (slots < 2 * records) slots *= 2; /* sized once: a rehash would touch every entry again */
+    int failed = reindex(s, slots) < 0
+        || grow((void **)&s->entries, &s->cap_entries, records ? records : 1, sizeof(entry)) < 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t p = 0; p < s->n_parts && !failed; p++)
+        for (Py_ssize_t i = 0; i < s->parts[p].n_records && !failed; i++)
+            failed = supersede(s, p, &s->parts[p].records[i]) < 0;
+    Py_END_ALLOW_THREADS
+    if (failed) return PyErr_NoMemory();
+    s->resolved = 1;
+    Py_ssize_t lines = 0, skipped = 0;
+    for (Py_ssize_t p = 0; p < s->n_parts; p++) {
+        free_records(&s->parts[p]); /* write() needs only the marks */
+        lines += s->parts[p].n_lines;
+        skipped += s->parts[p].skipped;
+    }
+    PyMem_RawFree(s->entries);
+    PyMem_RawFree(s->slots);
+    s->entries = NULL;
+    s->slots = NULL;
+    s->n_entries = s->cap_entries = s->n_slots = 0;
+    return Py_BuildValue("(nn)", lines, skipped);
+}
+
+static int write_all(int fd, cursor p, Py_ssize_t n)
+{
+    while (n > 0) {
+        ssize_t done = write(fd, p, (size_t)n);
+        if (done < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += done;
+        n -= done;
+    }
+    return 0;
+}
+
+static PyObject *Latest_write(Latest *s, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t index, stop = -1;
+    int fd;
+    if (!PyArg_ParseTuple(args, "ny*i|n:write", &index, &view, &fd, &stop)) return NULL;
+    part *in = take_part(s, index, 1, &view, &stop);
+    if (!in) return NULL;
+    cursor p = view.buf, end = p + stop, run = NULL;
+    Py_ssize_t lines = 0, bytes = 0;
+    int error = 0, too_many = 0, saved = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (p < end && !error) {
+        cursor nl = memchr(p, '\n', (size_t)(end - p)), next = nl ? nl + 1 : end;
+        if (in->written >= in->n_lines) {
+            too_many = 1;
+            break;
+        }
+        int kept = !in->skip[in->written++];
+        lines++;
+        if (kept && !run) run = p;
+        if (run && (!kept || !nl)) { /* a run of kept lines ends: before this line, or with it (no newline) */
+            cursor stop_at = kept ? next : p;
+            error = write_all(fd, run, stop_at - run) < 0 || (kept && write_all(fd, (cursor)"\n", 1) < 0);
+            bytes += stop_at - run + (kept ? 1 : 0);
+            run = NULL;
+        }
+        p = next;
+    }
+    if (run && !error && !too_many) {
+        error = write_all(fd, run, p - run) < 0;
+        bytes += p - run;
+    }
+    saved = errno;
+    Py_END_ALLOW_THREADS
+    in->busy = 0;
+    PyBuffer_Release(&view);
+    if (too_many) {
+        PyErr_SetString(PyExc_ValueError, "write() was given more lines than feed()");
+        return NULL;
+    }
+    if (error) {
+        errno = saved;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return Py_BuildValue("(nn)", lines, bytes);
+}
+
+static PyMethodDef Latest_methods[] = {
+    {"feed", (PyCFunction)Latest_feed, METH_VARARGS,
+     "feed(part, buffer, stop=len) -> lines: buffer[:stop] holds whole lines of that part (an input file; the last\n"
+     "line may lack its newline). Parts may be fed at once from several threads."},
+    {"resolve", (PyCFunction)Latest_resolve, METH_NOARGS,
+     "resolve() -> (lines fed, lines skipped): once every part is fed, marks the lines a later change supersedes."},
+    {"write", (PyCFunction)Latest_write, METH_VARARGS,
+     "write(part, buffer, fd, stop=len) -> (lines, bytes): the part's lines again, in the order fed; those not\n"
+     "skipped are written to fd, each ending with a newline."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject LatestType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cdc.spark._scan.Latest",
+    .tp_basicsize = sizeof(Latest),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Latest(merged_upto, [(db, table, [key column, ...]), ...], parts=1, max_records=unbounded): the change\n"
+              "lines a merge need not read.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Latest_init,
+    .tp_dealloc = (destructor)Latest_dealloc,
+    .tp_methods = Latest_methods,
+};

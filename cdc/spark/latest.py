@@ -1,0 +1,62 @@
+"""The change lines a merge need not read: each one superseded by a later change of the same key.
+
+The compaction keeps each key's last change (cdc.spark.compact); every earlier change of a key is read, parsed,
+shuffled and sorted only to lose. On 1,000,000 changes to 450,000 keys that is more than half of the input, and
+Spark's JSON parse of it was the largest part of a merge (docs/performance.md, "spark-merge"). The C reader
+(cdc/spark/_latest.c) finds those lines by their `key`'s bytes, and the lines left are copied to files that the
+compaction reads instead of the input. Its winners are the same: only lines that lose to a later change of the
+same key are left out, and only where nothing else reads them (cdc.spark.job decides which tables qualify).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from cdc.spark import scan
+
+# Below this share of lines to skip, copying the others costs more than Spark's parse of the skipped ones saves.
+SKIP_AT_LEAST = 0.25
+# Row changes recorded at most (~100 bytes each until resolved): past it, lines are kept, so a huge backlog stays
+# bounded in memory.
+MAX_RECORDS = 4_000_000
+
+Listed = tuple[str, str, list[str]]  # db, table, its primary-key columns
+
+
+def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[Listed],
+                        out_dir: Path) -> tuple[list[Path], int] | None:
+    """The lines of `files` a merge must read, written to one file per input file in `out_dir` (0600), and how many
+    lines are left out; None if not worth it (nothing written).
+
+    None also when the C reader is not built (or CDC_NATIVE=0) or a file is not local plain/gzip JSON lines:
+    the merge then reads `files` as before. Two files are read (and written) at once.
+    """
+    native = scan.native_module()
+    if native is None or not tables or not files or not scan.is_local(files) \
+            or (merged_upto is not None and len(merged_upto.encode()) > native.POS_MAX):
+        return None
+    latest = native.Latest(merged_upto, tables, len(files), MAX_RECORDS)
+
+    def feed(index: int) -> None:
+        for block, cut in scan.whole_lines(files[index]):
+            latest.feed(index, block, cut)
+
+    outs = [out_dir / f"latest-{index:06d}.jsonl" for index in range(len(files))]
+
+    def write(index: int) -> None:
+        fd = os.open(outs[index], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # change lines hold rows: private
+        try:
+            for block, cut in scan.whole_lines(files[index]):
+                latest.write(index, block, fd, cut)
+        finally:
+            os.close(fd)
+
+    with ThreadPoolExecutor(min(2, len(files))) as pool:  # feed() and write() run without the interpreter lock
+        list(pool.map(feed, range(len(files))))
+        lines, skipped = latest.resolve()
+        if skipped < lines * SKIP_AT_LEAST:
+            return None
+        list(pool.map(write, range(len(files))))
+    return outs, skipped

@@ -1,0 +1,261 @@
+"""The C reader of superseded change lines (cdc/spark/_latest.c, cdc.spark.latest) against what it must keep.
+
+What it may leave out is checked against a reference written here from the compaction's rule (each key's change
+with the highest position wins; an update that moves its row also deletes the old key), in plain Python over
+orjson: every key's winners are the same with the lines it keeps as with all of them, and every line it is not
+sure of, or that another table or reader needs, is kept byte for byte. The merge's result with the lines left
+out is held equal to its result without in tests/spark/test_merge.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from cdc.changelog import encode_line
+from cdc.spark import latest, scan
+
+LISTED = [("shop", "orders", ["id"]), ("shop", "pairs", ["k1", "k2"]), ("naïve", "🦀 crab", ["id"]),
+          ("we'ird\\db", 't"ab.le\n\x00', ["id"])]  # escaped in the lines
+KEYS: dict[tuple[str, str], list[str]] = {(db, table): keys for db, table, keys in LISTED}
+ODD_STRINGS = ["", "O'Brien", 'say "hi"', "back\\slash", "emoji 🎉", "line\nbreak", "\u2028", "ünï", "null", "1"]
+
+
+def _position(n: int) -> str:
+    return f"0000000001:{n:012d}:b000000000000"
+
+
+def _line(rng: random.Random, n: int, table: tuple[str, str], op: str, key: dict[str, Any],
+          before_key: dict[str, Any] | None = None) -> bytes:
+    image = {**key, "note": rng.choice(ODD_STRINGS), "price": f"{rng.randrange(10**6)}.50"}
+    before = None if op in ("c", "r") else {**image, **(before_key or key)}
+    change = {"after": None if op == "d" else image, "before": before, "db": table[0], "key": key, "op": op,
+              "position": _position(n), "table": table[1], "ts": "2026-12-01T07:00:01Z", "v": 1}
+    return encode_line(change)
+
+
+def _key(rng: random.Random, table: tuple[str, str]) -> dict[str, Any]:
+    if table[1] == "pairs":
+        return {"k1": rng.choice(ODD_STRINGS[:5]), "k2": rng.choice([0, 18446744073709551615, 1, 2])}
+    return {"id": rng.randrange(40)}
+
+
+def _workload(rng: random.Random, lines: int) -> list[bytes]:
+    """Row changes to few keys (most superseded), moving updates, duplicates, other tables, DDL and odd lines."""
+    tables = [*KEYS, ("shop", "unlisted")]
+    out: list[bytes] = []
+    for n in range(1, lines + 1):
+        table, roll = rng.choice(tables), rng.random()
+        key = _key(rng, table) if table in KEYS else {"id": rng.randrange(40)}
+        position = rng.randrange(1, lines + 1) if rng.random() < 0.1 else n  # out of order, sometimes tied
+        if roll < 0.1:  # an update moving its row from another key
+            out.append(_line(rng, position, table, "u", key, _key(rng, table) if table in KEYS else {"id": -1}))
+        elif roll < 0.15 and out:
+            out.append(rng.choice(out))  # a replayed line
+        elif roll < 0.17:
+            out.append(orjson.dumps({"db": table[0], "ddl": "ALTER", "kind": "alter", "op": "ddl",
+                                     "position": _position(position), "table": table[1]}) + b"\n")
+        elif roll < 0.2:
+            out.append(_odd_line(rng, position, table, key))
+        else:
+            out.append(_line(rng, position, table, rng.choice("cudr"), key))
+    return out
+
+
+def _odd_line(rng: random.Random, n: int, table: tuple[str, str], key: dict[str, Any]) -> bytes:
+    """A line the C reader is not sure of, or whose update it must not take for one that keeps its row."""
+    good = _line(rng, n, table, "u", key)
+    return rng.choice([
+        good.replace(b'"key":{', b'"key":  {'),  # other bytes, the same key: kept, never wrongly merged
+        good.replace(b'"before":{', b'"before":{"i\\u0064":5,'),  # an escaped name in `before`: may be the key
+        good.replace(b'"before":{', b'"before":{"id":7,'),  # the key column twice in `before`
+        good.replace(b'"db"', b'"d\\u0062"'),  # an escaped field name
+        good.replace(b'"key":{', b'"key":[{').replace(b'},"op"', b'}],"op"'),  # `key` not an object
+        good.replace(b'"op":"u"', b'"op":"x"'),
+        good[:-10] + b"\n",  # cut
+        b"\n",
+        b"  \t \n",
+        good.replace(b'"before":{', b'"before":{"k1":"\xff",'),  # invalid UTF-8
+    ])
+
+
+def _events(line: bytes, merged_upto: str | None) -> list[tuple[Any, ...]]:
+    """The compaction's events of one line as (table, key, position): none for a line it does not count."""
+    try:
+        change = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(change, dict) or change.get("op") not in ("c", "u", "d", "r"):
+        return []
+    table, position = (change.get("db"), change.get("table")), change.get("position")
+    if table not in KEYS or not isinstance(position, str) or (merged_upto and position <= merged_upto):
+        return []
+    names, key, before = KEYS[table], change.get("key"), change.get("before")  # type: ignore[index]
+    if not isinstance(key, dict):
+        return []
+    new = tuple(orjson.dumps(key.get(k)) for k in names)
+    events = [(table, new, position)]
+    if change["op"] == "u":
+        old = tuple(orjson.dumps(before.get(k)) for k in names) if isinstance(before, dict) else None
+        if old != new:
+            events.append((table, old, position))
+    return events
+
+
+def _winners(lines: list[bytes], merged_upto: str | None) -> dict[tuple[Any, ...], tuple[str, Counter[bytes]]]:
+    """Per (table, key): the highest position and the lines holding it (as many times as they occur)."""
+    best: dict[tuple[Any, ...], tuple[str, Counter[bytes]]] = {}
+    for line in lines:
+        for table, key, position in _events(line, merged_upto):
+            have = best.get((table, key))
+            if have is None or position > have[0]:
+                best[(table, key)] = (position, Counter([line.rstrip(b"\n")]))
+            elif position == have[0]:
+                have[1][line.rstrip(b"\n")] += 1
+    return best
+
+
+def _left(tmp_path: Path, files: list[Path], merged_upto: str | None = None,
+          tables: list[latest.Listed] = LISTED) -> list[bytes]:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    found = latest.superseded_left_out([str(f) for f in files], merged_upto, tables, out)
+    assert found is not None, "nothing to leave out"
+    paths, skipped = found
+    assert len(paths) == len(files)
+    left = []
+    for path in paths:
+        assert path.stat().st_mode & 0o777 == 0o600
+        data = path.read_bytes()
+        assert not data or data.endswith(b"\n")
+        left += [line + b"\n" for line in data.split(b"\n")[:-1]]
+        path.unlink()
+    assert skipped == _lines(files) - len(left)
+    return left
+
+
+def _lines(files: list[Path]) -> int:
+    """Lines as the reader counts them: each newline ends one, and a file's last bytes without one make one more."""
+    data = [gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes() for f in files]
+    return sum(d.count(b"\n") + (not d.endswith(b"\n") and bool(d)) for d in data)
+
+
+@pytest.fixture(autouse=True)
+def _always(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.0)  # every case writes its file, whatever it leaves out
+
+
+def test_the_reader_is_built() -> None:
+    assert scan.native_module() is not None and hasattr(scan.native_module(), "Latest"), scan.NATIVE_PROBLEM
+
+
+def test_a_key_keeps_its_last_change_and_a_moving_update(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    table = ("shop", "orders")
+    lines = [_line(rng, 1, table, "c", {"id": 1}), _line(rng, 2, table, "u", {"id": 1}),
+             _line(rng, 3, table, "u", {"id": 2}, {"id": 1}),  # moves 1 -> 2: deletes 1 too
+             _line(rng, 4, table, "u", {"id": 2}), _line(rng, 5, table, "d", {"id": 3}),
+             _line(rng, 6, table, "c", {"id": 3}), _line(rng, 7, table, "r", {"id": 4})]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(lines)[:-1])  # the last line without its newline
+    assert _left(tmp_path, [path]) == [lines[i] for i in (1, 2, 3, 5, 6)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_key_keeps_its_winners_and_every_other_line_is_kept(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    lines = _workload(rng, 3000)
+    cut = sorted(rng.sample(range(len(lines)), 3))
+    files = []
+    for i, (start, end) in enumerate(zip([0, *cut], [*cut, len(lines)], strict=True)):
+        path = tmp_path / f"{i}.jsonl" if i != 1 else tmp_path / f"{i}.jsonl.gz"
+        data = b"".join(lines[start:end])
+        path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+        files.append(path)
+    merged_upto = _position(300) if seed % 2 else None
+    left = _left(tmp_path, files, merged_upto)
+    assert _winners(left, merged_upto) == _winners(lines, merged_upto)
+    dropped = Counter(lines) - Counter(left)
+    assert not Counter(left) - Counter(lines), "only lines of the input, each at most as often"
+    assert len(dropped) > 300, "most changes to 40 keys are superseded"
+    superseded = set()
+    for line in dropped:  # only lines merged before (the merge drops them), or row changes that lose
+        change = orjson.loads(line)
+        if merged_upto is None or change["position"] > merged_upto:
+            assert len(_events(line, None)) == 1 and change["op"] in "cudr", line
+            superseded.add((change["db"], change["table"]))
+    assert superseded == set(KEYS), "every listed table takes part, the escaped names' too"
+
+
+def test_a_table_not_listed_keeps_every_line(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    lines = [_line(rng, n, ("shop", "orders"), "u", {"id": 1}) for n in range(1, 50)]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(lines))
+    assert _left(tmp_path, [path], tables=[("shop", "other", ["id"])]) == lines
+    assert _left(tmp_path, [path], tables=[("shop", "orders", ["id"])]) == lines[-1:]
+    assert _left(tmp_path, [path], _position(49)) == []  # merged before: the merge drops them anyway
+
+
+def test_not_worth_it_and_not_possible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(3)
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(_line(rng, n, ("shop", "orders"), "c", {"id": n}) for n in range(1, 20)))
+    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.25)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert latest.superseded_left_out([str(path)], None, LISTED, out) is None  # no key twice
+    assert latest.superseded_left_out([str(path)], None, [], out) is None
+    assert latest.superseded_left_out([str(path) + ".zst"], None, LISTED, out) is None
+    monkeypatch.setenv("CDC_NATIVE", "0")
+    assert latest.superseded_left_out([str(path)], None, LISTED, out) is None
+    assert not list(out.iterdir())
+
+
+def test_bounded_keys_keep_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_RECORDS, the lines are all kept; the lines recorded still lose to later recorded ones."""
+    monkeypatch.setattr(latest, "MAX_RECORDS", 12)
+    rng = random.Random(4)
+    lines = [_line(rng, n, ("shop", "orders"), "u", {"id": n % 4}) for n in range(1, 41)]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(lines))
+    left = _left(tmp_path, [path])
+    assert _winners(left, None) == _winners(lines, None)
+    assert left == lines[8:12] + lines[12:]  # 12 recorded: the last of each key's three among them stays
+
+
+def test_misuse_is_refused() -> None:
+    native = scan.native_module()
+    with pytest.raises(ValueError, match="without a primary key"):
+        native.Latest(None, [("d", "t", [])])
+    with pytest.raises(ValueError, match="twice"):
+        native.Latest(None, [("d", "t", ["id"]), ("d", "t", ["id"])])
+    with pytest.raises(TypeError):
+        native.Latest(None, [("d", "t", [1])])
+    with pytest.raises(ValueError, match="longer"):
+        native.Latest("x" * 100, [])
+    with pytest.raises(ValueError, match="parts"):
+        native.Latest(None, [], 0)
+    reader = native.Latest(None, [("d", "t", ["id"])], 2)
+    with pytest.raises(RuntimeError, match="no such part"):
+        reader.feed(2, b"{}\n")
+    reader.feed(0, b'{"db":"d"}\n')
+    with open(os.devnull, "wb") as sink:
+        with pytest.raises(RuntimeError, match="before resolve"):
+            reader.write(0, b"{}\n", sink.fileno())
+        assert reader.resolve() == (1, 0)
+        with pytest.raises(RuntimeError, match="twice"):
+            reader.resolve()
+        with pytest.raises(RuntimeError, match="after resolve"):
+            reader.feed(1, b"{}\n")
+        with pytest.raises(ValueError, match="more lines"):
+            reader.write(0, b"{}\n{}\n", sink.fileno())
+    with pytest.raises(RuntimeError, match="__init__"):
+        native.Latest.__new__(native.Latest).feed(0, b"{}\n")
