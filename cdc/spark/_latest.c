@@ -190,7 +190,7 @@ static Py_ssize_t find_member(cursor p, cursor end, cursor name, Py_ssize_t name
         p = skip_ws(p, end);
         if (p >= end || *p != ':') return -1;
         cursor v = skip_ws(p + 1, end);
-        if (!(p = skip_value(v, end, 2))) return -1;
+        if (!(p = skip_value(v, end, 2, 1))) return -1;
         if (key_n == name_n && memcmp(key, name, (size_t)name_n) == 0) {
             found++;
             *value = v;
@@ -291,7 +291,7 @@ static int add_record(Latest *s, part *in, Py_ssize_t line, Py_ssize_t table, co
 static int take_line(Latest *s, part *in, cursor p, cursor end, Py_ssize_t line)
 {
     field f[L_COUNT];
-    if (!read_fields(p, end, f, L_COUNT, latest_wanted)) return 0;
+    if (!read_fields(p, end, f, L_COUNT, latest_wanted, 1)) return 0; /* numbers: only skipped */
     const field *pos = &f[L_POSITION], *op = &f[L_OP], *key = &f[L_KEY];
     if (pos->kind != STRING || pos->n > POS_MAX) return 0;
     if (s->upto_n >= 0 && compare(pos->p, pos->n, s->upto, s->upto_n) <= 0) {

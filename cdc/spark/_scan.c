@@ -142,7 +142,7 @@ enum { COUNTED, SKIPPED, SPECIAL, NO_MEMORY };
 static int count_line(Scanner *s, cursor p, cursor end)
 {
     field f[F_COUNT];
-    if (!read_fields(p, end, f, F_COUNT, wanted)) return SPECIAL;
+    if (!read_fields(p, end, f, F_COUNT, wanted, 0)) return SPECIAL;
     const field *pos = &f[F_POSITION], *op = &f[F_OP];
     if (pos->kind != STRING || pos->n > POS_MAX) return SPECIAL;
     if (s->upto_n >= 0 && compare(pos->p, pos->n, s->upto, s->upto_n) <= 0) return SKIPPED;

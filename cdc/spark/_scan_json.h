@@ -1,8 +1,8 @@
 /* Strict JSON for the merge's C readers of change lines (_scan.c, _latest.c): validated byte by byte, nothing built.
  *
  * A reader is sure of a line only when these checks pass: one JSON object, every string valid UTF-8 with no
- * surrogate escape, numbers short enough for any reader, no deeper nesting than MAX_DEPTH, and none of the fields
- * it reads escaped in its name or repeated. Anything else is left to the Python path (orjson, the reference).
+ * surrogate escape, numbers short enough for any reader (unless it never decodes them: lax), no deeper nesting
+ * than MAX_DEPTH, and none of the fields it reads escaped in its name or repeated. Anything else is left to the Python path (orjson, the reference).
  */
 #ifndef CDC_SCAN_JSON_H
 #define CDC_SCAN_JSON_H
@@ -99,7 +99,8 @@ static inline cursor skip_string(cursor p, cursor end, int *escaped)
     return NULL;
 }
 
-static inline cursor skip_number(cursor p, cursor end)
+/* lax: any length of digits (a reader that only finds where the number ends, never decodes it). */
+static inline cursor skip_number(cursor p, cursor end, int lax)
 {
     cursor start = p;
     if (p < end && *p == '-') p++;
@@ -117,15 +118,15 @@ static inline cursor skip_number(cursor p, cursor end)
         if (p < end && (*p == '+' || *p == '-')) p++;
         cursor digits = p;
         while (p < end && *p >= '0' && *p <= '9') p++;
-        if (p == digits || p - digits > 2) return NULL; /* 1e999: readers differ (inf, an error) */
+        if (p == digits || (!lax && p - digits > 2)) return NULL; /* 1e999: readers differ (inf, an error) */
     }
-    return p - start > MAX_NUMBER ? NULL : p;
+    return !lax && p - start > MAX_NUMBER ? NULL : p;
 }
 
-static inline cursor skip_value(cursor p, cursor end, int depth);
+static inline cursor skip_value(cursor p, cursor end, int depth, int lax);
 
 /* An object or array whose opening bracket is at p[-1]. */
-static inline cursor skip_container(cursor p, cursor end, int depth, unsigned char close)
+static inline cursor skip_container(cursor p, cursor end, int depth, unsigned char close, int lax)
 {
     if (depth > MAX_DEPTH) return NULL;
     p = skip_ws(p, end);
@@ -138,7 +139,7 @@ static inline cursor skip_container(cursor p, cursor end, int depth, unsigned ch
             if (p >= end || *p != ':') return NULL;
             p = skip_ws(p + 1, end);
         }
-        if (!(p = skip_value(p, end, depth + 1))) return NULL;
+        if (!(p = skip_value(p, end, depth + 1, lax))) return NULL;
         p = skip_ws(p, end);
         if (p >= end) return NULL;
         if (*p == close) return p + 1;
@@ -152,23 +153,24 @@ static inline cursor skip_literal(cursor p, cursor end, const char *word, size_t
     return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
 }
 
-static inline cursor skip_value(cursor p, cursor end, int depth)
+static inline cursor skip_value(cursor p, cursor end, int depth, int lax)
 {
     int escaped = 0;
     if (p >= end) return NULL;
     switch (*p) {
     case '"': return skip_string(p + 1, end, &escaped);
-    case '{': return skip_container(p + 1, end, depth, '}');
-    case '[': return skip_container(p + 1, end, depth, ']');
+    case '{': return skip_container(p + 1, end, depth, '}', lax);
+    case '[': return skip_container(p + 1, end, depth, ']', lax);
     case 't': return skip_literal(p, end, "true", 4);
     case 'f': return skip_literal(p, end, "false", 5);
     case 'n': return skip_literal(p, end, "null", 4);
-    default: return skip_number(p, end);
+    default: return skip_number(p, end, lax);
     }
 }
 
-/* One line's fields, those `wanted` numbers (0..n-1; -1 for the others); 0 if the line is not one sure JSON object. */
-static inline int read_fields(cursor p, cursor end, field *fields, int n, int (*wanted)(cursor, Py_ssize_t))
+/* One line's fields, those `wanted` numbers (0..n-1; -1 for the others); 0 if the line is not one sure JSON object.
+ * lax: numbers of any length (skip_number). */
+static inline int read_fields(cursor p, cursor end, field *fields, int n, int (*wanted)(cursor, Py_ssize_t), int lax)
 {
     memset(fields, 0, sizeof(field) * (size_t)n);
     p = skip_ws(p, end);
@@ -186,7 +188,7 @@ static inline int read_fields(cursor p, cursor end, field *fields, int n, int (*
         p = skip_ws(p + 1, end);
         cursor value = p;
         escaped = 0;
-        if (!(p = *p == '"' ? skip_string(p + 1, end, &escaped) : skip_value(p, end, 1))) return 0;
+        if (!(p = *p == '"' ? skip_string(p + 1, end, &escaped) : skip_value(p, end, 1, lax))) return 0;
         if (which >= 0) {
             field *f = &fields[which];
             if (f->kind != ABSENT) return 0; /* a repeated key: which one counts is the reader's choice */

@@ -222,7 +222,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     # The compaction's read leaves out the lines a later change of their key supersedes (cdc.spark.latest): not with a
     # cut, renames or cascades, whose other reads of the lines are not the compaction's; not for a follow cycle's few.
     fewer = None
-    if cut is None and plan is None and not cascades.lines and input_bytes(segments) >= FEWER_LINES_BYTES:
+    if cut is None and plan is None and not cascades.lines and input_bytes(segments) >= FEWER_LINES_BYTES \
+            and _keys_change(infos):
         with timed(phases, "latest"):
             fewer = _fewer_lines(files, merged_upto, history, infos, staging)
     raw = _keyed_lines(spark, raw, [str(f) for f in fewer[0]] if fewer else files, merged_upto, history, infos, cut)
@@ -297,6 +298,17 @@ def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, inf
         return compact.read_base(spark, str(directory / base_name), final, versions, since) if base_name else None
 
     return derive(spark, raw, history, infos, lake_base, state.read_server())
+
+
+def _keys_change(infos: list[TableStats]) -> bool:
+    """Whether enough keys can have several lines in the run for cdc.spark.latest to leave out SKIP_AT_LEAST of them.
+
+    A key's later lines are its updates and deletes, or inserts after a delete: without enough of those (a
+    snapshot's first merge) the pass could only cost its read.
+    """
+    from cdc.spark.latest import SKIP_AT_LEAST
+
+    return 2 * sum(i.removals for i in infos) >= SKIP_AT_LEAST * sum(i.rows for i in infos)
 
 
 def _fewer_lines(files: list[str], merged_upto: str | None, history: SchemaHistory, infos: list[TableStats],

@@ -9,12 +9,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from cdc.changelog import list_segments
+from cdc.changelog import list_segments, position_string
 from cdc.spark import merge, read_lake_table
 from cdc.spark.lake import table_dir
 from cdc.state import StateDir
 from tests.checkpoints.test_golden import has_golden_shape
-from tests.spark.workload import EVERY, EXTRA, T1, T2, Workload, model
+from tests.spark.workload import BINLOG, EVERY, EXTRA, T1, T2, Workload, model
 
 
 def build(root: Path, seed: int) -> Workload:
@@ -251,3 +251,26 @@ def test_progress_reports_the_phases_in_order(tmp_path: Path, spark: Any) -> Non
     again: list[MergeProgress] = []
     assert merge(state, spark=spark, on_progress=again.append).batch_id is None
     assert [p.phase for p in again] == ["listing", "done"]  # nothing new: Spark not even asked
+
+
+def test_superseded_lines_are_looked_for_only_where_a_key_can_change(tmp_path: Path, spark: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot's first merge (no update, no delete) skips the C pass (cdc.spark.latest) that could find nothing to
+    leave out; a run of updates to few keys takes it and leaves most lines out, with the model's result."""
+    monkeypatch.setattr("cdc.spark.job.FEWER_LINES_BYTES", 0)  # the pass's size threshold: this input is small
+    state = StateDir(tmp_path / "state")
+    w = Workload(state.root, seed=3)
+    w.snapshot(60)
+    w.write_segments(w.lines, per_segment=40)
+    first = merge(state, spark=spark)
+    assert "latest" not in first.phases and first.superseded == 0
+    done = len(w.lines)
+    for _ in range(40):
+        w.xid += 1
+        w.pos += 300
+        key = sorted(w.live[T1])[0]
+        w._emit(T1, "u", w.live[T1][key], {**w._new_row(T1), "id": key[0]}, position_string(BINLOG, w.pos, 0))
+    w.write_segments(w.lines[done:], per_segment=40)
+    second = merge(state, spark=spark)
+    assert "latest" in second.phases and second.superseded == 39
+    assert lake_state(state.root / "lake", T1) == model(w.lines, w.history)[T1]
