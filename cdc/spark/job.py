@@ -221,12 +221,14 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     report.set(tables_total=len(infos), changes_total=sum(i.rows for i in infos))
     # The compaction's read leaves out the lines a later change of their key supersedes (cdc.spark.latest): not with a
     # cut, renames or cascades, whose other reads of the lines are not the compaction's; not for a follow cycle's few.
-    fewer = None
-    if cut is None and plan is None and not cascades.lines and input_bytes(segments) >= FEWER_LINES_BYTES \
-            and _keys_change(infos):
+    # (The lines read as LINE_SCHEMA, without a keyed schema, are the ones `raw` holds: all of them.)
+    keyed, fewer = _keyed_schema(history, infos), None
+    if keyed is not None and cut is None and plan is None and not cascades.lines \
+            and input_bytes(segments) >= FEWER_LINES_BYTES and _keys_change(infos):
         with timed(phases, "latest"):
             fewer = _fewer_lines(files, merged_upto, history, infos, staging)
-    raw = _keyed_lines(spark, raw, [str(f) for f in fewer[0]] if fewer else files, merged_upto, history, infos, cut)
+    if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
+        raw = _read_lines(spark, keyed, [str(f) for f in fewer[0]] if fewer else files, merged_upto, cut)
     raw = plan.relabel(raw) if plan is not None else raw
     if input_bytes(segments) <= ONE_PARTITION_BYTES:
         raw = raw.coalesce(1)
@@ -339,9 +341,9 @@ def _fewer_lines(files: list[str], merged_upto: str | None, history: SchemaHisto
     return superseded_left_out(files, merged_upto, tables, staging)
 
 
-def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None, history: SchemaHistory,
-                 infos: list[TableStats], cut: str | None) -> Any:
-    """The lines again, `key`/`before` read as structs of the run's primary-key columns (types.keyed_line_schema)."""
+def _keyed_schema(history: SchemaHistory, infos: list[TableStats]) -> Any:
+    """The line schema with `key`/`before` read as structs of the run's primary-key columns and `after` of its other
+    columns (types.keyed_line_schema); None where two names differ only in case."""
     from cdc.spark.types import keyed_line_schema
 
     # Every table of the run, row changes or not: one with only DDL (an ALTER alone) is merged too, and its
@@ -354,10 +356,7 @@ def _keyed_lines(spark: Any, raw: Any, files: list[str], merged_upto: str | None
     # Every non-key column any version of a merged table had: what the compaction reads from `after`.
     values = [c.name for i, s in finals for v in history.versions(i.db, i.table) for c in v.columns
               if c.name not in s.primary_key]
-    schema = keyed_line_schema(names, values)
-    if schema is None:
-        return raw
-    return _read_lines(spark, schema, files, merged_upto, cut)
+    return keyed_line_schema(names, values)
 
 
 def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:

@@ -10,11 +10,15 @@ same key are left out, and only where nothing else reads them (cdc.spark.job dec
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cdc.spark import scan
+
+log = logging.getLogger(__name__)
 
 # Below this share of lines to skip, copying the others costs more than Spark's parse of the skipped ones saves.
 SKIP_AT_LEAST = 0.25
@@ -28,10 +32,11 @@ Listed = tuple[str, str, list[str]]  # db, table, its primary-key columns
 def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[Listed],
                         out_dir: Path) -> tuple[list[Path], int] | None:
     """The lines of `files` a merge must read, written to one file per input file in `out_dir` (0600), and how many
-    lines are left out; None if not worth it (nothing written).
+    lines are left out (superseded, or at or before merged_upto); None if not worth it (nothing written).
 
-    None also when the C reader is not built (or CDC_NATIVE=0) or a file is not local plain/gzip JSON lines:
-    the merge then reads `files` as before. Two files are read (and written) at once.
+    None also when the C reader is not built (or CDC_NATIVE=0), a file is not local plain/gzip JSON lines, or the
+    pass fails for want of memory or disk (logged): the merge then reads `files` as before. Two files are read (and
+    written) at once.
     """
     native = scan.native_module()
     if native is None or not tables or not files or not scan.is_local(files) \
@@ -53,10 +58,17 @@ def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[
         finally:
             os.close(fd)
 
-    with ThreadPoolExecutor(min(2, len(files))) as pool:  # feed() and write() run without the interpreter lock
-        list(pool.map(feed, range(len(files))))
-        lines, skipped = latest.resolve()
-        if skipped < lines * SKIP_AT_LEAST:
-            return None
-        list(pool.map(write, range(len(files))))
+    try:
+        with ThreadPoolExecutor(min(2, len(files))) as pool:  # feed() and write() run without the interpreter lock
+            list(pool.map(feed, range(len(files))))
+            lines, skipped = latest.resolve()
+            if skipped < lines * SKIP_AT_LEAST:
+                return None
+            list(pool.map(write, range(len(files))))
+    except (OSError, MemoryError) as exc:  # a full disk, say: the merge reads every line instead, as without the pass
+        log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
+        for path in outs:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return None
     return outs, skipped

@@ -53,7 +53,8 @@ class MergeSummary:
     # Spark jobs the run started (a warm session's count; with its own session, the session's): what a follow
     # cycle's latency grows with on a loaded machine, more than with its changes.
     spark_jobs: int = 0
-    # Change lines the compaction did not read: each superseded by a later change of its key (cdc.spark.latest).
+    # Change lines the compaction did not read: each superseded by a later change of its key, or merged by an earlier
+    # run (cdc.spark.latest).
     superseded: int = 0
 
     def to_dict(self) -> dict[str, Any]:

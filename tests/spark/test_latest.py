@@ -222,6 +222,9 @@ def test_not_worth_it_and_not_possible(tmp_path: Path, monkeypatch: pytest.Monke
     assert latest.superseded_left_out([str(path)], None, LISTED, out) is None  # no key twice
     assert latest.superseded_left_out([str(path)], None, [], out) is None
     assert latest.superseded_left_out([str(path) + ".zst"], None, LISTED, out) is None
+    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.0)
+    (tmp_path / "not a directory").write_bytes(b"")  # a write that fails (as on a full disk): every line is read
+    assert latest.superseded_left_out([str(path)], None, LISTED, tmp_path / "not a directory") is None
     monkeypatch.setenv("CDC_NATIVE", "0")
     assert latest.superseded_left_out([str(path)], None, LISTED, out) is None
     assert not list(out.iterdir())
