@@ -221,6 +221,21 @@ def _lines_until(proc: subprocess.Popen[str], text: str, timeout: float) -> list
     return said
 
 
+def _wait_for_child(proc: subprocess.Popen[str], name: str, timeout: float = 120) -> None:
+    """Until `proc` has a child process called `name` (from /proc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)
+            except OSError:
+                continue
+            if fields[0].endswith(f"({name}") and int(fields[1].split()[1]) == proc.pid:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no {name} child of the command within {timeout} s")
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_spark_merge_stopped_while_spark_starts_is_130_or_143(signum: int, tmp_path: Path) -> None:
@@ -232,7 +247,9 @@ def test_spark_merge_stopped_while_spark_starts_is_130_or_143(signum: int, tmp_p
     env = {**os.environ, "HOME": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-m", "cdc", "spark-merge", "--state-dir", str(state), "--json"],
                             cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(3)  # Spark is still starting or merging: a merge of this run takes far longer
+    # Its JVM started: the command's handlers are in place (a fixed 3 s wait once signalled it while it was still
+    # importing, on a loaded machine), and Spark is still starting: a merge of this run takes far longer.
+    _wait_for_child(proc, "java")
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)

@@ -180,6 +180,7 @@ def test_refuses_without_the_watermark_table_or_for_an_uncaptured_table(mariadb:
         run_resnapshot(other, ResnapshotRequest((f"{fresh_db}.{fresh_db}_other",)))
 
 
+@pytest.mark.long
 def test_tail_killed_9_again_and_again_inside_windows_ends_equal(mariadb: MariaDB, fresh_db: str,
                                                                  tmp_path: Path) -> None:
     """tail.json stays before an open window: every restart re-reads the window, nothing is emitted twice."""
