@@ -67,6 +67,7 @@ def wheel(sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.mark.long  # with the test below: one worker builds the module's wheel
 def test_wheel_ships_every_module_inside_the_cdc_namespace(sources: Path, wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder, installed in SHIPPED.items():
@@ -92,6 +93,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     return where / "venv" / "bin", env
 
 
+@pytest.mark.long  # a wheel build and a clean venv: first, not at the suite's end
 @pytest.mark.mariadb
 def test_clean_install_starts_every_command_and_checks_a_real_server(
         installed: tuple[Path, dict[str, str]], mariadb: MariaDB, replication_user: DbUser, tmp_path: Path) -> None:

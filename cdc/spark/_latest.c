@@ -1,19 +1,19 @@
 /* Which change lines a merge need not read: each one superseded by a later change of the same key, in C.
  *
  * The compaction keeps, per table and key, only the change with the highest position (cdc.spark.compact); every
- * earlier change of the key is read, parsed, shuffled and sorted only to lose. A Latest is fed the run's lines
- * and marks a line skipped when a line with a strictly higher position, of the same table, has a byte-identical
- * `key`: the same bytes are the same key whatever reads them. write() then copies the other lines out, and the
- * compaction reads those instead: every key's last change is among them, so its winners are the same.
+ * earlier change of the key is read, parsed, shuffled and sorted only to lose. A Latest marks a line skipped when
+ * a line with a strictly higher position, of the same table, has a byte-identical `key`: the same bytes are the
+ * same key whatever reads them. write() then copies the other lines out, and the compaction reads those instead:
+ * every key's last change is among them, so its winners are the same.
  *
  * Exactness rule: only a line this code is sure of takes part, every other one is kept as it is: one strict JSON
  * object (_scan_json.h), string `db`/`table` (escapes decoded), a plain-string `position`, a row op (c/u/d/r),
  * `key` an object, and a table of the list it was given (the caller's: tables whose run holds one schema version,
- * with a primary key). An
- * update whose `before` does not hold the same bytes for every key column as its `key` (or where this code is
- * not sure of it) moves its row: the compaction reads it as a delete of the old key too, so it is never skipped,
- * though it still supersedes its new key's earlier lines. Lines at or before merged_upto are skipped: the merge
- * drops them anyway. Two lines at one position are both kept (the compaction collapses duplicates).
+ * with a primary key). An update whose `before` does not hold the same bytes for every key column as its `key`
+ * (or where this code is not sure of it) moves its row: the compaction reads it as a delete of the old key too,
+ * so it is never skipped, though it still supersedes its new key's earlier lines. Lines at or before merged_upto
+ * are skipped: the merge drops them anyway. Two lines at one position are both kept (the compaction collapses
+ * duplicates).
  *
  * The lines come in parts (the input files): feed() records each part's row changes of listed tables, several
  * parts at once from several threads (no interpreter lock, nothing shared but the counter of records); resolve()

@@ -86,6 +86,8 @@ def test_bad_conf_is_a_config_error(bad: str) -> None:
         parse_conf([bad])
 
 
+# 122 s on a slow 2-core machine (three fresh JVMs): -m slow; CI keeps test_session's archive test.
+@pytest.mark.slow
 @pytest.mark.spark  # cdc spark-merge in a subprocess starts its own JVM
 def test_class_archive_recorded_once_then_used_and_a_damaged_one_dropped(tmp_path: Path) -> None:
     """The first run's JVM records Spark's classes (AppCDS); later runs map them; a damaged archive costs nothing but speed.

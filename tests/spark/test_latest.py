@@ -1,10 +1,11 @@
 """The C reader of superseded change lines (cdc/spark/_latest.c, cdc.spark.latest) against what it must keep.
 
 What it may leave out is checked against a reference written here from the compaction's rule (each key's change
-with the highest position wins; an update that moves its row also deletes the old key), in plain Python over
-orjson: every key's winners are the same with the lines it keeps as with all of them, and every line it is not
-sure of, or that another table or reader needs, is kept byte for byte. The merge's result with the lines left
-out is held equal to its result without in tests/spark/test_merge.py.
+with the highest position wins; an update that moves its row also deletes the old key), in plain Python (the
+json module, which reads numbers beyond 64 bits as Spark does): every key's winners are the same with the lines
+it keeps as with all of them, and every line it is not sure of, or that another table or reader needs, is kept
+byte for byte. The merge's result with the lines left out is held equal to the model's in
+tests/spark/test_merge.py.
 """
 
 from __future__ import annotations
