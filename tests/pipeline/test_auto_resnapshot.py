@@ -116,6 +116,7 @@ def _wait_until_equal(server: Any, sf: Any, state: Path, columns: list[str], tim
         time.sleep(2)
 
 
+@pytest.mark.slow  # 154 s on a slow 2-core machine; CI keeps test_resnapshot_pipeline (a repair end to end)
 def test_run_follow_resnapshots_flagged_tables_by_itself(source: dict[str, Any], sf: Any) -> None:  # noqa: F811
     server, config, state = source["server"], source["config"], source["state"]
     run = Background(config, "--follow", "--poll-interval", "0.5")

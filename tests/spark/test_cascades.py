@@ -313,7 +313,8 @@ def _random_round(conn: Any, db: str, rng: random.Random, transactions: int) -> 
 
 
 # CI runs one seed (each costs ~2 minutes of a 2-core run); the second runs with -m slow.
-@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
+# Both seeds with -m slow (~2 minutes each on a slow 2-core machine): CI keeps the cascade tests above.
+@pytest.mark.parametrize("seed", [pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
 def test_randomized_cascades_equal_the_source_after_every_merge(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
                                                                  spark: Any, seed: int) -> None:  # noqa: F811
     state = tmp_path / "state"

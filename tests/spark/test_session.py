@@ -85,6 +85,7 @@ ctx.close()
 """
 
 
+@pytest.mark.slow  # 69 s on a slow 2-core machine (fresh JVMs): with test_cli's archive test, -m slow
 @pytest.mark.spark
 def test_run_records_the_class_archive_its_later_sessions_map(tmp_path: Path) -> None:
     """`cdc run` (its JVM started without an archive) records Spark's classes as it ends, as a one-shot merge does."""
