@@ -56,6 +56,18 @@ class CdcGroup(TyperGroup):
             sys.exit(int(ExitCode.USAGE))
         return super().main(args, *rest, **kwargs)
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        # A signal while the command line is still being parsed (typer imports its validators lazily: seconds on a
+        # loaded machine) is a stop before any work, not a traceback (SIGTERM) or click's "Aborted!" with 1 (Ctrl-C).
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            ui.error("interrupted (Ctrl-C) while starting; nothing was done", exit_code=int(ExitCode.INTERRUPTED))
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except Terminated:
+            ui.error("terminated (SIGTERM) while starting; nothing was done", exit_code=int(ExitCode.TERMINATED))
+            raise typer.Exit(int(ExitCode.TERMINATED)) from None
+
     def invoke(self, ctx: Any) -> Any:
         options.NEW_STATE_DIRS.clear()
         token = stage_run.set(None)

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,6 +129,14 @@ def _leaks(text: str) -> bool:
                                          repr(REPLICATION_PASSWORD)[1:-1]))
 
 
+def _tailed_one_row(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return record.get("logger") == "cdc.commands.tail" and record.get("rows") == 1
+
+
 def test_debug_json_logs_of_a_following_tail_never_carry_the_password(mariadb: MariaDB, replication_user: DbUser,
                                                                       fresh_db: str, tmp_path: Path) -> None:
     """`--log-level debug` lets every library log (pymysql, the binlog reader...), and still no line holds the password."""
@@ -141,17 +150,28 @@ def test_debug_json_logs_of_a_following_tail_never_carry_the_password(mariadb: M
             "--status-interval", "1", "--state-dir", str(tmp_path / "state"), "--host", mariadb.host,
             "--port", str(mariadb.port), "--user", replication_user.name, "--server-id", "777007",
             "--databases", fresh_db, "--start-position", f"{file}:{pos}"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = tmp_path / "stdout"
+    with out.open("w") as stdout_file:
+        proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=stdout_file, stderr=subprocess.PIPE, text=True)
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(proc.stderr or []), daemon=True)
+    reader.start()
     try:
         mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY)")
         mariadb.execute(f"INSERT INTO `{fresh_db}`.t VALUES (1)")
-        time.sleep(3)
+        # Stopped once its status says the row is written (a fixed 3 s once stopped it while it was still starting).
+        deadline = time.monotonic() + 120
+        while not any(_tailed_one_row(line) for line in list(said)) and proc.poll() is None:
+            assert time.monotonic() < deadline, said
+            time.sleep(0.1)
     finally:
         proc.send_signal(signal.SIGTERM)
-        stdout, stderr = (stream.decode() for stream in proc.communicate(timeout=60))
+        proc.wait(timeout=60)
+        reader.join(60)
+    stdout, stderr = out.read_text(), "".join(said)
     assert proc.returncode == 0, stderr
     records = [json.loads(line) for line in stderr.splitlines()]  # every line one JSON object
-    assert any(r["logger"] == "cdc.commands.tail" and r.get("rows") == 1 for r in records), stderr
+    assert any(_tailed_one_row(line) for line in said), stderr
     assert any(r["level"] == "debug" and r["logger"] == "cdc.capture.commit" for r in records), stderr  # debug is on
     assert not _leaks(stdout) and not _leaks(stderr)
 

@@ -202,6 +202,34 @@ def test_wait_stopped_while_it_waits_is_130_or_143(signum: int, mariadb: MariaDB
     assert "Traceback" not in err, err
 
 
+# A real signal, sent by the process to itself while its root command parses the command line: the moment typer
+# spends importing its validators, seconds long on a loaded machine.
+_SIGNAL_WHILE_PARSING = """
+import os, signal, sys
+import typer.core
+
+parse_args = typer.core.TyperGroup.parse_args
+
+def signalled(self, ctx, args):
+    os.kill(os.getpid(), {signum})
+    return parse_args(self, ctx, args)
+
+typer.core.TyperGroup.parse_args = signalled
+sys.argv = ["cdc", "status", "--help"]
+from cdc.commands.main import run
+run()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_command_line_is_parsed_is_130_or_143(signum: int, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_PARSING.format(signum=int(signum))], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == (ExitCode.INTERRUPTED if signum == signal.SIGINT else ExitCode.TERMINATED), done.stderr
+    assert "Traceback" not in done.stderr and "nothing was done" in flat(done.stderr), done.stderr
+    assert not done.stdout  # the help was not printed: it stopped
+
+
 def _lines_until(proc: subprocess.Popen[str], text: str, timeout: float) -> list[str]:
     """The stderr lines of `proc` up to the first holding `text` (read in a thread: a silent process cannot hang
     the test); fails if none comes within `timeout` seconds."""
