@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,16 +87,17 @@ def merge(
         summary.resumed = manifest is not None
         report.set(batch_id=batch, segments=len(segments))
         if manifest is None:
-            own, infos = spark is None, None
+            own, ahead = spark is None, None
+            shutil.rmtree(batches.staging_dir(state.batches, batch), ignore_errors=True)
             if own:
-                spark, infos = _start(settings or SparkSettings(), segments, checkpoint.last_position, summary.phases,
-                                      report)
+                spark, ahead = _start(settings or SparkSettings(), state, segments, run, checkpoint.last_position,
+                                      summary.phases, report)
             jobs = _jobs_started(spark)
             try:
                 # A fresh JVM (own session) merges table after table: its first queries are compiled as they run,
                 # and concurrent ones measured no faster there (docs/performance.md, "Freshness").
                 journal = _run(spark, state, segments, run, target_dir, checkpoint.last_position, report,
-                               summary.phases, infos, 1 if own else PARALLEL_TABLES)
+                               summary.phases, ahead, 1 if own else PARALLEL_TABLES)
                 summary.spark_jobs = _jobs_started(spark) - jobs
             finally:
                 if own:
@@ -147,31 +150,71 @@ def _jobs_started(spark: Any) -> int:
     return int(sc._jvm.java.util.Arrays.stream(ids).max().orElse(-1)) + 1
 
 
-def _start(settings: SparkSettings, segments: list[Segment], merged_upto: str | None,
-           phases: dict[str, float], report: Reporter) -> tuple[Any, list[TableStats] | None]:
-    """This run's own SparkSession and, for local input, the table stats read in Python while its JVM starts."""
+@dataclass
+class _Ahead:
+    """What a fresh process learns beside its JVM's start: the table stats, and the superseded-lines pass made."""
+
+    infos: list[TableStats]
+    fewer: tuple[list[Path], int] | None  # the pass's result (None: not worth it)
+    made: bool  # whether the pass was made; _run decides whether its files are read
+
+
+def _start(settings: SparkSettings, state: StateDir, segments: list[Segment], run: int, merged_upto: str | None,
+           phases: dict[str, float], report: Reporter) -> tuple[Any, _Ahead | None]:
+    """This run's own SparkSession and, for local input, what a thread learns while its JVM starts: the table stats
+    (read by a child process) and then the superseded-lines pass, whose C code holds no interpreter lock."""
     files = [f for s in segments for f in s.files]
     scanning = scan.LocalScan(files, merged_upto) if scan.is_local(files) else None
+    staging = batches.staging_dir(state.batches, batches.batch_id(run))
+    done: list[_Ahead | None | BaseException] = []
+
+    def ahead() -> None:
+        assert scanning is not None
+        try:
+            infos = scanning.result()
+            done.append(None if infos is None else _pass_ahead(state, segments, merged_upto, infos, staging, phases))
+        except BaseException as exc:  # handed to the main thread by result()
+            done.append(exc)
+
+    thread = threading.Thread(target=ahead, name="cdc-merge-ahead", daemon=True) if scanning else None
     report("starting")
     try:
+        if thread is not None:
+            thread.start()
         with timed(phases, "session"):
             from cdc.spark.session import build_session, stop_session
 
             spark = build_session(settings, record_classes=True, one_shot=True, input_bytes=input_bytes(segments))
-        if scanning is None:
+        if thread is None or scanning is None:
             return spark, None
         try:
             report("scanning")
             with timed(phases, "scan_wait"):  # what the session's start did not hide
-                infos = scanning.result()
+                thread.join()
+                if isinstance(done[0], BaseException):
+                    raise done[0]
         except BaseException:
             stop_session(spark)
             raise
         phases["scan"] = scanning.seconds
-        return spark, infos
+        return spark, done[0]
     finally:
         if scanning is not None:
-            scanning.close()
+            scanning.close()  # a start that failed: the thread's read ends, and its pass (if any) is waited for
+        if thread is not None and thread.is_alive():
+            thread.join()
+
+
+def _pass_ahead(state: StateDir, segments: list[Segment], merged_upto: str | None, infos: list[TableStats],
+                staging: Path, phases: dict[str, float]) -> _Ahead:
+    """The stats, and the pass _run would make where the stats alone say so (a cascade is only known later)."""
+    history = masked_history(state)
+    if any(i.renames for i in infos) or key_change_cut(history, infos) is not None \
+            or not _fewer_wanted(history, infos, segments):
+        return _Ahead(infos, None, made=False)
+    with timed(phases, "latest"):
+        fewer = _fewer_lines([f for s in segments for f in s.files], merged_upto, history, infos, staging)
+    return _Ahead(infos, fewer, made=True)
 
 
 def input_bytes(segments: list[Segment]) -> int:
@@ -181,11 +224,12 @@ def input_bytes(segments: list[Segment]) -> int:
 
 
 def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target: Path, merged_upto: str | None,
-         report: Reporter, phases: dict[str, float], infos: list[TableStats] | None,
+         report: Reporter, phases: dict[str, float], ahead: _Ahead | None,
          at_once: int = PARALLEL_TABLES) -> dict[str, Any]:
     """Steps 1 of a run: every table's lake version and batch files; returns the run journal.
 
-    infos: the table stats if already known (scan.local_stats), else one Spark aggregate finds them.
+    ahead: the table stats if already known (scan.local_stats), and the superseded-lines pass if made; else one
+    Spark aggregate finds the stats.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -198,9 +242,9 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     raw = _read_lines(spark, LINE_SCHEMA, files, merged_upto)
     history = masked_history(state)  # excluded columns gone, hashed ones text: what the change lines hold
     batch = batches.batch_id(run)
-    staging = batches.staging_dir(state.batches, batch)
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = batches.staging_dir(state.batches, batch)  # cleared by merge(), before any pass ran ahead
     entries = []
+    infos = ahead.infos if ahead is not None else None
     if infos is None:
         report("scanning")
         with timed(phases, "scan"):  # the first read: per table row count, positions, truncates
@@ -223,8 +267,13 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     # cut, renames or cascades, whose other reads of the lines are not the compaction's; not for a follow cycle's few.
     # (The lines read as LINE_SCHEMA, without a keyed schema, are the ones `raw` holds: all of them.)
     keyed, fewer = _keyed_schema(history, infos), None
-    if keyed is not None and cut is None and plan is None and not cascades.lines \
-            and input_bytes(segments) >= FEWER_LINES_BYTES and _keys_change(infos):
+    wanted = cut is None and plan is None and not cascades.lines and _fewer_wanted(history, infos, segments)
+    if ahead is not None and ahead.made:
+        fewer = ahead.fewer
+        if not wanted:
+            _discarded(fewer)
+            fewer = None
+    elif wanted:
         with timed(phases, "latest"):
             fewer = _fewer_lines(files, merged_upto, history, infos, staging)
     if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
@@ -300,6 +349,18 @@ def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, inf
         return compact.read_base(spark, str(directory / base_name), final, versions, since) if base_name else None
 
     return derive(spark, raw, history, infos, lake_base, state.read_server())
+
+
+def _fewer_wanted(history: SchemaHistory, infos: list[TableStats], segments: list[Segment]) -> bool:
+    """Whether the superseded-lines pass is worth making, as far as the table stats say."""
+    return _keyed_schema(history, infos) is not None and input_bytes(segments) >= FEWER_LINES_BYTES \
+        and _keys_change(infos)
+
+
+def _discarded(fewer: tuple[list[Path], int] | None) -> None:
+    """A pass made ahead that the run does not use (a cascade, known once Spark ran): its files removed."""
+    for path in fewer[0] if fewer else []:
+        path.unlink(missing_ok=True)
 
 
 def _keys_change(infos: list[TableStats]) -> bool:

@@ -40,7 +40,8 @@ class MergeSummary:
     resumed: bool = False  # the batch was sealed by a run that crashed before its checkpoint
     # Where the time went (seconds): scan = the per-table stats (a first Spark read of the JSON lines; in a
     # run that starts its own session on local input, a Python child process running beside the session's
-    # start, scan_wait = the part of it the start did not hide),
+    # start, scan_wait = the part of it the start did not hide), latest = the superseded-lines pass
+    # (cdc.spark.latest; in such a run on a thread beside the start, after the scan, also within scan_wait),
     # cascades = deriving the child changes of foreign-key cascades (cdc.spark.cascades; ~0 without any),
     # compact = the table's read + per-key last state of events and lake rows (cached), lake/batch =
     # Parquet writes; session = SparkSession start.

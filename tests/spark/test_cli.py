@@ -14,7 +14,7 @@ import pytest
 
 from cdc.spark import merge, read_lake_table
 from cdc.state import StateDir
-from tests.spark.test_merge import batch_rows, build, check_batch
+from tests.spark.test_merge import batch_rows, build, check_batch, lake_state
 from tests.spark.workload import T1, T2, model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,3 +149,37 @@ def test_without_a_usable_java_exits_4_naming_it_before_spark_starts(tmp_path: P
     assert "Spark needs Java 17+" in done.stderr and f"{java_home}/bin/java" in done.stderr, done.stderr
     assert "apt-get install openjdk-17-jre-headless" in done.stderr and "Traceback" not in done.stderr
     assert not (state / "merge.json").exists() and not (state / "lake").exists()
+
+
+# `cdc spark-merge` with the superseded-lines pass made at any size (its thresholds are for a 1M-change merge).
+_ANY_SIZE = """
+import sys
+import cdc.spark.job, cdc.spark.latest
+cdc.spark.job.FEWER_LINES_BYTES = 0
+cdc.spark.latest.SKIP_AT_LEAST = 0.0
+sys.argv = ["cdc", *sys.argv[1:]]
+from cdc.commands.main import run
+run()
+"""
+
+
+@pytest.mark.spark  # its own JVM
+def test_a_fresh_process_leaves_superseded_lines_out_beside_its_jvms_start(tmp_path: Path) -> None:
+    """The pass runs on a thread while the session starts (its C code holds no interpreter lock), and the lake and the
+    batch are the model's."""
+    state = tmp_path / "state"
+    w = build(state, seed=13)
+    w.write_segments(w.lines, per_segment=40)
+    done = subprocess.run([sys.executable, "-c", _ANY_SIZE, "spark-merge", "--state-dir", str(state), "--master",
+                           "local[2]", "--driver-memory", "1g", "--json"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["superseded"] > 0 and {"latest", "scan", "session"} <= summary["phases"].keys(), summary
+    expected = model(w.lines, w.history)
+    batch_dir = state / "batches" / summary["batch_id"]
+    manifest = json.loads((batch_dir / "manifest.json").read_text())
+    for table in (T1, T2):
+        assert lake_state(state / "lake", table) == expected[table], table
+        check_batch({}, expected[table], batch_rows(batch_dir, manifest, table), {line["position"] for line in w.lines})
+    assert not list(state.rglob("latest-*")), "the pass's files outlived the run"
