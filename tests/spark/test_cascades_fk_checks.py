@@ -9,6 +9,10 @@ transaction that switches in between, and a later batch whose cascade reaches a 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +130,28 @@ def test_parent_changes_with_foreign_key_checks_off_cascade_nothing(mariadb: Mar
     assert {t.table.split(".", 1)[1]: t.cascaded for t in second.tables} == {"p": 0, "cc": 2, "cn": 2}
     assert apply.run(sf, StateDir(state)).applied
     _assert_exact(mariadb, state, fresh_db, sf)
+
+
+@pytest.mark.spark  # `cdc spark-merge` in a fresh process: its own JVM
+def test_a_fresh_process_discards_the_pass_it_made_ahead_when_the_run_cascades(mariadb: MariaDB, fresh_db: str,
+                                                                             tmp_path: Path) -> None:
+    """The superseded-lines pass is made beside the JVM's start (thresholds lowered: any size, any share), before a
+    cascade can be known; the run cascades, so its files are not read, and the lake equals the source."""
+    from tests.spark.test_cli import ANY_SIZE, ROOT
+
+    state = tmp_path / "state"
+    start = binlog_start(mariadb)
+    with mariadb.connect() as conn:
+        _execute(conn, fresh_db, SCHEMA + FIRST + SECOND)
+    tail_once(mariadb, state, fresh_db, start)
+    done = subprocess.run([sys.executable, "-c", ANY_SIZE, "spark-merge", "--state-dir", str(state), "--master",
+                           "local[2]", "--driver-memory", "1g", "--json"], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert "latest" in summary["phases"] and summary["superseded"] == 0, summary  # made, then not read
+    assert sum(t["cascaded"] for t in summary["tables"]) > 0, summary
+    with mariadb.connect() as conn:
+        for table in TABLES:
+            assert _lake(state, fresh_db, table) == _source(conn, fresh_db, table), table
+    assert not list(state.rglob("latest-*")), "the discarded pass's files outlived the run"

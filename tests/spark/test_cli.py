@@ -152,7 +152,7 @@ def test_without_a_usable_java_exits_4_naming_it_before_spark_starts(tmp_path: P
 
 
 # `cdc spark-merge` with the superseded-lines pass made at any size (its thresholds are for a 1M-change merge).
-_ANY_SIZE = """
+ANY_SIZE = """
 import sys
 import cdc.spark.job, cdc.spark.latest
 cdc.spark.job.FEWER_LINES_BYTES = 0
@@ -170,7 +170,7 @@ def test_a_fresh_process_leaves_superseded_lines_out_beside_its_jvms_start(tmp_p
     state = tmp_path / "state"
     w = build(state, seed=13)
     w.write_segments(w.lines, per_segment=40)
-    done = subprocess.run([sys.executable, "-c", _ANY_SIZE, "spark-merge", "--state-dir", str(state), "--master",
+    done = subprocess.run([sys.executable, "-c", ANY_SIZE, "spark-merge", "--state-dir", str(state), "--master",
                            "local[2]", "--driver-memory", "1g", "--json"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
