@@ -91,9 +91,11 @@ def derive(spark: SparkSession, raw: DataFrame, history: SchemaHistory, infos: l
         derived, missing = replay.run()
         if not missing:
             break
-        for need in sorted(missing, key=str):
-            reader.load(replay, need)
-            replay.needs_loaded.add(need)
+        # All of a round's values of one foreign key in one lookup: a Spark job per value made a run with many
+        # parent deletes start thousands of jobs (140 for 45 changes in a fresh process, 19 s).
+        for (table, columns), values in _by_foreign_key(missing):
+            reader.load(replay, table, columns, values)
+        replay.needs_loaded |= missing
     result.lines = [_line(change, keys[change.table]) for change in derived]
     for change in derived:
         name = f"{change.table[0]}.{change.table[1]}"
@@ -104,6 +106,14 @@ def derive(spark: SparkSession, raw: DataFrame, history: SchemaHistory, infos: l
     for warning in result.warnings:
         log.warning(warning)
     return result
+
+
+def _by_foreign_key(needs: set[Need]) -> list[tuple[tuple[TableId, tuple[str, ...]], set[Key]]]:
+    """The needs grouped by child table and foreign-key columns, in a stable order."""
+    grouped: dict[tuple[TableId, tuple[str, ...]], set[Key]] = {}
+    for table, columns, value in needs:
+        grouped.setdefault((table, columns), set()).add(value)
+    return sorted(grouped.items(), key=lambda item: str(item[0]))
 
 
 def key_columns(final: TableSchema) -> tuple[str, ...]:
@@ -178,13 +188,13 @@ class _Reader:
         wanted = moves & F.col("fk_checks")
         return self._changes(table, final, events.filter(wanted))
 
-    def load(self, replay: Replay, need: Need) -> None:
-        """Every row of the child that holds (or held, in the run) the needed value: its lake row and changes."""
-        table, columns, value = need
+    def load(self, replay: Replay, table: TableId, columns: tuple[str, ...], values: set[Key]) -> None:
+        """Every row of the child that holds (or held, in the run) one of the values in `columns`: its lake row and
+        changes."""
         final = self.final(table)
         if final is None:
             return
-        wanted = self._keys_frame(len(columns), {value})
+        wanted = self._keys_frame(len(columns), values)
         keys: set[Key] = set()
         lake, events = self.lake(table), self.events(table)
         pk = list(key_columns(final))

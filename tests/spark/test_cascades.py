@@ -161,6 +161,33 @@ def test_cascades_in_the_lake_and_snowflake_equal_the_source(mariadb: MariaDB, f
     assert set(statuses(doc).values()) == {"OK"} and len(doc["tables"]) == 2 * len(TABLES)
 
 
+def test_many_parent_deletes_in_a_run_cost_a_few_spark_jobs_not_some_per_delete(mariadb: MariaDB, fresh_db: str,
+                                                                                  tmp_path: Path, spark: Any) -> None:
+    """Each round of the replay looks up all the values it needs of a foreign key at once: a run deleting 4 or 40
+    parents (each cascading two levels down) starts the same Spark jobs, and the lake equals the source."""
+    state = tmp_path / "state"
+    start = binlog_start(mariadb)
+    with mariadb.connect() as conn:
+        _execute(conn, fresh_db, SCHEMA[:3] + [
+            "INSERT INTO dept VALUES " + ", ".join(f"({i}, 'd{i}', {i}, 'n')" for i in range(1, 61)),
+            "INSERT INTO emp VALUES " + ", ".join(f"({100 + i}, {i}, NULL, 'e')" for i in range(1, 61)),
+            "INSERT INTO task VALUES " + ", ".join(f"({1000 + i}, {100 + i}, 't')" for i in range(1, 61))])
+    tail_once(mariadb, state, fresh_db, start)
+    merge(StateDir(state), spark=spark)
+    jobs = []
+    for first, count in ((1, 4), (11, 40)):
+        with mariadb.connect() as conn:
+            _execute(conn, fresh_db, [f"DELETE FROM dept WHERE id = {i}" for i in range(first, first + count)])
+        tail_once(mariadb, state, fresh_db)
+        summary = merge(StateDir(state), spark=spark)
+        assert {t.table.split(".", 1)[1]: t.cascaded for t in summary.tables} == {"dept": 0, "emp": count, "task": count}
+        jobs.append(summary.spark_jobs)
+    assert jobs[1] <= jobs[0] + 3, jobs  # not a few Spark jobs more per delete and level
+    with mariadb.connect() as conn:
+        for table in ("dept", "emp", "task"):
+            assert lake_rows(state, fresh_db, table) == source_rows(conn, fresh_db, table), table
+
+
 def _parent_and_child(mariadb: MariaDB, parent_db: str, child_db: str) -> None:
     mariadb.execute(f"CREATE TABLE `{parent_db}`.p (id INT PRIMARY KEY, name VARCHAR(10))")
     mariadb.execute(f"CREATE TABLE `{child_db}`.c (id INT PRIMARY KEY, pid INT, CONSTRAINT c_p FOREIGN KEY (pid) "
