@@ -58,7 +58,7 @@ class CdcGroup(TyperGroup):
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         # A signal while the command line is still being parsed (typer imports its validators lazily: seconds on a
-        # loaded machine) is a stop before any work, not a traceback (SIGTERM) or click's "Aborted!" with 1 (Ctrl-C).
+        # loaded machine) is a stop before any work, said as such: not a traceback and exit 1 (SIGTERM) or a silent 130.
         try:
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
