@@ -202,9 +202,8 @@ class _Reader:
             keys |= {tuple(r) for r in lake.join(wanted, self._on(lake, final, columns, wanted), "left_semi")
                      .select(*self._positional(final, pk)).collect()}
         if events is not None:
-            for image in ("before", "after"):
-                hits = events.join(wanted, self._on(events, final, columns, wanted, image), "left_semi")
-                keys |= {k for c in self._changes(table, final, hits) for k in self._keys(replay, table, c)}
+            hits = self._holding(events, final, columns, wanted)
+            keys |= {k for c in self._changes(table, final, hits) for k in self._keys(replay, table, c)}
         changes: dict[str, Change] = {}
         while True:  # a change of a loaded key may move it to another key: load that one's changes too
             fresh = [c for c in self._changes_of(table, final, keys) if c.position not in changes]
@@ -226,12 +225,14 @@ class _Reader:
         if events is None or not keys:
             return []
         pk = list(key_columns(final))
-        wanted = self._keys_frame(len(pk), keys)
-        found: list[Change] = []
-        for image in ("before", "after"):
-            found += self._changes(table, final, events.join(wanted, self._on(events, final, pk, wanted, image),
-                                                             "left_semi"))
-        return found
+        return self._changes(table, final, self._holding(events, final, pk, self._keys_frame(len(pk), keys)))
+
+    def _holding(self, events: DataFrame, final: TableSchema, columns: list[str] | tuple[str, ...],
+                 wanted: DataFrame) -> DataFrame:
+        """The events whose `before` or `after` image holds one of the wanted values in `columns`: one Spark job
+        for both images (an event whose two images match comes twice; changes are kept by position)."""
+        probe = events.withColumn("_image", F.explode(F.array("before", "after")))
+        return probe.join(wanted, self._on(probe, final, columns, wanted, "_image"), "left_semi").drop("_image")
 
     def _lake_rows(self, table: TableId, final: TableSchema, keys: set[Key]) -> list[Row]:
         lake = self.lake(table)
