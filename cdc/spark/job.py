@@ -30,13 +30,14 @@ from cdc.config import AWSSettings, SparkSettings
 from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
-from cdc.spark import batches, lake, renames, scan, small_tables
+from cdc.spark import batches, lake, latest, renames, scan, small_tables
 from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
 from cdc.spark.rekey import key_change_cut
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult, timed
 from cdc.spark.scan import TableStats
 from cdc.spark.sources import Segment, list_input
 from cdc.spark.table_merge import merge_table
+from cdc.spark.types import keyed_schema
 from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
 
 # Local input up to this size is scanned in Python (scan.local_stats) even with a session up: a follow
@@ -47,9 +48,6 @@ LOCAL_SCAN_BYTES = 16 * 1024 * 1024
 # files made ~2 partitions per table branch of the small tables' union (30 tasks for 16 tables), and scheduling
 # them cost more than their rows: the one job's run 1.1-1.3 s -> 0.4-0.5 s (docs/performance.md, "Freshness").
 ONE_PARTITION_BYTES = 16 * 1024 * 1024
-# Input from this size on is first read in C for the lines the compaction need not read (cdc.spark.latest): below
-# it, Spark's parse of the whole input costs less than a second read and a copy.
-FEWER_LINES_BYTES = 16 * 1024 * 1024
 
 
 def merge(
@@ -185,7 +183,7 @@ def _start(settings: SparkSettings, state: StateDir, segments: list[Segment], ru
             from cdc.spark.session import build_session, stop_session
 
             spark = build_session(settings, record_classes=True, one_shot=True, input_bytes=input_bytes(segments))
-        if thread is None or scanning is None:
+        if thread is None or scanning is None:  # (both or neither)
             return spark, None
         try:
             report("scanning")
@@ -210,10 +208,10 @@ def _pass_ahead(state: StateDir, segments: list[Segment], merged_upto: str | Non
     """The stats, and the pass _run would make where the stats alone say so (a cascade is only known later)."""
     history = masked_history(state)
     if any(i.renames for i in infos) or key_change_cut(history, infos) is not None \
-            or not _fewer_wanted(history, infos, segments):
+            or not _pass_wanted(history, infos, segments):
         return _Ahead(infos, None, made=False)
     with timed(phases, "latest"):
-        fewer = _fewer_lines([f for s in segments for f in s.files], merged_upto, history, infos, staging)
+        fewer = latest.for_run([f for s in segments for f in s.files], merged_upto, history, infos, staging)
     return _Ahead(infos, fewer, made=True)
 
 
@@ -266,16 +264,16 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     # The compaction's read leaves out the lines a later change of their key supersedes (cdc.spark.latest): not with a
     # cut, renames or cascades, whose other reads of the lines are not the compaction's; not for a follow cycle's few.
     # (The lines read as LINE_SCHEMA, without a keyed schema, are the ones `raw` holds: all of them.)
-    keyed, fewer = _keyed_schema(history, infos), None
-    wanted = cut is None and plan is None and not cascades.lines and _fewer_wanted(history, infos, segments)
+    keyed, fewer = keyed_schema(history, infos), None
+    wanted = cut is None and plan is None and not cascades.lines and _pass_wanted(history, infos, segments)
     if ahead is not None and ahead.made:
         fewer = ahead.fewer
         if not wanted:
-            _discarded(fewer)
+            latest.discard(fewer)
             fewer = None
     elif wanted:
         with timed(phases, "latest"):
-            fewer = _fewer_lines(files, merged_upto, history, infos, staging)
+            fewer = latest.for_run(files, merged_upto, history, infos, staging)
     if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
         raw = _read_lines(spark, keyed, [str(f) for f in fewer[0]] if fewer else files, merged_upto, cut)
     raw = plan.relabel(raw) if plan is not None else raw
@@ -310,8 +308,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
             entries.append(entry)
     finally:
         raw.unpersist()
-        for path in fewer[0] if fewer else []:
-            path.unlink(missing_ok=True)
+        latest.discard(fewer)
     moved = renames.journal(plan, target, {e["dir"] for e in entries}) if plan is not None else {}
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
             "warnings": cascades.warnings, "key_change": cut, "superseded": fewer[1] if fewer else 0, **moved}
@@ -351,73 +348,9 @@ def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, inf
     return derive(spark, raw, history, infos, lake_base, state.read_server())
 
 
-def _fewer_wanted(history: SchemaHistory, infos: list[TableStats], segments: list[Segment]) -> bool:
-    """Whether the superseded-lines pass is worth making, as far as the table stats say."""
-    return _keyed_schema(history, infos) is not None and input_bytes(segments) >= FEWER_LINES_BYTES \
-        and _keys_change(infos)
-
-
-def _discarded(fewer: tuple[list[Path], int] | None) -> None:
-    """A pass made ahead that the run does not use (a cascade, known once Spark ran): its files removed."""
-    for path in fewer[0] if fewer else []:
-        path.unlink(missing_ok=True)
-
-
-def _keys_change(infos: list[TableStats]) -> bool:
-    """Whether enough keys can have several lines in the run for cdc.spark.latest to leave out SKIP_AT_LEAST of them.
-
-    A key's later lines are its updates and deletes, or inserts after a delete: without enough of those (a
-    snapshot's first merge) the pass could only cost its read.
-    """
-    from cdc.spark.latest import SKIP_AT_LEAST
-
-    return 2 * sum(i.removals for i in infos) >= SKIP_AT_LEAST * sum(i.rows for i in infos)
-
-
-def _fewer_lines(files: list[str], merged_upto: str | None, history: SchemaHistory, infos: list[TableStats],
-                 staging: Path) -> tuple[list[Path], int] | None:
-    """The lines the compaction must read, in files under `staging`, and how many it leaves out (cdc.spark.latest);
-    None: read `files`.
-
-    Only tables whose run holds one schema version with a primary key take part: their key columns' names and
-    types are the same in every line, so the same key bytes are the same key (a keyless table's lines are all
-    counted: cdc.spark.multiset).
-    """
-    from cdc.spark.compact import version_ranges
-    from cdc.spark.latest import superseded_left_out
-
-    tables = []
-    for info in infos:
-        final = history.at(info.db, info.table, info.last_position)
-        if final is None or not info.rows:
-            continue
-        try:
-            ranges = version_ranges(history.versions(info.db, info.table), final, info.as_input())
-        except DataError:
-            continue  # the compaction says what is wrong
-        if len(ranges) == 1 and ranges[0][0].primary_key:
-            tables.append((info.db, info.table, list(ranges[0][0].primary_key)))
-    staging.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # Not named _* or .*: Spark's reader would pass over such a file without a word.
-    return superseded_left_out(files, merged_upto, tables, staging)
-
-
-def _keyed_schema(history: SchemaHistory, infos: list[TableStats]) -> Any:
-    """The line schema with `key`/`before` read as structs of the run's primary-key columns and `after` of its other
-    columns (types.keyed_line_schema); None where two names differ only in case."""
-    from cdc.spark.types import keyed_line_schema
-
-    # Every table of the run, row changes or not: one with only DDL (an ALTER alone) is merged too, and its
-    # (empty) events are still read through these structs.
-    finals = [(i, s) for i in infos for s in [history.at(i.db, i.table, i.last_position)] if s]
-    # A keyless table's identity is its whole row: every column any version had is read from `before` too; a key
-    # column renamed is read under each name it had.
-    names = [k for i, s in finals for v in history.versions(i.db, i.table)
-             for k in (v.primary_key if s.primary_key else v.column_names)]
-    # Every non-key column any version of a merged table had: what the compaction reads from `after`.
-    values = [c.name for i, s in finals for v in history.versions(i.db, i.table) for c in v.columns
-              if c.name not in s.primary_key]
-    return keyed_line_schema(names, values)
+def _pass_wanted(history: SchemaHistory, infos: list[TableStats], segments: list[Segment]) -> bool:
+    """Whether the superseded-lines pass is worth making, as far as the table stats say (cdc.spark.latest)."""
+    return keyed_schema(history, infos) is not None and latest.worth_a_pass(infos, input_bytes(segments))
 
 
 def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:

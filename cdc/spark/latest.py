@@ -5,7 +5,7 @@ shuffled and sorted only to lose. On 1,000,000 changes to 450,000 keys that is m
 Spark's JSON parse of it was the largest part of a merge (docs/performance.md, "spark-merge"). The C reader
 (cdc/spark/_latest.c) finds those lines by their `key`'s bytes, and the lines left are copied to files that the
 compaction reads instead of the input. Its winners are the same: only lines that lose to a later change of the
-same key are left out, and only where nothing else reads them (cdc.spark.job decides which tables qualify).
+same key are left out, and only where nothing else reads them (for_run picks the tables; cdc.spark.job, the runs).
 """
 
 from __future__ import annotations
@@ -16,10 +16,16 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from cdc.errors import DataError
+from cdc.schema import SchemaHistory
 from cdc.spark import scan
+from cdc.spark.scan import TableStats
 
 log = logging.getLogger(__name__)
 
+# Input from this size on is first read in C for the lines the compaction need not read: below it, Spark's parse of
+# the whole input costs less than a second read and a copy.
+FEWER_LINES_BYTES = 16 * 1024 * 1024
 # Below this share of lines to skip, copying the others costs more than Spark's parse of the skipped ones saves.
 SKIP_AT_LEAST = 0.25
 # Row changes recorded at most (~100 bytes each until resolved): past it, lines are kept, so a huge backlog stays
@@ -72,3 +78,46 @@ def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[
                 path.unlink()
         return None
     return outs, skipped
+
+
+def worth_a_pass(infos: list[TableStats], input_bytes: int) -> bool:
+    """Whether a run of this size whose tables have these stats is worth the pass (the lines read as keyed structs).
+
+    A key's later lines are its updates and deletes, or inserts after a delete: without enough of those to leave out
+    SKIP_AT_LEAST of the lines (a snapshot's first merge) the pass could only cost its read.
+    """
+    return input_bytes >= FEWER_LINES_BYTES \
+        and 2 * sum(i.removals for i in infos) >= SKIP_AT_LEAST * sum(i.rows for i in infos)
+
+
+def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, infos: list[TableStats],
+            staging: Path) -> tuple[list[Path], int] | None:
+    """The lines a run's compaction must read, in files under `staging`, and how many it leaves out; None: read
+    `files`.
+
+    Only tables whose run holds one schema version with a primary key take part: their key columns' names and
+    types are the same in every line, so the same key bytes are the same key (a keyless table's lines are all
+    counted: cdc.spark.multiset).
+    """
+    from cdc.spark.compact import version_ranges
+
+    tables = []
+    for info in infos:
+        final = history.at(info.db, info.table, info.last_position)
+        if final is None or not info.rows:
+            continue
+        try:
+            ranges = version_ranges(history.versions(info.db, info.table), final, info.as_input())
+        except DataError:
+            continue  # the compaction says what is wrong
+        if len(ranges) == 1 and ranges[0][0].primary_key:
+            tables.append((info.db, info.table, list(ranges[0][0].primary_key)))
+    staging.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Not named _* or .*: Spark's reader would pass over such a file without a word.
+    return superseded_left_out(files, merged_upto, tables, staging)
+
+
+def discard(fewer: tuple[list[Path], int] | None) -> None:
+    """A pass's files removed: after its run, or when the run does not read them (a cascade, known once Spark ran)."""
+    for path in fewer[0] if fewer else []:
+        path.unlink(missing_ok=True)

@@ -8,13 +8,17 @@ and DECIMAL, no Python UDF anywhere (a UDF would ship every row through a Python
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from cdc.schema import Column
+from cdc.schema import Column, SchemaHistory
 from cdc.values import BINARY_TYPES, SPATIAL_TYPES
+
+if TYPE_CHECKING:
+    from cdc.spark.scan import TableStats
 
 # Spark's DecimalType stops at 38 digits; MySQL allows DECIMAL(65,30). Wider decimals stay the
 # exact string of the change log rather than losing digits.
@@ -53,6 +57,22 @@ def keyed_line_schema(key_names: list[str], after_names: list[str] | None = None
         return None
     return T.StructType([T.StructField(f.name, raw_struct(structs[f.name]) if f.name in structs else f.dataType)
                          for f in LINE_SCHEMA])
+
+
+def keyed_schema(history: SchemaHistory, infos: list[TableStats]) -> T.StructType | None:
+    """The line schema with `key`/`before` read as structs of the run's primary-key columns and `after` of its other
+    columns (keyed_line_schema); None where two names differ only in case."""
+    # Every table of the run, row changes or not: one with only DDL (an ALTER alone) is merged too, and its
+    # (empty) events are still read through these structs.
+    finals = [(i, s) for i in infos for s in [history.at(i.db, i.table, i.last_position)] if s]
+    # A keyless table's identity is its whole row: every column any version had is read from `before` too; a key
+    # column renamed is read under each name it had.
+    names = [k for i, s in finals for v in history.versions(i.db, i.table)
+             for k in (v.primary_key if s.primary_key else v.column_names)]
+    # Every non-key column any version of a merged table had: what the compaction reads from `after`.
+    values = [c.name for i, s in finals for v in history.versions(i.db, i.table) for c in v.columns
+              if c.name not in s.primary_key]
+    return keyed_line_schema(names, values)
 
 
 def col(name: str) -> SparkColumn:

@@ -154,8 +154,8 @@ def test_without_a_usable_java_exits_4_naming_it_before_spark_starts(tmp_path: P
 # `cdc spark-merge` with the superseded-lines pass made at any size (its thresholds are for a 1M-change merge).
 ANY_SIZE = """
 import sys
-import cdc.spark.job, cdc.spark.latest
-cdc.spark.job.FEWER_LINES_BYTES = 0
+import cdc.spark.latest
+cdc.spark.latest.FEWER_LINES_BYTES = 0
 cdc.spark.latest.SKIP_AT_LEAST = 0.0
 sys.argv = ["cdc", *sys.argv[1:]]
 from cdc.commands.main import run

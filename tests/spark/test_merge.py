@@ -70,7 +70,7 @@ def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark
     merge does from 16 MiB of input on (here from any size)."""
     monkeypatch.setattr("cdc.spark.table_merge.BROADCAST_KEYS", broadcast_keys)
     if fewer_lines:
-        monkeypatch.setattr("cdc.spark.job.FEWER_LINES_BYTES", 0)
+        monkeypatch.setattr("cdc.spark.latest.FEWER_LINES_BYTES", 0)
         monkeypatch.setattr("cdc.spark.latest.SKIP_AT_LEAST", 0.0)
     superseded = 0
     state = StateDir(tmp_path / "state")
@@ -215,7 +215,7 @@ def test_key_names_differing_only_in_case_across_tables(tmp_path: Path, spark: A
             "key": {pk: key}, "op": op, "position": position, "src": {}, "table": table, "ts": "2026-11-22T07:00:01Z",
             "v": 1}))
     writer.seal()
-    monkeypatch.setattr("cdc.spark.job.FEWER_LINES_BYTES", 0)
+    monkeypatch.setattr("cdc.spark.latest.FEWER_LINES_BYTES", 0)
     monkeypatch.setattr("cdc.spark.latest.SKIP_AT_LEAST", 0.0)
     summary = merge(state, spark=spark)
     assert summary.batch_id == "b000000000001" and summary.superseded == 0 and "latest" not in summary.phases
@@ -262,7 +262,7 @@ def test_superseded_lines_are_looked_for_only_where_a_key_can_change(tmp_path: P
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A snapshot's first merge (no update, no delete) skips the C pass (cdc.spark.latest) that could find nothing to
     leave out; a run of updates to few keys takes it and leaves most lines out, with the model's result."""
-    monkeypatch.setattr("cdc.spark.job.FEWER_LINES_BYTES", 0)  # the pass's size threshold: this input is small
+    monkeypatch.setattr("cdc.spark.latest.FEWER_LINES_BYTES", 0)  # the pass's size threshold: this input is small
     state = StateDir(tmp_path / "state")
     w = Workload(state.root, seed=3)
     w.snapshot(60)
