@@ -8,7 +8,8 @@ and DECIMAL, no Python UDF anywhere (a UDF would ship every row through a Python
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
@@ -16,9 +17,6 @@ from pyspark.sql import types as T
 
 from cdc.schema import Column, SchemaHistory
 from cdc.values import BINARY_TYPES, SPATIAL_TYPES
-
-if TYPE_CHECKING:
-    from cdc.spark.scan import TableStats
 
 # Spark's DecimalType stops at 38 digits; MySQL allows DECIMAL(65,30). Wider decimals stay the
 # exact string of the change log rather than losing digits.
@@ -59,7 +57,18 @@ def keyed_line_schema(key_names: list[str], after_names: list[str] | None = None
                          for f in LINE_SCHEMA])
 
 
-def keyed_schema(history: SchemaHistory, infos: list[TableStats]) -> T.StructType | None:
+class RunTable(Protocol):
+    """A table of a run, where its lines end (cdc.spark.scan.TableStats)."""
+
+    @property
+    def db(self) -> str: ...
+    @property
+    def table(self) -> str: ...
+    @property
+    def last_position(self) -> str: ...
+
+
+def keyed_schema(history: SchemaHistory, infos: Sequence[RunTable]) -> T.StructType | None:
     """The line schema with `key`/`before` read as structs of the run's primary-key columns and `after` of its other
     columns (keyed_line_schema); None where two names differ only in case."""
     # Every table of the run, row changes or not: one with only DDL (an ALTER alone) is merged too, and its

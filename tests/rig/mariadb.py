@@ -139,6 +139,10 @@ class MariaDB:
         return self.base_dir / "mariadb.pid"
 
     @property
+    def tmp_dir(self) -> Path:
+        return self.base_dir / "tmp"
+
+    @property
     def binlog_basename(self) -> Path:
         """Binlog files are this path plus .000001, .000002, ... (and .index)."""
         return self.datadir / "mariadb-bin"
@@ -165,6 +169,7 @@ class MariaDB:
             return self
         if not (self.datadir / "mysql").is_dir():
             self._install()
+        self.tmp_dir.mkdir(mode=0o700, exist_ok=True)
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             if self.port is None:
                 self.port = free_port()
@@ -347,6 +352,9 @@ class MariaDB:
             "bind-address": self.host,
             "pid-file": str(self.pid_file),
             "log-error": str(self.error_log),
+            # Its own: a starting mariadbd deletes every #sql* file in its tmpdir, and with the shared /tmp that was
+            # another test server's temporary table in use ("Error on delete of '/tmp/#sql-temptable-...'").
+            "tmpdir": str(self.tmp_dir),
         }
         # --no-defaults must come first: it is ignored anywhere else on the command line.
         return [self._mariadbd, "--no-defaults", *_format_options({**self._options, **fixed})]
