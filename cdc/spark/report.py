@@ -65,7 +65,9 @@ class MergeSummary:
 # A run's phases, in order (a run skips those it does not need: `starting` with the caller's session, all but
 # `writing` when it finishes a batch a crashed run sealed; nothing new: `listing`, then `done`).
 PHASES = ("listing", "starting", "scanning", "merging", "writing", "done")
-STEPS = ("compacting", "lake", "batch")  # of `merging`, per table: read + per-key state, lake version, batch files
+# Of `merging`, per table: read + per-key state, lake version, batch files (cdc.spark.table_merge writes a table's
+# batch files beside its lake version, within `lake`; a follow cycle's small tables take the two steps in turn).
+STEPS = ("compacting", "lake", "batch")
 
 
 @dataclass(frozen=True)
