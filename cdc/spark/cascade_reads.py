@@ -40,6 +40,7 @@ class Cascades:
     derived: dict[str, int] = field(default_factory=dict)  # "db.table" -> derived changes
     warnings: list[str] = field(default_factory=list)
     rounds: int = 0  # replays until nothing more was needed
+    lookups: int = 0  # Spark queries the replay made (each one job or more): what its time grows with
 
     def stats(self, infos: list[TableStats]) -> list[TableStats]:
         """The run's table stats with the derived lines counted (a child without changes of its own joins)."""
@@ -96,6 +97,7 @@ def derive(spark: SparkSession, raw: DataFrame, history: SchemaHistory, infos: l
         for (table, columns), values in _by_foreign_key(missing):
             reader.load(replay, table, columns, values)
         replay.needs_loaded |= missing
+    result.lookups = reader.lookups
     result.lines = [_line(change, keys[change.table]) for change in derived]
     for change in derived:
         name = f"{change.table[0]}.{change.table[1]}"
@@ -130,6 +132,11 @@ class _Reader:
             spark, raw, history, infos, lake_base, upto)
         self._events: dict[TableId, DataFrame | None] = {}
         self._lake: dict[TableId, DataFrame | None] = {}
+        self.lookups = 0
+
+    def _collect(self, frame: DataFrame) -> list[Any]:
+        self.lookups += 1
+        return frame.collect()
 
     def final(self, table: TableId) -> TableSchema | None:
         return self.history.at(table[0], table[1], self.upto)
@@ -190,30 +197,29 @@ class _Reader:
 
     def load(self, replay: Replay, table: TableId, columns: tuple[str, ...], values: set[Key]) -> None:
         """Every row of the child that holds (or held, in the run) one of the values in `columns`: its lake row and
-        changes."""
+        changes.
+
+        Usually one or two Spark jobs (a cascade's children are mostly rows the run did not change): the lake rows
+        holding the values, whole; then, in one job, the run's changes holding the values and those of the keys
+        found. Only keys learnt from those changes are looked up again.
+        """
         final = self.final(table)
         if final is None:
             return
-        wanted = self._keys_frame(len(columns), values)
-        keys: set[Key] = set()
         lake, events = self.lake(table), self.events(table)
-        pk = list(key_columns(final))
-        if lake is not None:
-            keys |= {tuple(r) for r in lake.join(wanted, self._on(lake, final, columns, wanted), "left_semi")
-                     .select(*self._positional(final, pk)).collect()}
-        if events is not None:
-            hits = self._holding(events, final, columns, wanted)
-            keys |= {k for c in self._changes(table, final, hits) for k in self._keys(replay, table, c)}
+        rows = [] if lake is None else self._lake_holding(lake, final, columns, values)
+        fetched = {replay.key_of(table, row) for row in rows}
+        keys, asked = set(fetched), set(fetched)
         changes: dict[str, Change] = {}
-        while True:  # a change of a loaded key may move it to another key: load that one's changes too
-            fresh = [c for c in self._changes_of(table, final, keys) if c.position not in changes]
-            if not fresh:
-                break
-            for change in fresh:
-                changes[change.position] = change
+        found = [] if events is None else self._changes(table, final, self._holding_any(events, final, [
+            (columns, values), (key_columns(final), fetched)]))
+        while found:  # a change of a loaded key may move it to another key: load that one's changes too
+            for change in found:
+                changes.setdefault(change.position, change)
                 keys |= set(self._keys(replay, table, change))
-        rows = self._lake_rows(table, final, keys)
-        replay.add_rows(table, keys, rows)
+            pending, asked = keys - asked, asked | keys
+            found = self._changes_of(table, final, pending)
+        replay.add_rows(table, keys, rows + self._lake_rows(table, final, keys - fetched))
         replay.add_changes(changes.values())
 
     @staticmethod
@@ -224,25 +230,33 @@ class _Reader:
         events = self.events(table)
         if events is None or not keys:
             return []
-        pk = list(key_columns(final))
-        return self._changes(table, final, self._holding(events, final, pk, self._keys_frame(len(pk), keys)))
+        return self._changes(table, final, self._holding_any(events, final, [(key_columns(final), keys)]))
 
-    def _holding(self, events: DataFrame, final: TableSchema, columns: list[str] | tuple[str, ...],
-                 wanted: DataFrame) -> DataFrame:
-        """The events whose `before` or `after` image holds one of the wanted values in `columns`: one Spark job
-        for both images (an event whose two images match comes twice; changes are kept by position)."""
+    def _holding_any(self, events: DataFrame, final: TableSchema,
+                     lookups: list[tuple[tuple[str, ...], set[Key]]]) -> DataFrame:
+        """The events whose `before` or `after` image holds one of a lookup's values in its columns, for every
+        lookup, in one Spark job (an event found twice comes twice; changes are kept by position)."""
         probe = events.withColumn("_image", F.explode(F.array("before", "after")))
-        return probe.join(wanted, self._on(probe, final, columns, wanted, "_image"), "left_semi").drop("_image")
+        found = []
+        for columns, values in lookups:
+            if values:
+                wanted = self._keys_frame(len(columns), values)
+                found.append(probe.join(wanted, self._on(probe, final, columns, wanted, "_image"), "left_semi"))
+        return reduce(DataFrame.unionAll, found).drop("_image") if found else probe.limit(0).drop("_image")
 
     def _lake_rows(self, table: TableId, final: TableSchema, keys: set[Key]) -> list[Row]:
         lake = self.lake(table)
         if lake is None or not keys:
             return []
-        pk = list(key_columns(final))
-        wanted = self._keys_frame(len(pk), keys)
+        return self._lake_holding(lake, final, key_columns(final), keys)
+
+    def _lake_holding(self, lake: DataFrame, final: TableSchema, columns: tuple[str, ...],
+                      values: set[Key]) -> list[Row]:
+        """The lake rows (every copy, for a table without a key) holding one of `values` in `columns`, whole."""
+        wanted = self._keys_frame(len(columns), values)
         names = final.column_names
-        return [dict(zip(names, r, strict=True)) for r in lake.join(wanted, self._on(lake, final, pk, wanted),
-                                                                     "left_semi").collect()]
+        return [dict(zip(names, r, strict=True))
+                for r in self._collect(lake.join(wanted, self._on(lake, final, columns, wanted), "left_semi"))]
 
     def _keys_frame(self, width: int, keys: set[Key]) -> DataFrame:
         """The values looked up (w0..wn, canonical text), small: broadcast to every join with them."""
@@ -266,15 +280,14 @@ class _Reader:
     def _field(image: str, final: TableSchema, name: str) -> SparkColumn:
         return F.col(image).getField(f"c{final.column_names.index(name)}")
 
-    @staticmethod
-    def _changes(table: TableId, final: TableSchema, frame: DataFrame) -> list[Change]:
+    def _changes(self, table: TableId, final: TableSchema, frame: DataFrame) -> list[Change]:
         names = final.column_names
 
         def row(image: Any) -> Row | None:
             return None if image is None else dict(zip(names, image, strict=True))
 
         return [Change(table, r["position"], r["op"], r["ts"], row(r["before"]), row(r["after"]), r["fk_checks"])
-                for r in frame.collect()]
+                for r in self._collect(frame)]
 
 
 def _line(change: Change, pk: tuple[str, ...]) -> str:

@@ -131,6 +131,7 @@ def merge(
         summary.warnings = list(journal.get("warnings", []))
         summary.key_change = journal.get("key_change")
         summary.superseded = journal.get("superseded", 0)
+        summary.cascade_lookups = journal.get("cascade_lookups", 0)
         summary.seconds = time.monotonic() - started
         report("done")
         return summary
@@ -311,7 +312,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         latest.discard(fewer)
     moved = renames.journal(plan, target, {e["dir"] for e in entries}) if plan is not None else {}
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
-            "warnings": cascades.warnings, "key_change": cut, "superseded": fewer[1] if fewer else 0, **moved}
+            "warnings": cascades.warnings, "key_change": cut, "superseded": fewer[1] if fewer else 0,
+            "cascade_lookups": cascades.lookups, **moved}
 
 
 def _merge_small(spark: Any, raw: Any, small: list[small_tables.SmallTable], run: int, batch_dir: Path,

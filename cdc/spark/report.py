@@ -57,6 +57,8 @@ class MergeSummary:
     # Change lines the compaction did not read: each superseded by a later change of its key, or merged by an earlier
     # run (cdc.spark.latest).
     superseded: int = 0
+    # Spark queries the cascade replay made (cdc.spark.cascade_reads): 0 without cascading foreign keys.
+    cascade_lookups: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "changes": sum(t.changes for t in self.tables)}
