@@ -285,7 +285,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
 
         raw = raw.unionByName(read_lines(spark, raw.schema, cascades.lines))
     # A follow cycle's small tables: one Spark query for all of them, their files written on the driver.
-    small = [] if cut is not None or plan is not None or cascades.lines else \
+    small = [] if cut is not None or plan is not None else \
         small_tables.pick(history, [i for i in infos if i.rows], target, run)
     chosen = {(t.info.db, t.info.table) for t in small}
     infos = [i for i in infos if (i.db, i.table) not in chosen]
@@ -297,7 +297,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     try:
         if small:
             entries.extend(_merge_small(spark, raw, small, run, state.batch_dir(batch), staging, phases, report,
-                                        alone=not any(i.rows for i in infos)))
+                                        cascades.derived, alone=not any(i.rows for i in infos)))
 
         def merge_one(info: TableStats, **progress: Any) -> dict[str, Any]:
             return merge_table(spark, raw, history, info, run=run, target=target,
@@ -317,7 +317,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
 
 
 def _merge_small(spark: Any, raw: Any, small: list[small_tables.SmallTable], run: int, batch_dir: Path,
-                 staging: Path, phases: dict[str, float], report: Reporter, *, alone: bool) -> list[dict[str, Any]]:
+                 staging: Path, phases: dict[str, float], report: Reporter, cascaded: dict[str, int], *,
+                 alone: bool) -> list[dict[str, Any]]:
     """The small tables' entries (cdc.spark.small_tables), each table's finish reported as merge_tables does."""
     def step(table: str, name: str) -> None:
         report("merging", table=table, step=name, result=None)
@@ -325,7 +326,7 @@ def _merge_small(spark: Any, raw: Any, small: list[small_tables.SmallTable], run
     entries = small_tables.merge_small(spark, raw, small, run=run, batch_dir=batch_dir, staging=staging,
                                        phases=phases, step=step, alone=alone)
     for done, entry in enumerate(entries, start=1):
-        entry["result"]["cascaded"] = 0  # a run with cascades takes no table this way
+        entry["result"]["cascaded"] = cascaded.get(entry["result"]["table"], 0)
         result = TableResult(**entry["result"])
         report("merging", table=result.table, step=None, tables_done=done,
                changes_done=report.now.changes_done + result.changes, result=result)

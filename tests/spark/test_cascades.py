@@ -164,7 +164,8 @@ def test_cascades_in_the_lake_and_snowflake_equal_the_source(mariadb: MariaDB, f
 def test_many_parent_deletes_in_a_run_cost_a_few_spark_jobs_not_some_per_delete(mariadb: MariaDB, fresh_db: str,
                                                                                   tmp_path: Path, spark: Any) -> None:
     """Each round of the replay looks up all the values it needs of a foreign key at once: a run deleting 4 or 40
-    parents (each cascading two levels down) starts the same Spark jobs, and the lake equals the source."""
+    parents (each cascading two levels down) starts the same Spark jobs, its small tables merge together as in a run
+    without cascades, and the lake equals the source."""
     state = tmp_path / "state"
     start = binlog_start(mariadb)
     with mariadb.connect() as conn:
@@ -185,6 +186,9 @@ def test_many_parent_deletes_in_a_run_cost_a_few_spark_jobs_not_some_per_delete(
         # One lookup for the parents' deletes, then one per child table and foreign key: emp by dept_id, then emp by
         # boss and task by emp_id. The children's lake rows come whole with the first lookup (none changed in the run).
         assert summary.cascade_lookups == 4
+        # The three small tables, derived changes and all, are merged by one Spark query (cdc.spark.small_tables),
+        # written on the driver: not table by table.
+        assert "write" in summary.phases and "lake" not in summary.phases, summary.phases
     assert jobs[1] <= jobs[0] + 3, jobs  # not a few Spark jobs more per delete and level
     with mariadb.connect() as conn:
         for table in ("dept", "emp", "task"):
