@@ -70,6 +70,11 @@ DEFAULT_CONF = {
     # PySpark 4 sends the Python call site of every DataFrame/Column call to the JVM (for error messages): ~5 Py4J
     # round trips each; a 16-table follow cycle's query took ~4 s of them to build (docs/performance.md).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # A merge's caches (the compaction's outcomes, a many-table run's lines) are read once or twice, soon after they
+    # are built: compressing their columns costs more CPU than the reads save. 1M changes, warm: 6 of 6 interleaved
+    # merges faster, median 9.2 -> 8.2 s (docs/performance.md, "spark-merge"); the cache takes more memory (and
+    # disk, past the driver's memory: MEMORY_AND_DISK).
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 # HotSpot's optimizing compiler (C2) for a driver that runs one merge and exits (one_shot): with its default
 # thresholds, a fresh 1M-change merge spent ~50 s of compiler-thread time in C2 (-XX:+CITime), most of it on
