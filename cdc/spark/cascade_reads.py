@@ -235,14 +235,15 @@ class _Reader:
     def _holding_any(self, events: DataFrame, final: TableSchema,
                      lookups: list[tuple[tuple[str, ...], set[Key]]]) -> DataFrame:
         """The events whose `before` or `after` image holds one of a lookup's values in its columns, for every
-        lookup, in one Spark job (an event found twice comes twice; changes are kept by position)."""
+        lookup, in one Spark job (an event found twice comes twice; changes are kept by position). A lookup without
+        values is left out; at least one has some (the callers' values to load, or keys)."""
         probe = events.withColumn("_image", F.explode(F.array("before", "after")))
         found = []
         for columns, values in lookups:
             if values:
                 wanted = self._keys_frame(len(columns), values)
                 found.append(probe.join(wanted, self._on(probe, final, columns, wanted, "_image"), "left_semi"))
-        return reduce(DataFrame.unionAll, found).drop("_image") if found else probe.limit(0).drop("_image")
+        return reduce(DataFrame.unionAll, found).drop("_image")
 
     def _lake_rows(self, table: TableId, final: TableSchema, keys: set[Key]) -> list[Row]:
         lake = self.lake(table)

@@ -71,9 +71,9 @@ DEFAULT_CONF = {
     # round trips each; a 16-table follow cycle's query took ~4 s of them to build (docs/performance.md).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     # A merge's caches (the compaction's outcomes, a many-table run's lines) are read once or twice, soon after they
-    # are built: compressing their columns costs more CPU than the reads save. 1M changes, warm: 6 of 6 interleaved
-    # merges faster, median 9.2 -> 8.2 s (docs/performance.md, "spark-merge"); the cache takes more memory (and
-    # disk, past the driver's memory: MEMORY_AND_DISK).
+    # are built: compressing their columns costs more CPU than the reads save. 1M changes, warm: bench_merge.py
+    # 5.2x -> 5.0x DuckDB's time (2 of 3 pairs faster; a harness's 9 of 9), fresh within noise (docs/performance.md,
+    # "spark-merge"); the cache takes more memory (and disk, past the driver's memory: MEMORY_AND_DISK).
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 # HotSpot's optimizing compiler (C2) for a driver that runs one merge and exits (one_shot): with its default
