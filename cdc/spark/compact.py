@@ -178,7 +178,7 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
            after_struct)
     where, parsed, events = recipes.cached(
         raw.sparkSession, key, lambda: _event_columns(versions, final, info, read_as_text, after_struct))
-    return raw.filter(where).select(*parsed).select(events)
+    return recipes.select(recipes.select(raw.filter(where), (key, 1), lambda: parsed), (key, 2), lambda: [events])
 
 
 def _schema_key(versions: list[TableSchema], final: TableSchema) -> str:
@@ -304,7 +304,7 @@ def outcomes(won: DataFrame, versions: list[TableSchema], final: TableSchema, in
         won.sparkSession, key, lambda: _outcome_columns(versions, final, info, read_as_text, in_lake))
     # Each image parsed once, in its own projection: in the one below, Spark would prune a from_json
     # per column read from it and parse the same text once per column.
-    return won.select(*images).select(*result)
+    return recipes.select(recipes.select(won, (key, 1), lambda: images), (key, 2), lambda: result)
 
 
 def _outcome_columns(versions: list[TableSchema], final: TableSchema, info: TableInput, read_as_text: bool,

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 # Recipes kept per session: one per table and schema scope (a few per table), bounded for a follow run that
 # sees many tables or much DDL; an evicted one is built again when needed.
@@ -44,3 +47,17 @@ def cached(spark: Any, key: Hashable, build: Callable[[], R]) -> R:
 def size(spark: Any) -> int:
     """How many recipes the session holds (tests)."""
     return len(_SESSIONS.get(spark, ()))
+
+
+def select(frame: DataFrame, key: Hashable, columns: Callable[[], Sequence[Any]]) -> DataFrame:
+    """frame.select(*columns()), the columns and their JVM list made once per (session, key).
+
+    DataFrame.select converts its Columns to a JVM list on every call: one Py4J round trip per Column and two more
+    (a follow cycle's 16 tables made ~100 selects of 5-30 Columns each). The list, like its Columns, names no
+    DataFrame, so an earlier select's serves any frame of the same shape."""
+    from pyspark.sql.classic.column import _to_seq
+    from pyspark.sql.classic.dataframe import DataFrame as Classic
+
+    spark = frame.sparkSession
+    seq = cached(spark, ("select", key), lambda: _to_seq(spark.sparkContext, [c._jc for c in columns()]))
+    return Classic(frame._jdf.select(seq), spark)

@@ -24,7 +24,7 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
-from functools import partial, reduce
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,10 +113,9 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
         # Each table's row as one struct column of its own (t<index>), so that tables of any shapes share one union
         # (NULL in the other tables' rows): the union is 1 + tables columns wide, not the sum of the tables' columns,
         # which Spark's optimizer and code generation paid for per branch (issue #25).
-        frames.append(typed.select(*recipes.cached(spark, ("union names", index, tuple(columns)),
-                                                   partial(_tagged, index, columns))))
+        frames.append(recipes.select(typed, ("union names", index, tuple(columns)), partial(_tagged, index, columns)))
         names.append(columns)
-    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+    union = _union(frames)
     with interpreted(spark) if interpret else nullcontext():
         collected = union.toArrow()
     tags = collected.column("_t")
@@ -136,6 +135,16 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
 # keeps Spark's code generation. Only where the query is the run's one read of the lines (merge_small's `alone`):
 # beside bigger tables it fills the cache of every line they read too, and each branch filters all of them.
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    """The frames' union by name (a column missing from one is NULL in its rows), as a balanced tree of unions: each
+    unionByName projects both sides onto the union's columns and is analysed whole, so a chain of 16 analysed its
+    growing left side 15 times."""
+    while len(frames) > 1:
+        pairs = [a.unionByName(b, allowMissingColumns=True) for a, b in zip(frames[::2], frames[1::2], strict=False)]
+        frames = pairs + frames[len(pairs) * 2:]
+    return frames[0]
 
 
 @contextmanager
