@@ -53,7 +53,7 @@ def select(frame: DataFrame, key: Hashable, columns: Callable[[], Sequence[Any]]
     """frame.select(*columns()), the columns and their JVM list made once per (session, key).
 
     DataFrame.select converts its Columns to a JVM list on every call: one Py4J round trip per Column and two more
-    (a follow cycle's 16 tables made ~100 selects of 5-30 Columns each). The list, like its Columns, names no
+    (a follow cycle's 16 tables made 80 selects of 1-30 Columns each). The list, like its Columns, names no
     DataFrame, so an earlier select's serves any frame of the same shape."""
     from pyspark.sql.classic.column import _to_seq
     from pyspark.sql.classic.dataframe import DataFrame as Classic
