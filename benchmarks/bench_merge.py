@@ -1,7 +1,7 @@
 """Benchmark: spark-merge of 1,000,000 changes into a 1,000,000-row table vs a DuckDB single-SQL merge.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/bench_merge.py [--rows 1000000] [--changes 1000000]
-        [--repeat 3] [--baseline /path/to/older/checkout] [--no-cold | --no-warm]
+        [--repeat 3] [--warm-up 1] [--baseline /path/to/older/checkout] [--no-cold | --no-warm]
 
 Workload: the table is loaded by a first merge of snapshot rows; then the changes: 30% of the keys
 touched repeatedly (updates), deletes, and new keys. DuckDB computes the same new state in one
@@ -13,6 +13,8 @@ JVM and session start included). --baseline runs an older checkout's code the sa
 for before/after pairs measured back to back. Printed: every repeat's seconds and ratios, the median
 ratios, where the warm merge's time goes (`phases`), and a check that each Spark lake version holds
 exactly DuckDB's rows. DuckDB writes only the new table state; Spark also writes the Snowflake batch.
+--warm-up N: untimed warm merges first (default 1). The JVM's JIT is still compiling the merge's code after
+one: a long-lived session's (`cdc run --follow`) steady state is reached after ~3.
 """
 
 from __future__ import annotations
@@ -245,11 +247,12 @@ class Bench:
         variant.phases[kind].append(phases)
         return f"{variant.label} {kind} {measured} (duckdb {duck:.2f}s)"
 
-    def warm_up(self, variant: Variant, cold: bool) -> None:
+    def warm_up(self, variant: Variant, cold: bool, merges: int = 1) -> None:
         """Untimed merges: a warm session has run queries before (JIT, loaded classes, codegen caches), and a
         user's fresh process has run before (the first one records the JVM's class archive, ~/.cache/cdc)."""
-        variant.worker.merge(self.state.root)
-        self.loaded.restore()
+        for _ in range(merges):
+            variant.worker.merge(self.state.root)
+            self.loaded.restore()
         if cold:
             cold_merge(variant.code, self.state.root)
             self.loaded.restore()
@@ -274,6 +277,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warm-up", type=int, default=1, help="untimed warm merges before the timed ones")
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout measured (default: this one)")
     parser.add_argument("--baseline", type=Path, help="an older checkout, run interleaved with this one")
     parser.add_argument("--no-cold", action="store_true", help="warm runs only")
@@ -287,7 +291,7 @@ def main() -> None:
     print(f"rows {args.rows:,}  changes {args.changes:,}  initial load (1 merge of the snapshot rows): {load_seconds:.1f}s"
           f"  session start: " + ", ".join(f"{v.label} {v.worker.session:.1f}s" for v in variants), flush=True)
     for variant in variants:
-        bench.warm_up(variant, not args.no_cold)
+        bench.warm_up(variant, not args.no_cold, args.warm_up)
     for repeat in range(1, args.repeat + 1):
         for variant in variants:
             for kind in [k for k, skip in (("warm", args.no_warm), ("cold", args.no_cold)) if not skip]:
