@@ -173,12 +173,18 @@ def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema
     ranges = version_ranges(versions, final, info)
     _check_key([v for v, _ in ranges], final, versions)
     read_as_text = isinstance(raw.schema["key"].dataType, T.StringType)  # else types.keyed_line_schema
-    after_struct = isinstance(raw.schema["after"].dataType, T.StructType)
+    after_struct = not after_is_text(raw)
     key = ("events", _schema_key(versions, final), tuple(r for _, r in ranges), info.db, info.table, read_as_text,
            after_struct)
     where, parsed, events = recipes.cached(
         raw.sparkSession, key, lambda: _event_columns(versions, final, info, read_as_text, after_struct))
     return recipes.select(recipes.select(raw.filter(where), (key, 1), lambda: parsed), (key, 2), lambda: [events])
+
+
+def after_is_text(raw: DataFrame) -> bool:
+    """Whether the lines' `after` is JSON text (LINE_SCHEMA), not a struct (types.keyed_line_schema): table_events'
+    `_after` is the same."""
+    return not isinstance(raw.schema["after"].dataType, T.StructType)
 
 
 def _schema_key(versions: list[TableSchema], final: TableSchema) -> str:
@@ -290,14 +296,16 @@ def last_changes(events: DataFrame, base: DataFrame | None, versions: list[Table
 
 
 def outcomes(won: DataFrame, versions: list[TableSchema], final: TableSchema, info: TableInput,
-             in_lake: bool | None = None) -> DataFrame:
+             in_lake: bool | None = None, after_text: bool | None = None) -> DataFrame:
     """Events (table_events' columns and `_in_lake`) with their images typed and their outcome: last_changes' columns.
 
     in_lake: the value of `_in_lake` for every event, where the caller knows it (else the column's).
+    after_text: whether `_after` is JSON text (after_is_text of the lines), where the caller knows it; else `won`'s
+    schema is asked, two Py4J round trips per table and cycle (a follow cycle's 16 tables: ~7% of its merge).
     cdc.spark.small_tables runs it on every event of a small table, then picks the winners on the driver.
     """
     ranges = version_ranges(versions, final, info)
-    read_as_text = isinstance(won.schema["_after"].dataType, T.StringType)  # else read as a struct
+    read_as_text = isinstance(won.schema["_after"].dataType, T.StringType) if after_text is None else after_text
     key = ("outcomes", _schema_key(versions, final), tuple(r for _, r in ranges), info.truncate_position,
            info.truncate_at, info.truncate_ts, read_as_text, in_lake)
     images, result = recipes.cached(

@@ -105,10 +105,11 @@ def collect_changes(spark: SparkSession, raw: DataFrame, tables: list[SmallTable
     from cdc.spark import compact
 
     frames, names = [], []
+    after_text = compact.after_is_text(raw)
     for index, table in enumerate(tables):
         info = table.info.as_input()
         events = compact.table_events(raw, table.versions, table.final, info)
-        typed = compact.outcomes(events, table.versions, table.final, info, in_lake=False)
+        typed = compact.outcomes(events, table.versions, table.final, info, in_lake=False, after_text=after_text)
         columns = _outcome_names(table)
         # Each table's row as one struct column of its own (t<index>), so that tables of any shapes share one union
         # (NULL in the other tables' rows): the union is 1 + tables columns wide, not the sum of the tables' columns,
