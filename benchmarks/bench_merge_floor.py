@@ -3,8 +3,8 @@
     flock /tmp/bench.lock .venv/bin/python benchmarks/bench_merge_floor.py [--rows 1000000] [--changes 1000000]
         [--repeat 5] [--warm-up 2]
 
-bench_merge.py's workload and DuckDB statement. In one warm SparkSession, per repeat, each between DuckDB's
-merge runs: cdc's merge itself, and three pieces no merge of this shape can skip, each alone on the same files:
+bench_merge.py's workload and DuckDB statement. In one warm SparkSession, each round runs DuckDB's merge, cdc's
+merge, then three pieces no merge of this shape can skip, each alone on the same files:
 - `lake copy`: the previous lake version read and written again (copy-on-write: every row is in the new version);
 - `kept read`: the change lines the superseded-lines pass leaves (cdc.spark.latest), parsed as the compaction
   reads them (types.keyed_line_schema), nothing done with them;
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--warm-up", type=int, default=2, help="untimed rounds first (the JIT's warm-up)")
     args = parser.parse_args()
     worker = bm.Worker(ROOT)
-    state, loaded, change_files, base, lake, _ = bm.load_state(args.rows, args.changes, worker)
+    state, loaded, change_files, base, _, _ = bm.load_state(args.rows, args.changes, worker)
     worker.close()
     from cdc.config import SparkSettings
     from cdc.spark import merge
