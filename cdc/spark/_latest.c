@@ -18,15 +18,14 @@
  * The lines come in parts (the input files): feed() records each part's row changes of listed tables, several
  * parts at once from several threads (no interpreter lock, nothing shared but the counter of records); resolve()
  * then finds each key's last change over all of them; write() copies each part's lines that are kept, parts at
- * once again. Each part's lines go to write() in the order they went to feed().
+ * once again. Each part's lines go to write() in the order they went to feed(). A Scanner (_scan.c) may feed a
+ * part instead, from its own read of each line (latest_claim, latest_line): one parse of the input for both.
  */
 #include <errno.h>
 #include <unistd.h>
 
 #include "_scan_json.h"
 #include "_latest.h"
-
-enum { L_DB, L_TABLE, L_OP, L_POSITION, L_KEY, L_BEFORE, L_COUNT };
 
 typedef struct {
     unsigned char *names; /* db, table, then each key column's name */
@@ -83,7 +82,7 @@ typedef struct {
     int resolved;
 } Latest;
 
-static int latest_wanted(cursor key, Py_ssize_t n)
+int latest_wanted(cursor key, Py_ssize_t n)
 {
     switch (n) {
     case 2: return memcmp(key, "db", 2) == 0 ? L_DB : memcmp(key, "op", 2) == 0 ? L_OP : -1;
@@ -287,11 +286,9 @@ static int add_record(Latest *s, part *in, Py_ssize_t line, Py_ssize_t table, co
     return 0;
 }
 
-/* One line of a part: 0, or -1 when out of memory. */
-static int take_line(Latest *s, part *in, cursor p, cursor end, Py_ssize_t line)
+/* One line of a part, its fields read: 0, or -1 when out of memory. */
+static int take_fields(Latest *s, part *in, const field *f, Py_ssize_t line)
 {
-    field f[L_COUNT];
-    if (!read_fields(p, end, f, L_COUNT, latest_wanted, 1)) return 0; /* numbers: only skipped */
     const field *pos = &f[L_POSITION], *op = &f[L_OP], *key = &f[L_KEY];
     if (pos->kind != STRING || pos->n > POS_MAX) return 0;
     if (s->upto_n >= 0 && compare(pos->p, pos->n, s->upto, s->upto_n) <= 0) {
@@ -309,6 +306,21 @@ static int take_line(Latest *s, part *in, cursor p, cursor end, Py_ssize_t line)
     if (table < 0) return 0;
     int pinned = op->p[0] == 'u' && !keeps_row(&s->tables[table], key, &f[L_BEFORE]);
     return add_record(s, in, line, table, key, pos, pinned);
+}
+
+/* The next line of a part (fields: as latest_line's): 0, or -1 when out of memory. */
+static int next_line(Latest *s, part *in, cursor p, cursor end, const field *fields)
+{
+    if (grow((void **)&in->skip, &in->cap_lines, in->n_lines + 1, 1) < 0) return -1;
+    in->skip[in->n_lines] = 0;
+    field read[L_COUNT];
+    if (!fields) {
+        /* numbers of any length (lax): they are only skipped */
+        fields = read_fields(p, end, read, L_COUNT, latest_wanted, 1) ? read : NULL;
+    }
+    if (fields && take_fields(s, in, fields, in->n_lines) < 0) return -1;
+    in->n_lines++;
+    return 0;
 }
 
 /* ---- the Python type ---- */
@@ -449,12 +461,17 @@ static void Latest_dealloc(Latest *s)
 }
 
 /* The part feed() or write() works on, taken (busy) with the interpreter lock held; NULL with an exception set. */
-static part *take_part(Latest *s, Py_ssize_t i, int resolved, Py_buffer *view, Py_ssize_t *stop)
+static const char *part_problem(const Latest *s, Py_ssize_t i, int resolved)
 {
-    const char *problem = !s->parts ? "Latest.__init__ was not called"
+    return !s->parts ? "Latest.__init__ was not called"
         : i < 0 || i >= s->n_parts ? "no such part"
         : s->parts[i].busy ? "a part is used by one thread at a time"
         : s->resolved != resolved ? (resolved ? "write() before resolve()" : "feed() after resolve()") : NULL;
+}
+
+static part *take_part(Latest *s, Py_ssize_t i, int resolved, Py_buffer *view, Py_ssize_t *stop)
+{
+    const char *problem = part_problem(s, i, resolved);
     if (problem) {
         PyBuffer_Release(view);
         PyErr_SetString(PyExc_RuntimeError, problem);
@@ -478,16 +495,10 @@ static PyObject *Latest_feed(Latest *s, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     while (p < end) {
         cursor nl = memchr(p, '\n', (size_t)(end - p));
-        if (grow((void **)&in->skip, &in->cap_lines, in->n_lines + 1, 1) < 0) {
+        if (next_line(s, in, p, nl ? nl : end, NULL) < 0) {
             failed = 1;
             break;
         }
-        in->skip[in->n_lines] = 0;
-        if (take_line(s, in, p, nl ? nl : end, in->n_lines) < 0) {
-            failed = 1;
-            break;
-        }
-        in->n_lines++;
         lines++;
         p = nl ? nl + 1 : end;
     }
@@ -496,6 +507,32 @@ static PyObject *Latest_feed(Latest *s, PyObject *args)
     PyBuffer_Release(&view);
     if (failed) return PyErr_NoMemory();
     return PyLong_FromSsize_t(lines);
+}
+
+void *latest_claim(PyObject *latest, Py_ssize_t index)
+{
+    if (!PyObject_TypeCheck(latest, &LatestType)) {
+        PyErr_SetString(PyExc_TypeError, "latest must be a Latest");
+        return NULL;
+    }
+    Latest *s = (Latest *)latest;
+    const char *problem = part_problem(s, index, 0);
+    if (problem) {
+        PyErr_SetString(PyExc_RuntimeError, problem);
+        return NULL;
+    }
+    s->parts[index].busy = 1;
+    return &s->parts[index];
+}
+
+int latest_line(PyObject *latest, void *in, cursor p, cursor end, const field *fields)
+{
+    return next_line((Latest *)latest, in, p, end, fields);
+}
+
+void latest_release(void *in)
+{
+    ((part *)in)->busy = 0;
 }
 
 static PyObject *Latest_resolve(Latest *s, PyObject *Py_UNUSED(ignored))

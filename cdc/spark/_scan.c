@@ -17,9 +17,10 @@
 #include "_latest.h"
 
 /* Raised when this file or _latest.c changes what the Python side must pass or may expect (cdc/spark/scan.py). */
-#define ABI_VERSION 2
+#define ABI_VERSION 3
 
-enum { F_DB, F_TABLE, F_OP, F_POSITION, F_COUNT };
+/* The Latest's first four fields: a Scanner that feeds a Latest reads the Latest's six in one go. */
+enum { F_DB = L_DB, F_TABLE = L_TABLE, F_OP = L_OP, F_POSITION = L_POSITION, F_COUNT = L_POSITION + 1 };
 
 typedef struct {
     char *name; /* db, NUL, table */
@@ -139,10 +140,9 @@ static void keep(unsigned char *into, Py_ssize_t *into_n, const field *pos, int 
 
 enum { COUNTED, SKIPPED, SPECIAL, NO_MEMORY };
 
-static int count_line(Scanner *s, cursor p, cursor end)
+/* A line whose fields (F_COUNT or more) were read. */
+static int count_fields(Scanner *s, const field *f)
 {
-    field f[F_COUNT];
-    if (!read_fields(p, end, f, F_COUNT, wanted, 0)) return SPECIAL;
     const field *pos = &f[F_POSITION], *op = &f[F_OP];
     if (pos->kind != STRING || pos->n > POS_MAX) return SPECIAL;
     if (s->upto_n >= 0 && compare(pos->p, pos->n, s->upto, s->upto_n) <= 0) return SKIPPED;
@@ -157,6 +157,21 @@ static int count_line(Scanner *s, cursor p, cursor end)
     keep(t->high, &t->high_n, pos, 0);
     keep(t->last, &t->last_n, pos, 0);
     return COUNTED;
+}
+
+static int count_line(Scanner *s, cursor p, cursor end)
+{
+    field f[F_COUNT];
+    return read_fields(p, end, f, F_COUNT, wanted, 0) ? count_fields(s, f) : SPECIAL;
+}
+
+/* count_line, and the line fed to a Latest's part from the same read (-1: out of memory for the Latest). */
+static int count_and_feed(Scanner *s, PyObject *latest, void *part, cursor p, cursor end)
+{
+    field f[L_COUNT];
+    int read = read_fields(p, end, f, L_COUNT, latest_wanted, 0);
+    if (latest_line(latest, part, p, end, read ? f : NULL) < 0) return -1;
+    return read ? count_fields(s, f) : SPECIAL;
 }
 
 static int note_special(Scanner *s, Py_ssize_t index, Py_ssize_t start, Py_ssize_t stop)
@@ -204,12 +219,18 @@ static void Scanner_dealloc(Scanner *s)
 static PyObject *Scanner_feed(Scanner *s, PyObject *args)
 {
     Py_buffer view;
-    Py_ssize_t stop = -1;
-    if (!PyArg_ParseTuple(args, "y*|n:feed", &view, &stop)) return NULL;
+    Py_ssize_t stop = -1, index = 0;
+    PyObject *latest = Py_None;
+    if (!PyArg_ParseTuple(args, "y*|nOn:feed", &view, &stop, &latest, &index)) return NULL;
     if (stop < 0 || stop > view.len) stop = view.len;
     if (s->busy) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_RuntimeError, "a Scanner is fed by one thread at a time");
+        return NULL;
+    }
+    void *part = NULL;
+    if (latest != Py_None && !(part = latest_claim(latest, index))) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     s->busy = 1;
@@ -221,8 +242,8 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
     while (p < end) {
         cursor nl = memchr(p, '\n', (size_t)(end - p));
         cursor stop = nl ? nl : end;
-        int outcome = count_line(s, p, stop);
-        if (outcome == NO_MEMORY
+        int outcome = part ? count_and_feed(s, latest, part, p, stop) : count_line(s, p, stop);
+        if (outcome < 0 || outcome == NO_MEMORY
             || (outcome == SPECIAL && note_special(s, lines, p - base, (nl ? nl + 1 : end) - base) < 0)) {
             failed = 1;
             break;
@@ -232,6 +253,7 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     s->busy = 0;
+    if (part) latest_release(part);
     PyBuffer_Release(&view);
     if (failed) return PyErr_NoMemory();
     PyObject *special = PyList_New(s->n_special / 3);
@@ -266,8 +288,9 @@ static PyObject *Scanner_tables(Scanner *s, PyObject *Py_UNUSED(ignored))
 
 static PyMethodDef Scanner_methods[] = {
     {"feed", (PyCFunction)Scanner_feed, METH_VARARGS,
-     "feed(buffer, stop=len) -> (lines, [(line index, start, end), ...]): buffer[:stop] holds whole lines (the last\n"
-     "one may lack its newline); the lines listed are left to the Python path."},
+     "feed(buffer, stop=len, latest=None, part=0) -> (lines, [(line index, start, end), ...]): buffer[:stop] holds\n"
+     "whole lines (the last one may lack its newline); the lines listed are left to the Python path. With a Latest,\n"
+     "the same lines are fed to its part as Latest.feed(part, buffer, stop) would, from the same read of each."},
     {"tables", (PyCFunction)Scanner_tables, METH_NOARGS,
      "tables() -> [(db, table, rows, removals, min position, max position, last position), ...]"},
     {NULL, NULL, 0, NULL},

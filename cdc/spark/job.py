@@ -244,12 +244,16 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
     staging = batches.staging_dir(state.batches, batch)  # cleared by merge(), before any pass ran ahead
     entries = []
     infos = ahead.infos if ahead is not None else None
+    fed = None  # the superseded-lines pass, fed by the scan's own read of each line (cdc.spark.latest.alongside_scan)
     if infos is None:
         report("scanning")
         with timed(phases, "scan"):  # the first read: per table row count, positions, truncates
             few = sum(s.bytes for s in segments) <= LOCAL_SCAN_BYTES
             in_python = scan.is_local(files) and (few or scan.native_module() is not None)
-            infos = scan.local_stats(files, merged_upto) if in_python else scan.spark_stats(raw)
+            if in_python:
+                infos, fed = latest.scan_and_feed(files, merged_upto, history, [s.name for s in segments])
+            else:
+                infos = scan.spark_stats(raw)
     cut = key_change_cut(history, infos)
     if cut is not None:  # this run ends before a key change; the next one merges the rest (cdc.spark.rekey)
         raw = raw.filter(F.col("position") < F.lit(cut))
@@ -274,7 +278,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
             fewer = None
     elif wanted:
         with timed(phases, "latest"):
-            fewer = latest.for_run(files, merged_upto, history, infos, staging)
+            fewer = latest.for_run(files, merged_upto, history, infos, staging, fed)
     if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
         raw = _read_lines(spark, keyed, [str(f) for f in fewer[0]] if fewer else files, merged_upto, cut)
     raw = plan.relabel(raw) if plan is not None else raw

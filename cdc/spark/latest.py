@@ -6,6 +6,8 @@ Spark's JSON parse of it was the largest part of a merge (docs/performance.md, "
 (cdc/spark/_latest.c) finds those lines by their `key`'s bytes, and the lines left are copied to files that the
 compaction reads instead of the input. Its winners are the same: only lines that lose to a later change of the
 same key are left out, and only where nothing else reads them (for_run picks the tables; cdc.spark.job, the runs).
+Where the run's table facts are read in C too (scan.local_stats), the same read of each line feeds the pass
+(scan_and_feed): one parse of the input instead of two.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import contextlib
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cdc.errors import DataError
 from cdc.schema import SchemaHistory
@@ -44,16 +48,34 @@ def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[
     pass fails for want of memory or disk (logged): the merge then reads `files` as before. Two files are read (and
     written) at once.
     """
-    native = scan.native_module()
-    if native is None or not tables or not files or not scan.is_local(files) \
-            or (merged_upto is not None and len(merged_upto.encode()) > native.POS_MAX):
+    latest = _new(files, merged_upto, tables)
+    if latest is None:
         return None
-    latest = native.Latest(merged_upto, tables, len(files), MAX_RECORDS)
 
     def feed(index: int) -> None:
         for block, cut in scan.whole_lines(files[index]):
             latest.feed(index, block, cut)
 
+    try:
+        with ThreadPoolExecutor(min(2, len(files))) as pool:  # feed() runs without the interpreter lock
+            list(pool.map(feed, range(len(files))))
+    except (OSError, MemoryError) as exc:
+        log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
+        return None
+    return _resolved(latest, files, out_dir)
+
+
+def _new(files: list[str], merged_upto: str | None, tables: list[Listed]) -> Any:
+    """A Latest for these files' lines (one part each), or None where the pass cannot be made."""
+    native = scan.native_module()
+    if native is None or not tables or not files or not scan.is_local(files) \
+            or (merged_upto is not None and len(merged_upto.encode()) > native.POS_MAX):
+        return None
+    return native.Latest(merged_upto, tables, len(files), MAX_RECORDS)
+
+
+def _resolved(latest: Any, files: list[str], out_dir: Path) -> tuple[list[Path], int] | None:
+    """superseded_left_out's end, every part fed: the lines left written to out_dir, or None (nothing written)."""
     outs = [out_dir / f"latest-{index:06d}.jsonl" for index in range(len(files))]
 
     def write(index: int) -> None:
@@ -65,8 +87,7 @@ def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[
             os.close(fd)
 
     try:
-        with ThreadPoolExecutor(min(2, len(files))) as pool:  # feed() and write() run without the interpreter lock
-            list(pool.map(feed, range(len(files))))
+        with ThreadPoolExecutor(min(2, len(files))) as pool:  # write() runs without the interpreter lock
             lines, skipped = latest.resolve()
             if skipped < lines * SKIP_AT_LEAST:
                 return None
@@ -90,14 +111,62 @@ def worth_a_pass(infos: list[TableStats], input_bytes: int) -> bool:
         and 2 * sum(i.removals for i in infos) >= SKIP_AT_LEAST * sum(i.rows for i in infos)
 
 
+@dataclass(frozen=True)
+class FedByScan:
+    """A Latest that scan.local_stats fed as it read the run's lines (alongside_scan), and the tables it was given."""
+
+    latest: Any
+    tables: list[Listed]
+
+
+def scan_and_feed(files: list[str], merged_upto: str | None, history: SchemaHistory,
+                  segment_names: list[str]) -> tuple[list[TableStats], FedByScan | None]:
+    """scan.local_stats of the run's files, feeding the superseded-lines pass from the same read of each line where
+    alongside_scan makes one (for_run then uses it); a scan that runs out of memory feeding it counts again without."""
+    fed = alongside_scan(files, merged_upto, history, any(_starts_in_binlog(n) for n in segment_names))
+    if fed is not None:
+        try:
+            return scan.local_stats(files, merged_upto, fed.latest), fed
+        except MemoryError as exc:
+            log.warning("spark-merge: the scan fed no pass for superseded lines (%s); counting again without", exc)
+    return scan.local_stats(files, merged_upto), None
+
+
+def _starts_in_binlog(segment_name: str) -> bool:
+    """Whether a segment's first line is a binlog change (its name is that line's position: changelog.segment_name),
+    not a snapshot's row."""
+    return segment_name.removesuffix(".jsonl").rsplit("-", 1)[-1][:1] == "b"
+
+
+def alongside_scan(files: list[str], merged_upto: str | None, history: SchemaHistory,
+                   binlog_changes: bool) -> FedByScan | None:
+    """A Latest for scan.local_stats to feed from its own read of each line, before the run's tables are known; None
+    where the pass would not be made (not the C reader, little input, a snapshot's rows alone: binlog_changes false).
+
+    Its tables are those whose schema cannot change inside a run after merged_upto (their last version at or before
+    it, with a primary key): each is one for_run would choose too, which it checks before using the Latest.
+    """
+    if merged_upto is None or not binlog_changes or not scan.is_local(files) \
+            or sum(os.path.getsize(f) for f in files) < FEWER_LINES_BYTES:
+        return None
+    tables = []
+    for db, table in history.tables():
+        last = history.versions(db, table)[-1:]
+        if last and last[0].position <= merged_upto and last[0].primary_key:
+            tables.append((db, table, list(last[0].primary_key)))
+    latest = _new(files, merged_upto, tables)
+    return None if latest is None else FedByScan(latest, tables)
+
+
 def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, infos: list[TableStats],
-            staging: Path) -> tuple[list[Path], int] | None:
+            staging: Path, fed: FedByScan | None = None) -> tuple[list[Path], int] | None:
     """The lines a run's compaction must read, in files under `staging`, and how many it leaves out; None: read
     `files`.
 
     Only tables whose run holds one schema version with a primary key take part: their key columns' names and
     types are the same in every line, so the same key bytes are the same key (a keyless table's lines are all
-    counted: cdc.spark.multiset).
+    counted: cdc.spark.multiset). fed: the pass already fed by the scan (alongside_scan), used when each of its
+    tables with lines in the run is one chosen here, with the same key; else the lines are read again.
     """
     from cdc.spark.compact import version_ranges
 
@@ -114,7 +183,16 @@ def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, i
             tables.append((info.db, info.table, list(ranges[0][0].primary_key)))
     staging.mkdir(mode=0o700, parents=True, exist_ok=True)
     # Not named _* or .*: Spark's reader would pass over such a file without a word.
+    if fed is not None and tables and _agrees(fed.tables, tables, infos):
+        return _resolved(fed.latest, files, staging)
     return superseded_left_out(files, merged_upto, tables, staging)
+
+
+def _agrees(fed: list[Listed], chosen: list[Listed], infos: list[TableStats]) -> bool:
+    """Whether each table the scan's Latest took, with lines in the run, is one for_run chose, with the same key."""
+    run = {(i.db, i.table) for i in infos if i.rows}
+    wanted = {(db, table): keys for db, table, keys in chosen}
+    return all(wanted.get((db, table)) == keys for db, table, keys in fed if (db, table) in run)
 
 
 def discard(fewer: tuple[list[Path], int] | None) -> None:

@@ -35,7 +35,7 @@ CUT_KINDS = frozenset({"truncate", "drop"})  # every older row of the table is g
 # A re-snapshot's end line (docs/formats.md): every row older than its `cut` that was not read again is gone.
 RESNAPSHOT = "resnapshot"
 _FORMAT_HINT = "the change log does not follow docs/formats.md"
-NATIVE_ABI = 2  # must match _scan.c's
+NATIVE_ABI = 3  # must match _scan.c's
 _BLOCK = 4 << 20  # bytes read at a time; a longer line grows the block until it ends
 
 
@@ -97,17 +97,21 @@ def is_local(files: list[str]) -> bool:
     return all("://" not in f and f.endswith((".jsonl", ".jsonl.gz")) and Path(f).is_file() for f in files)
 
 
-def local_stats(files: list[str], merged_upto: str | None) -> list[TableStats]:
+def local_stats(files: list[str], merged_upto: str | None, latest: Any = None) -> list[TableStats]:
     """spark_stats's facts for the lines after `merged_upto`, read in Python (files: is_local).
 
     With the C scanner built (cdc/spark/_scan.c), it reads the row-change lines and two files at once; the lines
     it is not sure of (DDL, damaged or unusual ones) come back here. Without it, or with CDC_NATIVE=0, all in Python.
+    latest: a Latest (cdc.spark.latest.alongside_scan) the C scanner feeds each file's lines to, file i as its part
+    i, from the same read of each line; only with the C scanner.
     """
     native = native_module()
     if native is not None and (merged_upto is None or len(merged_upto.encode()) <= native.POS_MAX):
         with ThreadPoolExecutor(min(2, len(files)) or 1) as pool:  # feed() runs without the interpreter lock
-            parts = list(pool.map(lambda path: _native_file(native, path, merged_upto), files))
+            parts = list(pool.map(lambda i: _native_file(native, files[i], merged_upto, latest, i), range(len(files))))
         tables = _merged(parts)
+    elif latest is not None:  # left unfed, its pass would write no line at all
+        raise ValueError("a Latest is fed only by the C scanner, which cannot read these lines")
     else:
         tables = {}
         for path in files:
@@ -126,12 +130,13 @@ def _counted(tables: dict[tuple[Any, Any], list[Any]], path: str, number: int, c
         _count(tables, change, position)
 
 
-def _native_file(native: Any, path: str, merged_upto: str | None) -> dict[tuple[Any, Any], list[Any]]:
-    """One file's facts: the C scanner's lines, and the lines it hands back counted by _count."""
+def _native_file(native: Any, path: str, merged_upto: str | None, latest: Any = None,
+                 part: int = 0) -> dict[tuple[Any, Any], list[Any]]:
+    """One file's facts: the C scanner's lines, and the lines it hands back counted by _count (fed to `latest` too)."""
     scanner, number = native.Scanner(merged_upto), 0
     tables: dict[tuple[Any, Any], list[Any]] = {}
     for pending, cut in whole_lines(path):
-        lines, special = scanner.feed(pending, cut)
+        lines, special = scanner.feed(pending, cut, latest, part)
         for index, start, end in special:
             change = _change(path, number + index + 1, bytes(pending[start:end]))
             if change is not None:

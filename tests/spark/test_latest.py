@@ -271,3 +271,52 @@ def test_misuse_is_refused() -> None:
             reader.write(0, b"{}\n{}\n", sink.fileno())
     with pytest.raises(RuntimeError, match="__init__"):
         native.Latest.__new__(native.Latest).feed(0, b"{}\n")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_scan_feeds_the_pass_the_same_lines(tmp_path: Path, seed: int) -> None:
+    """The table facts' scan feeding the pass from its own read of each line (scan.local_stats(latest=...)): the
+    same facts, and the same lines left, byte for byte, as the pass reading the files itself."""
+    rng = random.Random(seed)
+    lines = [line for line in _workload(rng, 3000) if _scannable(line)]  # the scan stops at a damaged line
+    files = []
+    for i, part in enumerate((lines[:1000], lines[1000:1700], lines[1700:])):
+        path = tmp_path / (f"{i}.jsonl.gz" if i == 1 else f"{i}.jsonl")
+        data = b"".join(part)
+        path.write_bytes(gzip.compress(data) if i == 1 else data)
+        files.append(str(path))
+    merged_upto = _position(300) if seed % 2 else None
+    alone = _left(tmp_path, [Path(f) for f in files], merged_upto)
+    fed = scan.native_module().Latest(merged_upto, LISTED, len(files), latest.MAX_RECORDS)
+    assert scan.local_stats(files, merged_upto, fed) == scan.local_stats(files, merged_upto)
+    found = latest._resolved(fed, files, tmp_path / "out")
+    assert found is not None
+    left = b"".join(p.read_bytes() for p in found[0])
+    assert left == b"".join(alone) and found[1] == _lines([Path(f) for f in files]) - len(alone)
+
+
+def _scannable(line: bytes) -> bool:
+    try:
+        return not line.strip() or isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def test_a_pass_fed_by_the_scan_is_used_only_where_its_tables_agree() -> None:
+    """for_run uses the scan's Latest only when each of its tables with lines in the run is one for_run chose, with
+    the same key (a table the scan's Latest took that for_run would not: the lines are read again)."""
+    stats = [scan.TableStats("shop", "orders", 5, "a", "b", "b", None, None),
+             scan.TableStats("shop", "idle", 0, None, None, "a", None, None)]
+    chosen = [("shop", "orders", ["id"])]
+    assert latest._agrees([("shop", "orders", ["id"]), ("shop", "idle", ["id"])], chosen, stats)
+    assert not latest._agrees([("shop", "orders", ["code"])], chosen, stats)
+    assert not latest._agrees([("shop", "orders", ["id"])], [], stats)
+
+
+def test_a_latest_is_fed_only_by_the_c_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(_line(random.Random(5), 1, ("shop", "orders"), "u", {"id": 1}))
+    fed = scan.native_module().Latest(None, LISTED, 1)
+    monkeypatch.setenv("CDC_NATIVE", "0")  # the Python scan: it could not feed the Latest, which would leave out all
+    with pytest.raises(ValueError, match="only by the C scanner"):
+        scan.local_stats([str(path)], None, fed)
