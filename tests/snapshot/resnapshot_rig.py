@@ -80,20 +80,29 @@ def wait_for_tail(server: MariaDB, state: Path, timeout: float = 60.0) -> None:
 
 
 def kill_tail_until_done(server: MariaDB, state: Path, db: str, reader: threading.Thread, seed: int) -> int:
-    """`cdc tail --follow` processes, each killed with SIGKILL after a random 0.8-2.5 s, until `reader` ends;
-    returns the number of kills. (Decode workers left at their default: the reassembly path notes keys too.)"""
+    """`cdc tail --follow` processes, each killed with SIGKILL soon after it sealed a segment (0-0.4 s later; at
+    most 2.5 s after its start), until `reader` ends; returns the number of kills. (Decode workers left at their
+    default: the reassembly path notes keys too.)
+
+    Killed on its progress, not after a fixed 0.8-2.5 s: on a fast machine a whole re-snapshot fitted in the first
+    tail's life, and the one kill came after the end."""
     import subprocess
     import sys
 
+    from cdc.changelog import list_segments
     from tests.capture.conftest import ROOT, env_for
 
-    rng, kills = random.Random(seed), 0
+    rng, kills, changelog = random.Random(seed), 0, StateDir(state).changelog
     env = env_for(server, CDC_MYSQL_DATABASES=db, CDC_MYSQL_WATERMARK_TABLE=f"{MARKS}.watermarks")
     while reader.is_alive():
+        sealed = len(list_segments(changelog))
         tail = subprocess.Popen([sys.executable, "-m", "cdc", "tail", "--follow", "--flush-interval", "0.05",
                                  "--state-dir", str(state)], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        reader.join(rng.uniform(0.8, 2.5))  # a tail process starts in about a second
+        deadline = time.monotonic() + 2.5  # a tail process starts in about a second
+        while reader.is_alive() and time.monotonic() < deadline and len(list_segments(changelog)) <= sealed:
+            reader.join(0.05)
+        reader.join(rng.uniform(0.0, 0.4))
         tail.kill()
         tail.wait()
         kills += 1
