@@ -56,6 +56,16 @@ def segment_name(first_position: str) -> str:
     return f"{SEGMENT_PREFIX}{first_position.replace(':', '-')}{SEGMENT_SUFFIX}"
 
 
+def segment_key(name: str) -> tuple[int, int, str]:
+    """`seg-0000000003-000000001234-b000000000000.jsonl` -> (3, 1234, "b"): its first line's file_seq, pos, kind."""
+    body = name.removeprefix(SEGMENT_PREFIX).removesuffix(SEGMENT_SUFFIX)
+    try:
+        seq, pos, rest = body.split("-", 2)
+        return (int(seq), int(pos), rest[:1])
+    except ValueError:
+        raise PositionError(f"change-log segment name {name!r} is not seg-<file_seq>-<pos>-<kind><row>.jsonl") from None
+
+
 class SegmentWriter:
     """Accumulates whole transactions in a temp file and seals them as one segment."""
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from cdc.changelog import SEGMENT_PREFIX, SEGMENT_SUFFIX, file_seq, list_segments
+from cdc.changelog import file_seq, list_segments
 from cdc.checkpoints import (
     PIPELINE,
     ApplyCheckpoint,
@@ -122,16 +122,6 @@ def read_local(state: StateDir) -> LocalState:
         if checkpoint is not None:
             checkpoints[kind.STAGE] = checkpoint
     return LocalState(state.root, checkpoints, list_segments(state.changelog), state.sealed_batches())
-
-
-def segment_key(name: str) -> tuple[int, int, str]:
-    """`seg-0000000003-000000001234-b000000000000.jsonl` -> (3, 1234, "b"): its first line's file_seq, pos, kind."""
-    body = name.removeprefix(SEGMENT_PREFIX).removesuffix(SEGMENT_SUFFIX)
-    try:
-        seq, pos, rest = body.split("-", 2)
-        return (int(seq), int(pos), rest[:1])
-    except ValueError:
-        raise PositionError(f"change-log segment name {name!r} is not seg-<file_seq>-<pos>-<kind><row>.jsonl") from None
 
 
 def first_line(path: Path) -> dict[str, Any] | None:

@@ -20,9 +20,10 @@ from bisect import bisect_right
 from collections import OrderedDict, deque
 from pathlib import Path
 
+from cdc.changelog import segment_key
 from cdc.checkpoints import CHANGELOG_CONSUMERS, SnapshotStatus, TailCheckpoint
 from cdc.errors import PositionError
-from cdc.pipeline.local import LocalState, segment_key
+from cdc.pipeline.local import LocalState
 
 WINDOW = 60.0
 # Walking back from the newest segment, stop after this many in a row sealed before the window: tail seals in

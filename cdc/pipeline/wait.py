@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cdc.changelog import file_seq, read_segment
+from cdc.changelog import file_seq, read_segment, segment_key
 from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
 from cdc.config import Settings
 from cdc.errors import CdcError, TimeoutExpired, TransientError, UsageError
 from cdc.gtid import GtidSet
-from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, read_local, segment_key
+from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, read_local
 from cdc.pipeline.probe import read_server_view
 from cdc.pipeline.status import offline_lag, server_lag
 from cdc.state import StateDir

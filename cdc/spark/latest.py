@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc.errors import DataError
+from cdc.changelog import segment_key
+from cdc.errors import DataError, PositionError
 from cdc.schema import SchemaHistory
 from cdc.spark import scan
 from cdc.spark.scan import TableStats
@@ -133,9 +134,11 @@ def scan_and_feed(files: list[str], merged_upto: str | None, history: SchemaHist
 
 
 def _starts_in_binlog(segment_name: str) -> bool:
-    """Whether a segment's first line is a binlog change (its name is that line's position: changelog.segment_name),
-    not a snapshot's row."""
-    return segment_name.removesuffix(".jsonl").rsplit("-", 1)[-1][:1] == "b"
+    """Whether a segment's first line is a binlog change, not a snapshot's row (False for a name not of that form)."""
+    try:
+        return segment_key(segment_name)[2] == "b"
+    except PositionError:
+        return False
 
 
 def alongside_scan(files: list[str], merged_upto: str | None, history: SchemaHistory,

@@ -320,3 +320,37 @@ def test_a_latest_is_fed_only_by_the_c_scanner(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("CDC_NATIVE", "0")  # the Python scan: it could not feed the Latest, which would leave out all
     with pytest.raises(ValueError, match="only by the C scanner"):
         scan.local_stats([str(path)], None, fed)
+
+
+def test_the_scan_feeds_a_pass_of_the_keyed_tables_whose_schema_is_settled(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """scan_and_feed's Latest takes the tables whose last schema version is at or before the run's start, with a
+    primary key (not a keyless one, not one altered since); none for a snapshot's rows alone or a first merge. The
+    lines it leaves are the separate pass's."""
+    from cdc.schema import Column, SchemaHistory, TableSchema
+    from cdc.state import StateDir
+
+    monkeypatch.setattr(latest, "FEWER_LINES_BYTES", 0)  # the gate on size: this input is small
+    history = SchemaHistory(StateDir(tmp_path / "state").ensure().schema)
+    ids = (Column("id", "int(11)", "int"), Column("note", "text", "text"))
+    history.record(TableSchema("shop", "orders", ids, ("id",), _position(1)))
+    history.record(TableSchema("shop", "bag", ids, (), _position(1)))  # keyless: a multiset, never in the pass
+    history.record(TableSchema("shop", "later", ids, ("id",), _position(1)))
+    history.record(TableSchema("shop", "later", ids[:1], ("id",), _position(500)))  # altered inside the run
+    rng = random.Random(9)
+    path = tmp_path / "a.jsonl"
+    lines = [_line(rng, n, ("shop", name), "u", {"id": n % 3}) for n in range(300, 700) for name in ("orders", "later")]
+    path.write_bytes(b"".join(lines))
+    files, upto = [str(path)], _position(299)
+    binlog, snapshot = ["seg-0000000001-000000000300-b000000000000.jsonl"], ["seg-0000000001-000000000300-s000000000000.jsonl"]
+    infos, fed = latest.scan_and_feed(files, upto, history, binlog)
+    assert fed is not None and fed.tables == [("shop", "orders", ["id"])]
+    assert infos == scan.local_stats(files, upto)
+    assert latest.scan_and_feed(files, upto, history, snapshot)[1] is None
+    assert latest.scan_and_feed(files, None, history, binlog)[1] is None
+    (tmp_path / "fed").mkdir()
+    (tmp_path / "alone").mkdir()
+    found = latest._resolved(fed.latest, files, tmp_path / "fed")
+    alone = latest.superseded_left_out(files, upto, fed.tables, tmp_path / "alone")
+    assert found is not None and alone is not None and found[1] == alone[1] > 0
+    assert found[0][0].read_bytes() == alone[0][0].read_bytes()
