@@ -110,6 +110,11 @@ def test_clean_install_starts_every_command_and_checks_a_real_server(
     files = _run([str(bin_dir / "python"), "-c", probe], tmp_path, env=env).stdout.split()
     assert all(".venv" not in path and str(ROOT) not in path for path in files[:2]), files
     assert int(files[2]) == len(list((ROOT / "templates" / "snowflake").glob("*.j2")))
+    # The C parts (tail's row decoder, the snapshot's row reader, the merge's scanner) built and loaded: a wheel that
+    # shipped their sources unpacked them after the built modules, and the newer sources made each module "stale".
+    native = ("from cdc.rows import native as r; from cdc.snapshot import native as s; from cdc.spark import scan; "
+              "print(repr((r.PROBLEM, s.PROBLEM, scan.NATIVE_PROBLEM)))")
+    assert _run([str(bin_dir / "python"), "-c", native], tmp_path, env=env).stdout.strip() == "(None, None, None)"
 
     checked = _run([str(bin_dir / "cdc"), "check-binlog", "--host", mariadb.host, "--port", str(mariadb.port),
                     "--user", replication_user.name, "--json"], tmp_path,
