@@ -20,6 +20,13 @@
  * then finds each key's last change over all of them; write() copies each part's lines that are kept, parts at
  * once again. Each part's lines go to write() in the order they went to feed(). A Scanner (_scan.c) may feed a
  * part instead, from its own read of each line (latest_claim, latest_line): one parse of the input for both.
+ *
+ * unique() then says, per table, whether the lines kept hold one event per key, so that the compaction may leave out
+ * its search for each key's last change (a shuffle of every event). Only where nothing can break it: the table's key
+ * columns are integers or plain text (the caller's `kinds`) and every key is in the one form the change log writes
+ * (canonical_key), so that different bytes are different keys to the compaction too; no kept line moves its row (two
+ * events), none ties with its key's last change, none of the table is kept unrecorded; and no line that may be a row
+ * change of any table was beyond this code's reading.
  */
 #include <errno.h>
 #include <unistd.h>
@@ -32,6 +39,8 @@ typedef struct {
     Py_ssize_t db_n, table_n, n_keys;
     Py_ssize_t *key_at, *key_n; /* each key column's name in `names` */
     uint64_t hash;
+    char *kinds;     /* per key column: 'i' an integer, 's' text; NULL: never unique() */
+    int unique;      /* so far, the table's kept lines hold one event per key (written by several threads: atomics) */
 } listed;
 
 /* A row change of a listed table, as feed() found it. */
@@ -80,6 +89,7 @@ typedef struct {
     Py_ssize_t *slots; /* entry number + 1, 0 empty */
     Py_ssize_t n_slots;
     int resolved;
+    int unsure; /* a line that may be a row change was not read: no table's kept lines are known unique */
 } Latest;
 
 int latest_wanted(cursor key, Py_ssize_t n)
@@ -219,6 +229,59 @@ static int keeps_row(const listed *t, const field *key, const field *before)
     return 1;
 }
 
+static void not_unique(listed *t)
+{
+    __atomic_store_n(&t->unique, 0, __ATOMIC_RELAXED);
+}
+
+/* An integer as the change log writes one: -?(0|[1-9][0-9]*), not -0; the byte after it, NULL if not that. */
+static cursor plain_integer(cursor p, cursor end)
+{
+    cursor digits = p < end && *p == '-' ? p + 1 : p;
+    if (digits >= end || *digits < '0' || *digits > '9' || (*digits == '0' && digits != p)) return NULL;
+    p = digits + 1;
+    if (*digits != '0') while (p < end && *p >= '0' && *p <= '9') p++;
+    return p < end && (*p == '.' || *p == 'e' || *p == 'E') ? NULL : p;
+}
+
+/* A JSON string of printable ASCII without an escape: its bytes are its text. The byte after it, NULL if not that. */
+static cursor plain_text(cursor p, cursor end)
+{
+    if (p >= end || *p++ != '"') return NULL;
+    while (p < end && *p != '"') {
+        if (*p < 0x20 || *p >= 0x80 || *p == '\\') return NULL;
+        p++;
+    }
+    return p < end ? p + 1 : NULL;
+}
+
+/* 1 if a key object's members (p..end, inside its braces) are in the form every writer of the change log gives a
+ * key (docs/formats.md: names sorted, no whitespace): each key column once, by byte order of its name, an integer
+ * column's value as plain_integer, a text column's as plain_text. Two keys in this form are the same key exactly
+ * when their bytes are the same, as the compaction's typed key columns see them. */
+static int canonical_key(const listed *t, cursor p, cursor end)
+{
+    cursor last = NULL;
+    Py_ssize_t last_n = 0, seen = 0;
+    while (p < end) {
+        if (*p != '"') return 0;
+        cursor name = ++p;
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+        if (p + 1 >= end || *p != '"' || p[1] != ':') return 0;
+        Py_ssize_t name_n = p - name, i = 0;
+        while (i < t->n_keys && (t->key_n[i] != name_n || memcmp(t->names + t->key_at[i], name, (size_t)name_n)))
+            i++;
+        if (i == t->n_keys || (last && compare(name, name_n, last, last_n) <= 0)) return 0;
+        last = name;
+        last_n = name_n;
+        p = t->kinds[i] == 'i' ? plain_integer(p + 2, end) : plain_text(p + 2, end);
+        if (!p) return 0;
+        seen++;
+        if (p < end && (*p != ',' || ++p == end)) return 0;
+    }
+    return seen == t->n_keys;
+}
+
 static void skip_line(part *in, Py_ssize_t line)
 {
     in->skip[line] = 1;
@@ -252,6 +315,7 @@ static int supersede(Latest *s, Py_ssize_t p, const record *r)
         entry *e = &s->entries[s->slots[at] - 1];
         if (e->hash == h && e->table == r->table && e->key_n == r->key_n && memcmp(e->key, key, (size_t)r->key_n) == 0) {
             int c = compare(key + r->key_n, r->pos_n, e->key + e->key_n, e->pos_n);
+            if (c == 0) not_unique(&s->tables[r->table]); /* both kept: the compaction collapses them */
             if (c < 0 && !r->pinned) skip_line(in, r->line);
             if (c <= 0) return 0;
             if (!e->pinned) skip_line(&s->parts[e->part], e->line);
@@ -269,7 +333,10 @@ static int supersede(Latest *s, Py_ssize_t p, const record *r)
 static int add_record(Latest *s, part *in, Py_ssize_t line, Py_ssize_t table, const field *key, const field *pos,
                       int pinned)
 {
-    if (__atomic_add_fetch(&s->recorded, 1, __ATOMIC_RELAXED) > s->max_records) return 0; /* kept */
+    if (__atomic_add_fetch(&s->recorded, 1, __ATOMIC_RELAXED) > s->max_records) { /* kept, unknown */
+        not_unique(&s->tables[table]);
+        return 0;
+    }
     if (grow((void **)&in->records, &in->cap_records, in->n_records + 1, sizeof(record)) < 0
         || grow((void **)&in->arena, &in->arena_cap, in->arena_n + key->n + pos->n, 1) < 0)
         return -1;
@@ -290,7 +357,12 @@ static int add_record(Latest *s, part *in, Py_ssize_t line, Py_ssize_t table, co
 static int take_fields(Latest *s, part *in, const field *f, Py_ssize_t line)
 {
     const field *pos = &f[L_POSITION], *op = &f[L_OP], *key = &f[L_KEY];
-    if (pos->kind != STRING || pos->n > POS_MAX) return 0;
+    /* Only a string can be a row op: an escaped one may be, and is not read here. */
+    int maybe_row = op->kind == ESCAPED || (op->kind == STRING && op->n == 1 && memchr("cudr", op->p[0], 4));
+    if (pos->kind != STRING || pos->n > POS_MAX) {
+        if (maybe_row) __atomic_store_n(&s->unsure, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
     if (s->upto_n >= 0 && compare(pos->p, pos->n, s->upto, s->upto_n) <= 0) {
         skip_line(in, line);
         return 0;
@@ -300,11 +372,16 @@ static int take_fields(Latest *s, part *in, const field *f, Py_ssize_t line)
     if (f[L_DB].kind == OTHER || f[L_TABLE].kind == OTHER || f[L_DB].kind == ABSENT || f[L_TABLE].kind == ABSENT
         || op->kind != STRING || op->n != 1 || !memchr("cudr", op->p[0], 4) || key->kind != OTHER
         || key->p[-1] != '{' || key->n > KEY_MAX || !plain_name(&f[L_DB], db_buffer, &db)
-        || !plain_name(&f[L_TABLE], table_buffer, &tb))
+        || !plain_name(&f[L_TABLE], table_buffer, &tb)) {
+        if (maybe_row) __atomic_store_n(&s->unsure, 1, __ATOMIC_RELAXED);
         return 0;
+    }
     Py_ssize_t table = find_listed(s, &db, &tb);
     if (table < 0) return 0;
-    int pinned = op->p[0] == 'u' && !keeps_row(&s->tables[table], key, &f[L_BEFORE]);
+    listed *t = &s->tables[table];
+    int pinned = op->p[0] == 'u' && !keeps_row(t, key, &f[L_BEFORE]);
+    if (__atomic_load_n(&t->unique, __ATOMIC_RELAXED) && (pinned || !canonical_key(t, key->p, key->p + key->n)))
+        not_unique(t);
     return add_record(s, in, line, table, key, pos, pinned);
 }
 
@@ -318,6 +395,8 @@ static int next_line(Latest *s, part *in, cursor p, cursor end, const field *fie
         /* numbers of any length (lax): they are only skipped */
         fields = read_fields(p, end, read, L_COUNT, latest_wanted, 1) ? read : NULL;
     }
+    if (!fields && skip_ws(p, end) < end) /* not read, not blank: it may be a row change */
+        __atomic_store_n(&s->unsure, 1, __ATOMIC_RELAXED);
     if (fields && take_fields(s, in, fields, in->n_lines) < 0) return -1;
     in->n_lines++;
     return 0;
@@ -340,9 +419,10 @@ static int add_listed(Latest *s, PyObject *item)
 {
     const char *db, *tb;
     Py_ssize_t db_n, tb_n, n;
+    const char *kinds = NULL;
     PyObject *keys;
-    if (!PyArg_ParseTuple(item, "s#s#O!;tables: (db, table, [key column, ...])", &db, &db_n, &tb, &tb_n,
-                          &PyList_Type, &keys))
+    if (!PyArg_ParseTuple(item, "s#s#O!|z;tables: (db, table, [key column, ...], kinds)", &db, &db_n, &tb, &tb_n,
+                          &PyList_Type, &keys, &kinds))
         return -1;
     Py_ssize_t n_keys = PyList_GET_SIZE(keys), total = db_n + tb_n;
     if (!n_keys) {
@@ -353,11 +433,16 @@ static int add_listed(Latest *s, PyObject *item)
         if (!key_name(keys, i, &n)) return -1;
         total += n;
     }
+    if (kinds && ((Py_ssize_t)strlen(kinds) != n_keys || strspn(kinds, "is") != strlen(kinds))) {
+        PyErr_SetString(PyExc_ValueError, "tables: kinds holds 'i' or 's' per key column");
+        return -1;
+    }
     listed *t = &s->tables[s->n_tables++]; /* freed by dealloc from here on */
     t->names = PyMem_RawMalloc((size_t)total + 1);
     t->key_at = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)n_keys);
     t->key_n = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)n_keys);
-    if (!t->names || !t->key_at || !t->key_n) {
+    t->kinds = kinds ? PyMem_RawMalloc((size_t)n_keys + 1) : NULL;
+    if (!t->names || !t->key_at || !t->key_n || (kinds && !t->kinds)) {
         PyErr_NoMemory();
         return -1;
     }
@@ -379,6 +464,8 @@ static int add_listed(Latest *s, PyObject *item)
     t->table_n = tb_n;
     t->n_keys = n_keys;
     t->hash = name_hash((cursor)db, db_n, (cursor)tb, tb_n);
+    if (kinds) memcpy(t->kinds, kinds, (size_t)n_keys + 1);
+    t->unique = kinds != NULL;
     return 0;
 }
 
@@ -447,6 +534,7 @@ static void Latest_dealloc(Latest *s)
         PyMem_RawFree(s->tables[i].names);
         PyMem_RawFree(s->tables[i].key_at);
         PyMem_RawFree(s->tables[i].key_n);
+        PyMem_RawFree(s->tables[i].kinds);
     }
     for (Py_ssize_t i = 0; i < s->n_parts; i++) {
         free_records(&s->parts[i]);
@@ -573,6 +661,18 @@ static PyObject *Latest_resolve(Latest *s, PyObject *Py_UNUSED(ignored))
     return Py_BuildValue("(nn)", lines, skipped);
 }
 
+static PyObject *Latest_unique(Latest *s, PyObject *Py_UNUSED(ignored))
+{
+    if (!s->resolved) {
+        PyErr_SetString(PyExc_RuntimeError, "unique() before resolve()");
+        return NULL;
+    }
+    PyObject *out = PyList_New(s->n_tables);
+    for (Py_ssize_t i = 0; out && i < s->n_tables; i++)
+        PyList_SET_ITEM(out, i, PyBool_FromLong(!s->unsure && s->tables[i].unique));
+    return out;
+}
+
 static int write_all(int fd, cursor p, Py_ssize_t n)
 {
     while (n > 0) {
@@ -641,6 +741,9 @@ static PyMethodDef Latest_methods[] = {
      "line may lack its newline). Parts may be fed at once from several threads."},
     {"resolve", (PyCFunction)Latest_resolve, METH_NOARGS,
      "resolve() -> (lines fed, lines skipped): once every part is fed, marks the lines a later change supersedes."},
+    {"unique", (PyCFunction)Latest_unique, METH_NOARGS,
+     "unique() -> [bool, ...]: once resolved, per listed table, whether the lines kept hold one event per key (its\n"
+     "kinds given, every key in the change log's form, none moved, tied or unrecorded; every line read)."},
     {"write", (PyCFunction)Latest_write, METH_VARARGS,
      "write(part, buffer, fd, stop=len) -> (lines, bytes): the part's lines again, in the order fed; those not\n"
      "skipped are written to fd, each ending with a newline."},
@@ -652,8 +755,8 @@ PyTypeObject LatestType = {
     .tp_name = "cdc.spark._scan.Latest",
     .tp_basicsize = sizeof(Latest),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Latest(merged_upto, [(db, table, [key column, ...]), ...], parts=1, max_records=unbounded): the change\n"
-              "lines a merge need not read.",
+    .tp_doc = "Latest(merged_upto, [(db, table, [key column, ...], kinds=None), ...], parts=1, max_records=unbounded):\n"
+              "the change lines a merge need not read. kinds: 'i' (integer) or 's' (text) per key column, for unique().",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Latest_init,
     .tp_dealloc = (destructor)Latest_dealloc,

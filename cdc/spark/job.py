@@ -154,7 +154,7 @@ class _Ahead:
     """What a fresh process learns beside its JVM's start: the table stats, and the superseded-lines pass made."""
 
     infos: list[TableStats]
-    fewer: tuple[list[Path], int] | None  # the pass's result (None: not worth it)
+    fewer: latest.Fewer | None  # the pass's result (None: not worth it)
     made: bool  # whether the pass was made; _run decides whether its files are read
 
 
@@ -280,7 +280,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         with timed(phases, "latest"):
             fewer = latest.for_run(files, merged_upto, history, infos, staging, fed)
     if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
-        raw = _read_lines(spark, keyed, [str(f) for f in fewer[0]] if fewer else files, merged_upto, cut)
+        raw = _read_lines(spark, keyed, [str(f) for f in fewer.files] if fewer else files, merged_upto, cut)
     raw = plan.relabel(raw) if plan is not None else raw
     if input_bytes(segments) <= ONE_PARTITION_BYTES:
         raw = raw.coalesce(1)
@@ -306,7 +306,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         def merge_one(info: TableStats, **progress: Any) -> dict[str, Any]:
             return merge_table(spark, raw, history, info, run=run, target=target,
                                 base_dir=renames.lake_base(target, plan, info.db, info.table),
-                                batch_dir=state.batch_dir(batch), staging=staging, **progress)
+                                batch_dir=state.batch_dir(batch), staging=staging,
+                                unique=latest.unique_keys(fewer, info.db, info.table), **progress)
 
         for entry in merge_tables(merge_one, infos, phases, report, at_once, done=len(small)):
             entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)
@@ -316,7 +317,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         latest.discard(fewer)
     moved = renames.journal(plan, target, {e["dir"] for e in entries}) if plan is not None else {}
     return {"version": 1, "batch_id": batch, "tables": entries, "max_position": max_position,
-            "warnings": cascades.warnings, "key_change": cut, "superseded": fewer[1] if fewer else 0,
+            "warnings": cascades.warnings, "key_change": cut, "superseded": fewer.skipped if fewer else 0,
             "cascade_lookups": cascades.lookups, **moved}
 
 

@@ -7,7 +7,8 @@ Spark's JSON parse of it was the largest part of a merge (docs/performance.md, "
 compaction reads instead of the input. Its winners are the same: only lines that lose to a later change of the
 same key are left out, and only where nothing else reads them (for_run picks the tables; cdc.spark.job, the runs).
 Where the run's table facts are read in C too (scan.local_stats), the same read of each line feeds the pass
-(scan_and_feed): one parse of the input instead of two.
+(scan_and_feed): one parse of the input instead of two. The pass also tells which tables' lines left hold one event
+per key (Fewer.unique): their compaction need not search for each key's last change (compact.last_changes).
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cdc.changelog import segment_key
 from cdc.errors import DataError, PositionError
-from cdc.schema import SchemaHistory
+from cdc.schema import SchemaHistory, TableSchema
 from cdc.spark import scan
 from cdc.spark.scan import TableStats
 
@@ -37,11 +38,44 @@ SKIP_AT_LEAST = 0.25
 # bounded in memory.
 MAX_RECORDS = 4_000_000
 
-Listed = tuple[str, str, list[str]]  # db, table, its primary-key columns
+Listed = tuple[str, str, list[str], str | None]  # db, table, its primary-key columns, their kinds (key_kinds)
+
+INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
+TEXTS = frozenset({"char", "varchar", "enum"})
+
+
+class Fewer(NamedTuple):
+    """A pass's result: the files the compaction reads instead of the input, the lines left out, and the tables
+    whose lines in those files hold one event per key (the C reader's unique(), for tables with key_kinds)."""
+
+    files: list[Path]
+    skipped: int
+    unique: frozenset[tuple[str, str]]
+
+
+def key_kinds(schema: TableSchema) -> str | None:
+    """Per primary-key column, 'i' for an integer, 's' for text (char, varchar, enum); None if any is another type.
+
+    For these, a key in the change log's form (docs/formats.md) is the same key exactly when its bytes are: an
+    integer is written one way, a text as itself. A DATETIME or DECIMAL key is written one way too, but its typed
+    value is the compaction's, so it is not taken on trust here.
+    """
+    kinds = ["i" if c.data_type in INTEGERS else "s" if c.data_type in TEXTS else "" for c in
+             (schema.column(k) for k in schema.primary_key)]
+    return "".join(kinds) if kinds and all(kinds) else None
+
+
+def listed(db: str, table: str, schema: TableSchema) -> Listed:
+    return (db, table, list(schema.primary_key), key_kinds(schema))
+
+
+def unique_keys(fewer: Fewer | None, db: str, table: str) -> bool:
+    """Whether the compaction reads `fewer`'s files and they hold one event per key of this table."""
+    return fewer is not None and (db, table) in fewer.unique
 
 
 def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[Listed],
-                        out_dir: Path) -> tuple[list[Path], int] | None:
+                        out_dir: Path) -> Fewer | None:
     """The lines of `files` a merge must read, written to one file per input file in `out_dir` (0600), and how many
     lines are left out (superseded, or at or before merged_upto); None if not worth it (nothing written).
 
@@ -63,7 +97,7 @@ def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[
     except (OSError, MemoryError) as exc:
         log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
         return None
-    return _resolved(latest, files, out_dir)
+    return _resolved(latest, files, out_dir, tables)
 
 
 def _new(files: list[str], merged_upto: str | None, tables: list[Listed]) -> Any:
@@ -75,7 +109,7 @@ def _new(files: list[str], merged_upto: str | None, tables: list[Listed]) -> Any
     return native.Latest(merged_upto, tables, len(files), MAX_RECORDS)
 
 
-def _resolved(latest: Any, files: list[str], out_dir: Path) -> tuple[list[Path], int] | None:
+def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]) -> Fewer | None:
     """superseded_left_out's end, every part fed: the lines left written to out_dir, or None (nothing written)."""
     outs = [out_dir / f"latest-{index:06d}.jsonl" for index in range(len(files))]
 
@@ -93,13 +127,14 @@ def _resolved(latest: Any, files: list[str], out_dir: Path) -> tuple[list[Path],
             if skipped < lines * SKIP_AT_LEAST:
                 return None
             list(pool.map(write, range(len(files))))
+            unique = frozenset((t[0], t[1]) for t, one in zip(tables, latest.unique(), strict=True) if one)
     except (OSError, MemoryError) as exc:  # a full disk, say: the merge reads every line instead, as without the pass
         log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
         for path in outs:
             with contextlib.suppress(OSError):
                 path.unlink()
         return None
-    return outs, skipped
+    return Fewer(outs, skipped, unique)
 
 
 def worth_a_pass(infos: list[TableStats], input_bytes: int) -> bool:
@@ -156,13 +191,13 @@ def alongside_scan(files: list[str], merged_upto: str | None, history: SchemaHis
     for db, table in history.tables():
         last = history.versions(db, table)[-1:]
         if last and last[0].position <= merged_upto and last[0].primary_key:
-            tables.append((db, table, list(last[0].primary_key)))
+            tables.append(listed(db, table, last[0]))
     latest = _new(files, merged_upto, tables)
     return None if latest is None else FedByScan(latest, tables)
 
 
 def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, infos: list[TableStats],
-            staging: Path, fed: FedByScan | None = None) -> tuple[list[Path], int] | None:
+            staging: Path, fed: FedByScan | None = None) -> Fewer | None:
     """The lines a run's compaction must read, in files under `staging`, and how many it leaves out; None: read
     `files`.
 
@@ -183,22 +218,23 @@ def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, i
         except DataError:
             continue  # the compaction says what is wrong
         if len(ranges) == 1 and ranges[0][0].primary_key:
-            tables.append((info.db, info.table, list(ranges[0][0].primary_key)))
+            tables.append(listed(info.db, info.table, ranges[0][0]))
     staging.mkdir(mode=0o700, parents=True, exist_ok=True)
     # Not named _* or .*: Spark's reader would pass over such a file without a word.
     if fed is not None and tables and _agrees(fed.tables, tables, infos):
-        return _resolved(fed.latest, files, staging)
+        return _resolved(fed.latest, files, staging, fed.tables)
     return superseded_left_out(files, merged_upto, tables, staging)
 
 
 def _agrees(fed: list[Listed], chosen: list[Listed], infos: list[TableStats]) -> bool:
-    """Whether each table the scan's Latest took, with lines in the run, is one for_run chose, with the same key."""
+    """Whether each table the scan's Latest took, with lines in the run, is one for_run chose, with the same key
+    (and key kinds)."""
     run = {(i.db, i.table) for i in infos if i.rows}
-    wanted = {(db, table): keys for db, table, keys in chosen}
-    return all(wanted.get((db, table)) == keys for db, table, keys in fed if (db, table) in run)
+    wanted = {(db, table): (keys, kinds) for db, table, keys, kinds in chosen}
+    return all(wanted.get((db, table)) == (keys, kinds) for db, table, keys, kinds in fed if (db, table) in run)
 
 
-def discard(fewer: tuple[list[Path], int] | None) -> None:
+def discard(fewer: Fewer | None) -> None:
     """A pass's files removed: after its run, or when the run does not read them (a cascade, known once Spark ran)."""
-    for path in fewer[0] if fewer else []:
+    for path in fewer.files if fewer else []:
         path.unlink(missing_ok=True)

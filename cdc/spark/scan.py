@@ -35,7 +35,7 @@ CUT_KINDS = frozenset({"truncate", "drop"})  # every older row of the table is g
 # A re-snapshot's end line (docs/formats.md): every row older than its `cut` that was not read again is gone.
 RESNAPSHOT = "resnapshot"
 _FORMAT_HINT = "the change log does not follow docs/formats.md"
-NATIVE_ABI = 3  # must match _scan.c's
+NATIVE_ABI = 4  # must match _scan.c's
 _BLOCK = 4 << 20  # bytes read at a time; a longer line grows the block until it ends
 
 

@@ -20,12 +20,15 @@ from cdc.spark.report import TableResult, timed
 # Up to this many touched keys, the anti join that copies the untouched lake rows broadcasts the keys
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
 # wide composite keys; past it, Spark's own join choice (a shuffle of the lake) is the safe one.
+# The same bound holds for the lake's keys, broadcast to events known one per key (compact.last_changes).
 BROADCAST_KEYS = 1_000_000
 
 def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run: int, target: Path,
                  base_dir: Path | None,
                  batch_dir: Path, staging: Path, phases: dict[str, float],
-                 step: Callable[[str], None]) -> dict[str, Any]:
+                 step: Callable[[str], None], unique: bool = False) -> dict[str, Any]:
+    """One table's journal entry, its lake version and batch files written. unique: `raw` holds one event per key
+    of this table (cdc.spark.latest.Fewer.unique)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -44,13 +47,16 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
     base_position = lake.base_schema_position(base_dir, run) if base_dir else ""
     base = compact.read_base(spark, str(base_path), final, versions, base_position) if base_path else None
     table_input = info.as_input()
+    lake_rows_before = lake.version_rows(base_path) if base_path else 0
     keyless = not final.primary_key  # a multiset of full rows (cdc.spark.multiset)
     if keyless:
         events = multiset.row_events(raw, versions, final, table_input)
         changed = multiset.count_changes(events, base, final, table_input)
     else:
         events = compact.table_events(raw, versions, final, table_input)
-        changed = compact.last_changes(events, base, versions, final, table_input)
+        # With one event per key and a lake whose keys can be broadcast, the events are never shuffled.
+        one_each = unique and lake_rows_before <= BROADCAST_KEYS
+        changed = compact.last_changes(events, base, versions, final, table_input, one_each=one_each)
     changed = changed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         step("compacting")
@@ -60,7 +66,7 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
         rest = None if base is None else (
             multiset.untouched(base, changed, final) if keyless else compact.untouched(base, changed, final, broadcast))
         # The rows no event touched are the lake's rows minus the touched ones (their copies, for a keyless table).
-        untouched = (lake.version_rows(base_path) - counts["in_lake"]) if base_path else 0
+        untouched = lake_rows_before - counts["in_lake"]
         truncated = table_input.truncate_position is not None
         if truncated and rest is not None and keyless:  # one DELETE per distinct row: apply removes every copy
             gone = multiset.truncated_rows(rest, final, table_input)

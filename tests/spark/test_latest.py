@@ -137,7 +137,7 @@ def _left(tmp_path: Path, files: list[Path], merged_upto: str | None = None,
     out.mkdir(exist_ok=True)
     found = latest.superseded_left_out([str(f) for f in files], merged_upto, tables, out)
     assert found is not None, "nothing to leave out"
-    paths, skipped = found
+    paths, skipped, _ = found
     assert len(paths) == len(files)
     left = []
     for path in paths:
@@ -289,7 +289,7 @@ def test_the_scan_feeds_the_pass_the_same_lines(tmp_path: Path, seed: int) -> No
     alone = _left(tmp_path, [Path(f) for f in files], merged_upto)
     fed = scan.native_module().Latest(merged_upto, LISTED, len(files), latest.MAX_RECORDS)
     assert scan.local_stats(files, merged_upto, fed) == scan.local_stats(files, merged_upto)
-    found = latest._resolved(fed, files, tmp_path / "out")
+    found = latest._resolved(fed, files, tmp_path / "out", LISTED)
     assert found is not None
     left = b"".join(p.read_bytes() for p in found[0])
     assert left == b"".join(alone) and found[1] == _lines([Path(f) for f in files]) - len(alone)
@@ -307,10 +307,11 @@ def test_a_pass_fed_by_the_scan_is_used_only_where_its_tables_agree() -> None:
     the same key (a table the scan's Latest took that for_run would not: the lines are read again)."""
     stats = [scan.TableStats("shop", "orders", 5, "a", "b", "b", None, None),
              scan.TableStats("shop", "idle", 0, None, None, "a", None, None)]
-    chosen = [("shop", "orders", ["id"])]
-    assert latest._agrees([("shop", "orders", ["id"]), ("shop", "idle", ["id"])], chosen, stats)
-    assert not latest._agrees([("shop", "orders", ["code"])], chosen, stats)
-    assert not latest._agrees([("shop", "orders", ["id"])], [], stats)
+    chosen: list[latest.Listed] = [("shop", "orders", ["id"], "i")]
+    assert latest._agrees([("shop", "orders", ["id"], "i"), ("shop", "idle", ["id"], "i")], chosen, stats)
+    assert not latest._agrees([("shop", "orders", ["code"], "s")], chosen, stats)
+    assert not latest._agrees([("shop", "orders", ["id"], None)], chosen, stats)
+    assert not latest._agrees([("shop", "orders", ["id"], "i")], [], stats)
 
 
 def test_a_latest_is_fed_only_by_the_c_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -344,13 +345,123 @@ def test_the_scan_feeds_a_pass_of_the_keyed_tables_whose_schema_is_settled(tmp_p
     files, upto = [str(path)], _position(299)
     binlog, snapshot = ["seg-0000000001-000000000300-b000000000000.jsonl"], ["seg-0000000001-000000000300-s000000000000.jsonl"]
     infos, fed = latest.scan_and_feed(files, upto, history, binlog)
-    assert fed is not None and fed.tables == [("shop", "orders", ["id"])]
+    assert fed is not None and fed.tables == [("shop", "orders", ["id"], "i")]
     assert infos == scan.local_stats(files, upto)
     assert latest.scan_and_feed(files, upto, history, snapshot)[1] is None
     assert latest.scan_and_feed(files, None, history, binlog)[1] is None
     (tmp_path / "fed").mkdir()
     (tmp_path / "alone").mkdir()
-    found = latest._resolved(fed.latest, files, tmp_path / "fed")
+    found = latest._resolved(fed.latest, files, tmp_path / "fed", fed.tables)
     alone = latest.superseded_left_out(files, upto, fed.tables, tmp_path / "alone")
     assert found is not None and alone is not None and found[1] == alone[1] > 0
     assert found[0][0].read_bytes() == alone[0][0].read_bytes()
+
+
+# Tables whose keys unique() may vouch for: integer, text, and both (docs/formats.md's forms of each).
+PLAIN: list[latest.Listed] = [("shop", "orders", ["id"], "i"), ("shop", "codes", ["code"], "s"),
+                              ("shop", "pairs", ["k1", "k2"], "si")]
+HAZARDS = ["none", "moving update", "replayed line", "number not an integer", "whitespace in the key",
+           "escaped text", "names out of order", "escaped op", "unreadable line", "past max_records", "no kinds"]
+
+
+def _plain_key(rng: random.Random, table: str) -> dict[str, Any]:
+    if table == "codes":
+        return {"code": rng.choice(["a", "B", "a b", "O'Brien", "1", "-0"])}
+    if table == "pairs":
+        return {"k1": rng.choice(["x", "y"]), "k2": rng.choice([0, -1, 18446744073709551615])}
+    return {"id": rng.randrange(-5, 30)}
+
+
+def _hazard(rng: random.Random, hazard: str, n: int) -> tuple[bytes, str | None]:
+    """A line bringing `hazard` into a plain workload, and the table it makes not unique (None: every table)."""
+    table = rng.choice(["orders", "codes", "pairs"])
+    key = _plain_key(rng, table)
+    line = _line(rng, n, ("shop", table), "u", key)
+    if hazard == "moving update":
+        moved_from = next(k for k in iter(lambda: _plain_key(rng, table), None) if k != key)
+        return _line(rng, n, ("shop", table), "u", key, moved_from), table
+    if hazard == "number not an integer":
+        return _line(rng, n, ("shop", "orders"), "u", {"id": 3.0}), "orders"
+    if hazard == "whitespace in the key":
+        return line.replace(b'"key":{', b'"key":{ '), table
+    if hazard == "escaped text":
+        return _line(rng, n, ("shop", "codes"), "u", {"code": 'say "hi"'}), "codes"
+    if hazard == "names out of order":
+        return line.replace(b'"key":{"k1":"x",', b'"key":{').replace(b'},"op"', b',"k1":"x"},"op"') \
+            if b'"key":{"k1":"x",' in line else _hazard(rng, hazard, n)[0], "pairs"
+    if hazard == "escaped op":
+        return line.replace(b'"op":"u"', b'"op":"\\u0075"'), None
+    if hazard == "unreadable line":
+        return line[:-10] + b"\n", None
+    raise AssertionError(hazard)
+
+
+def _plain_workload(rng: random.Random, lines: int, hazard: str) -> tuple[list[bytes], set[str | None]]:
+    """Row changes of the PLAIN tables at distinct positions, keys in the change log's form, none moving a row;
+    with `hazard` brought in a few times: the lines, and the tables the hazard touches (None: all)."""
+    out, touched = [], set()
+    for n in range(1, lines + 1):
+        if hazard not in ("none", "past max_records", "no kinds", "replayed line") and rng.random() < 0.01:
+            line, table = _hazard(rng, hazard, n)
+            out.append(line)
+            touched.add(table)
+            continue
+        table = rng.choice(["orders", "codes", "pairs"])
+        out.append(_line(rng, n, ("shop", table), rng.choice("cudr"), _plain_key(rng, table)))
+        if hazard == "replayed line" and rng.random() < 0.01:
+            out.append(out[-1])
+            touched.add(table)
+    return out, touched
+
+
+def _typed_key(line: bytes) -> tuple[Any, ...] | None:
+    """A row change's table and key as the compaction's typed key columns see it (an integer's value, a text's
+    text); None for a line the compaction takes no event from."""
+    try:
+        change = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(change, dict) or change.get("op") not in ("c", "u", "d", "r"):
+        return None
+    keys = {t: k for _, t, k, _ in PLAIN}[change["table"]]
+    return (change["table"], *(int(v) if isinstance(v, (int, float)) else v for v in (change["key"][k] for k in keys)))
+
+
+@pytest.mark.parametrize("hazard", HAZARDS)
+def test_unique_vouches_only_for_tables_whose_lines_left_hold_one_event_per_key(tmp_path: Path, hazard: str) -> None:
+    """unique() is True for a table only where the lines left hold each of its keys once, typed as the compaction
+    types them: on plain lines, every table; with a hazard that could give a key two events, not its table (or not
+    any, where the line is beyond reading)."""
+    rng = random.Random(HAZARDS.index(hazard))
+    lines, touched = _plain_workload(rng, 4000, hazard)
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(lines))
+    tables = [t[:3] + (None,) for t in PLAIN] if hazard == "no kinds" else PLAIN  # type: ignore[operator]
+    reader = scan.native_module().Latest(None, tables, 1, 2000 if hazard == "past max_records" else 10**9)
+    assert reader.feed(0, path.read_bytes()) == len(lines)
+    reader.resolve()
+    unique = {t[1]: one for t, one in zip(PLAIN, reader.unique(), strict=True)}
+    out = tmp_path / "left.jsonl"
+    with out.open("wb") as sink:
+        reader.write(0, path.read_bytes(), sink.fileno())
+    events = Counter(_typed_key(line) for line in out.read_bytes().splitlines())
+    events.pop(None, None)
+    for table, one in unique.items():  # the property: what it vouches for holds
+        assert not one or all(n == 1 for key, n in events.items() if key[0] == table), table
+    if hazard == "none":
+        assert all(unique.values())
+    elif hazard in ("past max_records", "no kinds") or None in touched:
+        assert not any(unique.values())
+    else:
+        assert touched and not any(unique[t] for t in touched if t)
+        assert all(unique[t] for t in unique if t not in touched)
+
+
+def test_unique_is_asked_after_resolve() -> None:
+    reader = scan.native_module().Latest(None, PLAIN, 1)
+    with pytest.raises(RuntimeError, match="before resolve"):
+        reader.unique()
+    with pytest.raises(ValueError, match="kinds"):
+        scan.native_module().Latest(None, [("d", "t", ["a", "b"], "i")])
+    with pytest.raises(ValueError, match="kinds"):
+        scan.native_module().Latest(None, [("d", "t", ["a"], "x")])

@@ -102,6 +102,65 @@ def test_randomized_workload_matches_model_after_every_run(tmp_path: Path, spark
     assert merge(state, spark=spark).batch_id is None
 
 
+class KeysStay(Workload):
+    """Updates that keep their row's key: once superseded lines are left out, each key of T1 has one event."""
+
+    def _random_change(self, table: tuple[str, str], position: str) -> None:
+        live, roll = self.live[table], self.rng.random()
+        if not live or roll < 0.3:
+            self._emit(table, "c", None, self._new_row(table), position)
+            return
+        before = live[self.rng.choice(sorted(live, key=repr))]
+        key = {k: before[k] for k in self.schemas[table].primary_key}
+        after = {**self._new_row(table), **key}
+        self._emit(table, *(("u", before, after) if roll < 0.75 else ("d", before, None)), position)
+
+
+def test_lines_holding_one_event_per_key_merge_without_searching_for_each_keys_last(
+        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the pass vouches that the lines left hold one event per key (cdc.spark.latest.Fewer.unique), the
+    compaction joins them to the lake's broadcast keys without its window: the lake and batch still equal the
+    model's, run after run, and a replayed line (two lines at one position) sends the table back to the window."""
+    from cdc.spark import compact
+
+    monkeypatch.setattr("cdc.spark.latest.FEWER_LINES_BYTES", 0)
+    monkeypatch.setattr("cdc.spark.latest.SKIP_AT_LEAST", 0.0)
+    monkeypatch.setattr("cdc.spark.small_tables.SMALL_LAKE_ROWS", -1)  # table by table (table_merge), as a big one
+    ways: list[tuple[str, int, bool]] = []
+    real = compact.last_changes
+
+    def last_changes(*args: Any, one_each: bool = False) -> Any:
+        ways.append((args[4].table, run, one_each))
+        return real(*args, one_each=one_each)
+
+    monkeypatch.setattr(compact, "last_changes", last_changes)
+    state = StateDir(tmp_path / "state")
+    w = KeysStay(state.root, seed=24)
+    w.snapshot(40)
+    snapshot = len(w.lines)
+    for _ in range(60):
+        w.transaction()
+    middle = len(w.lines)
+    for _ in range(60):
+        w.transaction()
+    previous: dict[Any, Any] = {T1: {}, T2: {}}
+    done = 0
+    replayed = w.lines[-3:]  # a tail replay of the run's last transaction inside the run: two lines at a position
+    assert T1[1] in {line["table"] for line in replayed}
+    for run, (cut, replay) in enumerate([(snapshot, []), (middle, []), (len(w.lines), replayed)], start=1):
+        w.write_segments(w.lines[done:cut] + replay, per_segment=25)
+        summary = merge(state, spark=spark)
+        expected = model(w.lines[:cut], w.history)
+        manifest = _read(state.root / "batches" / summary.batch_id)
+        for table in (T1, T2):
+            assert lake_state(state.root / "lake", table) == expected[table], f"run {run} {table}"
+            check_batch(previous[table], expected[table], batch_rows(Path(summary.batch_dir), manifest, table),
+                        {line["position"] for line in w.lines[done:cut]})
+        previous, done = expected, cut
+    assert (T1[1], 2, True) in ways and (T1[1], 3, False) in ways  # T2's keys hold escaped text: never vouched for
+    assert not any(one for table, _, one in ways if table == T2[1])
+
+
 def test_rerun_of_a_crashed_run_gives_identical_result(tmp_path: Path, spark: Any) -> None:
     """Crash after the lake switch but before the checkpoint: the rerun reads the same base."""
     results = []
