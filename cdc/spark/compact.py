@@ -7,12 +7,13 @@ when written.
 Order is the position string (docs/formats.md): unique per row change, lexical = source order,
 snapshot `r` rows sort before the binlog changes after the hand-over. Where the time goes decides
 the shape (docs/performance.md, "spark-merge"): only the key fields of a line are decoded before the
-shuffle; the run's events alone are shuffled and grouped by key, max_by(position) picking each
-key's last change (duplicated lines, same position, collapse); only those winners' `after` images
-are then parsed and typed. The lake's rows are never shuffled: the winners learn whether their key
-was in the lake from a join with the lake's key columns only, and the lake rows no winner touches
-are copied into the new version by an anti join against the winners' keys (broadcast when they are
-few, so the lake is only scanned).
+shuffle; the run's events alone are shuffled by key, a window picking each key's last change by
+position (duplicated lines, same position, collapse); only those winners' `after` images are then
+parsed and typed. Where the lines hold one event per key already (cdc.spark.latest.Fewer.unique),
+there is no window and no shuffle. The lake's rows are never shuffled: the winners learn whether
+their key was in the lake from a join with the lake's key columns only, and the lake rows no winner
+touches are copied into the new version by an anti join against the winners' keys (broadcast when
+they are few, so the lake is only scanned).
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ def fill_literal(column: Column, fill: Any) -> SparkColumn:
 
 def last_changes(events: DataFrame, base: DataFrame | None, versions: list[TableSchema], final: TableSchema,
                  info: TableInput, one_each: bool = False) -> DataFrame:
-    """Each key the run's events touch, with its outcome (one shuffle of the events, none of the lake).
+    """Each key the run's events touch, with its outcome (one shuffle of the events at most, none of the lake).
 
     Result columns: c0..cn, _cdc_*, `_keep` (row of the new lake version), `_action` (INSERT/DELETE
     for the Snowflake batch, null if the key has no net change), `_isupdate` (INSERT of a key the
