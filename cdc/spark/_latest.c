@@ -33,6 +33,7 @@
 
 #include "_scan_json.h"
 #include "_latest.h"
+#include "_flat.h"
 
 typedef struct {
     unsigned char *names; /* db, table, then each key column's name */
@@ -41,6 +42,7 @@ typedef struct {
     uint64_t hash;
     char *kinds;     /* per key column: 'i' an integer, 's' text; NULL: never unique() */
     int unique;      /* so far, the table's kept lines hold one event per key (written by several threads: atomics) */
+    flat_layout *flat; /* write()'s flat form of the table's kept lines (_flat.c); NULL: none */
 } listed;
 
 /* A row change of a listed table, as feed() found it. */
@@ -420,9 +422,9 @@ static int add_listed(Latest *s, PyObject *item)
     const char *db, *tb;
     Py_ssize_t db_n, tb_n, n;
     const char *kinds = NULL;
-    PyObject *keys;
-    if (!PyArg_ParseTuple(item, "s#s#O!|z;tables: (db, table, [key column, ...], kinds)", &db, &db_n, &tb, &tb_n,
-                          &PyList_Type, &keys, &kinds))
+    PyObject *keys, *values = Py_None;
+    if (!PyArg_ParseTuple(item, "s#s#O!|zO;tables: (db, table, [key column, ...], kinds, [flat column, ...])", &db,
+                          &db_n, &tb, &tb_n, &PyList_Type, &keys, &kinds, &values))
         return -1;
     Py_ssize_t n_keys = PyList_GET_SIZE(keys), total = db_n + tb_n;
     if (!n_keys) {
@@ -466,6 +468,7 @@ static int add_listed(Latest *s, PyObject *item)
     t->hash = name_hash((cursor)db, db_n, (cursor)tb, tb_n);
     if (kinds) memcpy(t->kinds, kinds, (size_t)n_keys + 1);
     t->unique = kinds != NULL;
+    if (values != Py_None && !(t->flat = flat_layout_new(keys, values))) return -1;
     return 0;
 }
 
@@ -535,6 +538,7 @@ static void Latest_dealloc(Latest *s)
         PyMem_RawFree(s->tables[i].key_at);
         PyMem_RawFree(s->tables[i].key_n);
         PyMem_RawFree(s->tables[i].kinds);
+        flat_layout_free(s->tables[i].flat);
     }
     for (Py_ssize_t i = 0; i < s->n_parts; i++) {
         free_records(&s->parts[i]);
@@ -687,16 +691,82 @@ static int write_all(int fd, cursor p, Py_ssize_t n)
     return 0;
 }
 
+/* write()'s flat outputs: per listed table, its file (-1 none), the lines in flat form so far, room for one line. */
+typedef struct {
+    int *fds;
+    flat_buffer *buffers;
+    field **scratch;
+} flat_outputs;
+
+static void free_outputs(const Latest *s, flat_outputs *o)
+{
+    for (Py_ssize_t t = 0; o->buffers && t < s->n_tables; t++) {
+        PyMem_RawFree(o->buffers[t].bytes);
+        PyMem_RawFree(o->scratch[t]);
+    }
+    PyMem_RawFree(o->fds);
+    PyMem_RawFree(o->buffers);
+    PyMem_RawFree(o->scratch);
+}
+
+/* flat: None, or per listed table a file descriptor (-1: none). 0, or -1 with an exception set. */
+static int take_outputs(const Latest *s, PyObject *flat, flat_outputs *o)
+{
+    *o = (flat_outputs){NULL, NULL, NULL};
+    if (flat == Py_None) return 0;
+    if (!PyList_Check(flat) || PyList_GET_SIZE(flat) != s->n_tables) {
+        PyErr_SetString(PyExc_ValueError, "flat: a list of one file descriptor (or -1) per listed table");
+        return -1;
+    }
+    size_t n = (size_t)(s->n_tables ? s->n_tables : 1);
+    o->fds = PyMem_RawMalloc(n * sizeof(int));
+    o->buffers = PyMem_RawCalloc(n, sizeof(flat_buffer));
+    o->scratch = PyMem_RawCalloc(n, sizeof(field *));
+    if (!o->fds || !o->buffers || !o->scratch) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t t = 0; t < s->n_tables; t++) {
+        long fd = PyLong_AsLong(PyList_GET_ITEM(flat, t));
+        if (fd == -1 && PyErr_Occurred()) return -1;
+        o->fds[t] = s->tables[t].flat && fd >= 0 && fd <= INT32_MAX ? (int)fd : -1;
+    }
+    return 0;
+}
+
+/* A kept line appended in flat form to its table's buffer: 1; 0 if not (it is written as JSON); -1 out of memory. */
+static int flattened(const Latest *s, flat_outputs *o, cursor p, cursor end)
+{
+    field top[FLAT_COUNT];
+    if (!read_fields(p, end, top, FLAT_COUNT, flat_wanted, 1) || top[FLAT_DB].kind != STRING
+        || top[FLAT_TABLE].kind != STRING)
+        return 0;
+    Py_ssize_t t = find_listed(s, &top[FLAT_DB], &top[FLAT_TABLE]);
+    if (t < 0 || o->fds[t] < 0) return 0;
+    if (!o->scratch[t] && !(o->scratch[t] = flat_scratch(s->tables[t].flat))) return -1;
+    return flat_line(s->tables[t].flat, o->scratch[t], top, &o->buffers[t]);
+}
+
 static PyObject *Latest_write(Latest *s, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t index, stop = -1;
     int fd;
-    if (!PyArg_ParseTuple(args, "ny*i|n:write", &index, &view, &fd, &stop)) return NULL;
+    PyObject *flat = Py_None;
+    flat_outputs outputs;
+    if (!PyArg_ParseTuple(args, "ny*i|nO:write", &index, &view, &fd, &stop, &flat)) return NULL;
+    if (take_outputs(s, flat, &outputs) < 0) {
+        free_outputs(s, &outputs);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     part *in = take_part(s, index, 1, &view, &stop);
-    if (!in) return NULL;
+    if (!in) {
+        free_outputs(s, &outputs);
+        return NULL;
+    }
     cursor p = view.buf, end = p + stop, run = NULL;
-    Py_ssize_t lines = 0, bytes = 0;
+    Py_ssize_t lines = 0, bytes = 0, flat_lines = 0;
     int error = 0, too_many = 0, saved = 0;
     Py_BEGIN_ALLOW_THREADS
     while (p < end && !error) {
@@ -705,13 +775,23 @@ static PyObject *Latest_write(Latest *s, PyObject *args)
             too_many = 1;
             break;
         }
-        int kept = !in->skip[in->written++];
+        int kept = !in->skip[in->written++], as_json = kept;
         lines++;
-        if (kept && !run) run = p;
-        if (run && (!kept || !nl)) { /* a run of kept lines ends: before this line, or with it (no newline) */
-            cursor stop_at = kept ? next : p;
-            error = write_all(fd, run, stop_at - run) < 0 || (kept && write_all(fd, (cursor)"\n", 1) < 0);
-            bytes += stop_at - run + (kept ? 1 : 0);
+        if (kept && outputs.fds) {
+            int done = flattened(s, &outputs, p, nl ? nl : end);
+            if (done < 0) {
+                error = 1;
+                errno = ENOMEM;
+                break;
+            }
+            as_json = !done;
+            flat_lines += done;
+        }
+        if (as_json && !run) run = p;
+        if (run && (!as_json || !nl)) { /* a run of JSON lines ends: before this line, or with it (no newline) */
+            cursor stop_at = as_json ? next : p;
+            error = write_all(fd, run, stop_at - run) < 0 || (as_json && write_all(fd, (cursor)"\n", 1) < 0);
+            bytes += stop_at - run + (as_json ? 1 : 0);
             run = NULL;
         }
         p = next;
@@ -720,7 +800,10 @@ static PyObject *Latest_write(Latest *s, PyObject *args)
         error = write_all(fd, run, p - run) < 0;
         bytes += p - run;
     }
+    for (Py_ssize_t t = 0; outputs.fds && t < s->n_tables && !error; t++)
+        if (outputs.buffers[t].n) error = write_all(outputs.fds[t], outputs.buffers[t].bytes, outputs.buffers[t].n) < 0;
     saved = errno;
+    free_outputs(s, &outputs);
     Py_END_ALLOW_THREADS
     in->busy = 0;
     PyBuffer_Release(&view);
@@ -732,7 +815,7 @@ static PyObject *Latest_write(Latest *s, PyObject *args)
         errno = saved;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    return Py_BuildValue("(nn)", lines, bytes);
+    return Py_BuildValue("(nnn)", lines, bytes, flat_lines);
 }
 
 static PyMethodDef Latest_methods[] = {
@@ -745,8 +828,9 @@ static PyMethodDef Latest_methods[] = {
      "unique() -> [bool, ...]: once resolved, per listed table, whether the lines kept hold one event per key (its\n"
      "kinds given, every key in the change log's form, none moved, tied or unrecorded; every line read)."},
     {"write", (PyCFunction)Latest_write, METH_VARARGS,
-     "write(part, buffer, fd, stop=len) -> (lines, bytes): the part's lines again, in the order fed; those not\n"
-     "skipped are written to fd, each ending with a newline."},
+     "write(part, buffer, fd, stop=len, flat=None) -> (lines, bytes, flat lines): the part's lines again, in the\n"
+     "order fed; those not skipped are written to fd, each ending with a newline. flat: per listed table a file\n"
+     "descriptor (or -1): its kept lines that are plain go there in flat form instead (_flat.c)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -755,8 +839,9 @@ PyTypeObject LatestType = {
     .tp_name = "cdc.spark._scan.Latest",
     .tp_basicsize = sizeof(Latest),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Latest(merged_upto, [(db, table, [key column, ...], kinds=None), ...], parts=1, max_records=unbounded):\n"
-              "the change lines a merge need not read. kinds: 'i' (integer) or 's' (text) per key column, for unique().",
+    .tp_doc = "Latest(merged_upto, [(db, table, [key column, ...], kinds=None, flat=None), ...], parts=1,\n"
+              "max_records=unbounded): the change lines a merge need not read. kinds: 'i' (integer) or 's' (text) per\n"
+              "key column, for unique(). flat: the other columns the compaction reads, for write()'s flat form.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Latest_init,
     .tp_dealloc = (destructor)Latest_dealloc,

@@ -17,7 +17,7 @@
 #include "_latest.h"
 
 /* Raised when this file or _latest.c changes what the Python side must pass or may expect (cdc/spark/scan.py). */
-#define ABI_VERSION 4
+#define ABI_VERSION 5
 
 /* The Latest's first four fields: a Scanner that feeds a Latest reads the Latest's six in one go. */
 enum { F_DB = L_DB, F_TABLE = L_TABLE, F_OP = L_OP, F_POSITION = L_POSITION, F_COUNT = L_POSITION + 1 };

@@ -30,7 +30,7 @@ from cdc.config import AWSSettings, SparkSettings
 from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
-from cdc.spark import batches, lake, latest, renames, scan, small_tables
+from cdc.spark import batches, flat, lake, latest, renames, scan, small_tables
 from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
 from cdc.spark.rekey import key_change_cut
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult, timed
@@ -281,6 +281,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
             fewer = latest.for_run(files, merged_upto, history, infos, staging, fed)
     if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
         raw = _read_lines(spark, keyed, [str(f) for f in fewer.files] if fewer else files, merged_upto, cut)
+        raw = flat.with_flat(spark, raw, keyed, fewer) if fewer else raw  # its kept lines in flat form too
     raw = plan.relabel(raw) if plan is not None else raw
     if input_bytes(segments) <= ONE_PARTITION_BYTES:
         raw = raw.coalesce(1)

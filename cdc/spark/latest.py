@@ -38,19 +38,30 @@ SKIP_AT_LEAST = 0.25
 # bounded in memory.
 MAX_RECORDS = 4_000_000
 
-Listed = tuple[str, str, list[str], str | None]  # db, table, its primary-key columns, their kinds (key_kinds)
+# db, table, its primary-key columns, their kinds (key_kinds), the other columns the compaction reads (flat form)
+Listed = tuple[str, str, list[str], str | None, list[str] | None]
 
 INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
 TEXTS = frozenset({"char", "varchar", "enum"})
 
 
+class FlatFiles(NamedTuple):
+    """A table's kept lines in flat form (_flat.c): their layout (key columns, then the others) and files."""
+
+    keys: list[str]
+    values: list[str]
+    files: list[Path]
+
+
 class Fewer(NamedTuple):
-    """A pass's result: the files the compaction reads instead of the input, the lines left out, and the tables
-    whose lines in those files hold one event per key (the C reader's unique(), for tables with key_kinds)."""
+    """A pass's result: the files the compaction reads instead of the input, the lines left out, the tables
+    whose lines in those files hold one event per key (the C reader's unique(), for tables with key_kinds), and per
+    table the files of its kept lines in flat form (cdc.spark.flat), which the files of JSON lines then lack."""
 
     files: list[Path]
     skipped: int
     unique: frozenset[tuple[str, str]]
+    flat: dict[tuple[str, str], FlatFiles] = {}
 
 
 def key_kinds(schema: TableSchema) -> str | None:
@@ -66,7 +77,8 @@ def key_kinds(schema: TableSchema) -> str | None:
 
 
 def listed(db: str, table: str, schema: TableSchema) -> Listed:
-    return (db, table, list(schema.primary_key), key_kinds(schema))
+    keys = list(schema.primary_key)
+    return (db, table, keys, key_kinds(schema), [c for c in schema.column_names if c not in keys])
 
 
 def unique_keys(fewer: Fewer | None, db: str, table: str) -> bool:
@@ -110,16 +122,26 @@ def _new(files: list[str], merged_upto: str | None, tables: list[Listed]) -> Any
 
 
 def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]) -> Fewer | None:
-    """superseded_left_out's end, every part fed: the lines left written to out_dir, or None (nothing written)."""
+    """superseded_left_out's end, every part fed: the lines left written to out_dir, or None (nothing written).
+
+    Each listed table with flat columns gets a file of flat lines per part too (its kept lines that are plain: _flat.c).
+    """
     outs = [out_dir / f"latest-{index:06d}.jsonl" for index in range(len(files))]
+    flat_tables = [n for n, t in enumerate(tables) if len(t) > 4 and t[4] is not None]
+    flats = {(index, n): out_dir / f"flat-{index:06d}-{n:06d}.tsv" for index in range(len(files)) for n in flat_tables}
 
     def write(index: int) -> None:
-        fd = os.open(outs[index], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # change lines hold rows: private
+        opened: list[int] = []
         try:
+            for path in [outs[index], *(flats[index, n] for n in flat_tables)]:
+                opened.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))  # rows: private
+            fds = dict(zip(flat_tables, opened[1:], strict=True))
+            flat = [fds.get(n, -1) for n in range(len(tables))]
             for block, cut in scan.whole_lines(files[index]):
-                latest.write(index, block, fd, cut)
+                latest.write(index, block, opened[0], cut, flat)
         finally:
-            os.close(fd)
+            for fd in opened:
+                os.close(fd)
 
     try:
         with ThreadPoolExecutor(min(2, len(files))) as pool:  # write() runs without the interpreter lock
@@ -130,11 +152,18 @@ def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]
             unique = frozenset((t[0], t[1]) for t, one in zip(tables, latest.unique(), strict=True) if one)
     except (OSError, MemoryError) as exc:  # a full disk, say: the merge reads every line instead, as without the pass
         log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
-        for path in outs:
+        for path in [*outs, *flats.values()]:
             with contextlib.suppress(OSError):
                 path.unlink()
         return None
-    return Fewer(outs, skipped, unique)
+    flat: dict[tuple[str, str], FlatFiles] = {}
+    for (_, n), path in sorted(flats.items()):
+        if path.stat().st_size:
+            db, table, keys, _, values = tables[n]
+            flat.setdefault((db, table), FlatFiles(keys, values or [], [])).files.append(path)
+        else:
+            path.unlink()
+    return Fewer(outs, skipped, unique, flat)
 
 
 def worth_a_pass(infos: list[TableStats], input_bytes: int) -> bool:
@@ -228,13 +257,13 @@ def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, i
 
 def _agrees(fed: list[Listed], chosen: list[Listed], infos: list[TableStats]) -> bool:
     """Whether each table the scan's Latest took, with lines in the run, is one for_run chose, with the same key
-    (and key kinds)."""
+    (and key kinds, and flat columns)."""
     run = {(i.db, i.table) for i in infos if i.rows}
-    wanted = {(db, table): (keys, kinds) for db, table, keys, kinds in chosen}
-    return all(wanted.get((db, table)) == (keys, kinds) for db, table, keys, kinds in fed if (db, table) in run)
+    wanted = {(t[0], t[1]): t[2:] for t in chosen}
+    return all(wanted.get((t[0], t[1])) == t[2:] for t in fed if (t[0], t[1]) in run)
 
 
 def discard(fewer: Fewer | None) -> None:
     """A pass's files removed: after its run, or when the run does not read them (a cascade, known once Spark ran)."""
-    for path in fewer.files if fewer else []:
+    for path in [*fewer.files, *(p for table in fewer.flat.values() for p in table.files)] if fewer else []:
         path.unlink(missing_ok=True)

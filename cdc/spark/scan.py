@@ -35,7 +35,7 @@ CUT_KINDS = frozenset({"truncate", "drop"})  # every older row of the table is g
 # A re-snapshot's end line (docs/formats.md): every row older than its `cut` that was not read again is gone.
 RESNAPSHOT = "resnapshot"
 _FORMAT_HINT = "the change log does not follow docs/formats.md"
-NATIVE_ABI = 4  # must match _scan.c's
+NATIVE_ABI = 5  # must match _scan.c's
 _BLOCK = 4 << 20  # bytes read at a time; a longer line grows the block until it ends
 
 
@@ -253,7 +253,8 @@ def _load_native() -> tuple[Any, str | None]:
     if getattr(module, "ABI_VERSION", None) != NATIVE_ABI:
         return None, "the built C scanner is stale: run `pip install -e .` again"
     here = Path(__file__).parent
-    stale = stale_source(module, [here / name for name in ("_scan.c", "_latest.c", "_scan_json.h", "_latest.h")])
+    sources = ("_scan.c", "_latest.c", "_flat.c", "_scan_json.h", "_latest.h", "_flat.h")
+    stale = stale_source(module, [here / name for name in sources])
     return (None, stale) if stale else (module, None)
 
 

@@ -72,7 +72,7 @@ def test_fuzz_corpus_under_address_sanitizer(tmp_path: Path) -> None:
 def test_merge_scanner_under_address_sanitizer(tmp_path: Path) -> None:
     """The hostile, cut, mutated lines of tests/spark/test_scan_native.py through the C scanner built with ASan, and
     tests/spark/test_latest.py's workloads through its reader of superseded lines (_latest.c)."""
-    module = _build(tmp_path, [ROOT / "cdc" / "spark" / "_scan.c", ROOT / "cdc" / "spark" / "_latest.c"], "_scan")
+    module = _build(tmp_path, [ROOT / "cdc" / "spark" / name for name in ("_scan.c", "_latest.c", "_flat.c")], "_scan")
     _passes_under_asan("cdc.spark._scan", module, "cdc.spark.scan", str(ROOT / "tests/spark/test_scan_native.py"),
                        str(ROOT / "tests/spark/test_latest.py"))
 

@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import random
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,7 @@ def _left(tmp_path: Path, files: list[Path], merged_upto: str | None = None,
     out.mkdir(exist_ok=True)
     found = latest.superseded_left_out([str(f) for f in files], merged_upto, tables, out)
     assert found is not None, "nothing to leave out"
-    paths, skipped, _ = found
+    paths, skipped = found.files, found.skipped
     assert len(paths) == len(files)
     left = []
     for path in paths:
@@ -311,6 +312,9 @@ def test_a_pass_fed_by_the_scan_is_used_only_where_its_tables_agree() -> None:
     assert latest._agrees([("shop", "orders", ["id"], "i"), ("shop", "idle", ["id"], "i")], chosen, stats)
     assert not latest._agrees([("shop", "orders", ["code"], "s")], chosen, stats)
     assert not latest._agrees([("shop", "orders", ["id"], None)], chosen, stats)
+    flat: list[latest.Listed] = [("shop", "orders", ["id"], "i", ["note"])]
+    assert latest._agrees(flat, flat, stats)
+    assert not latest._agrees([("shop", "orders", ["id"], "i", ["note", "total"])], flat, stats)
     assert not latest._agrees([("shop", "orders", ["id"], "i")], [], stats)
 
 
@@ -345,7 +349,7 @@ def test_the_scan_feeds_a_pass_of_the_keyed_tables_whose_schema_is_settled(tmp_p
     files, upto = [str(path)], _position(299)
     binlog, snapshot = ["seg-0000000001-000000000300-b000000000000.jsonl"], ["seg-0000000001-000000000300-s000000000000.jsonl"]
     infos, fed = latest.scan_and_feed(files, upto, history, binlog)
-    assert fed is not None and fed.tables == [("shop", "orders", ["id"], "i")]
+    assert fed is not None and fed.tables == [("shop", "orders", ["id"], "i", ["note"])]
     assert infos == scan.local_stats(files, upto)
     assert latest.scan_and_feed(files, upto, history, snapshot)[1] is None
     assert latest.scan_and_feed(files, None, history, binlog)[1] is None
@@ -353,8 +357,10 @@ def test_the_scan_feeds_a_pass_of_the_keyed_tables_whose_schema_is_settled(tmp_p
     (tmp_path / "alone").mkdir()
     found = latest._resolved(fed.latest, files, tmp_path / "fed", fed.tables)
     alone = latest.superseded_left_out(files, upto, fed.tables, tmp_path / "alone")
-    assert found is not None and alone is not None and found[1] == alone[1] > 0
-    assert found[0][0].read_bytes() == alone[0][0].read_bytes()
+    assert found is not None and alone is not None and found.skipped == alone.skipped > 0
+    assert found.files[0].read_bytes() == alone.files[0].read_bytes()
+    assert [p.read_bytes() for p in found.flat["shop", "orders"].files] == \
+        [p.read_bytes() for p in alone.flat["shop", "orders"].files]
 
 
 # Tables whose keys unique() may vouch for: integer, text, and both (docs/formats.md's forms of each).
@@ -465,3 +471,148 @@ def test_unique_is_asked_after_resolve() -> None:
         scan.native_module().Latest(None, [("d", "t", ["a", "b"], "i")])
     with pytest.raises(ValueError, match="kinds"):
         scan.native_module().Latest(None, [("d", "t", ["a"], "x")])
+
+
+# ---- the flat form (_flat.c) against a reference written from its rules, on the hostile workload ----
+
+FLAT_VALUES = ["note", "price", "big"]
+TOP = {"after", "before", "db", "key", "op", "position", "src", "table", "ts", "v"}
+NULL = b"\\N"
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _node(text: str, i: int) -> tuple[Any, int]:
+    """One JSON value of `text` at i, as ("str", text, escaped) / ("int", raw) / ("lit", raw) / ("obj", members) /
+    ("other",), and the index after it; members: [(name, name escaped, node)]."""
+    decoder = json.JSONDecoder()
+    i = len(text) - len(text[i:].lstrip(" \t\r\n"))
+    if text[i] == '"':
+        value, end = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+            raise _NotPlain
+        return ("str", value, "\\" in text[i:end]), end
+    if text[i] == "{":
+        members, i = [], i + 1
+        while True:
+            i = len(text) - len(text[i:].lstrip(" \t\r\n"))
+            if text[i] == "}":
+                return ("obj", members), i + 1
+            if text[i] == ",":
+                i += 1
+                continue
+            name, i = _node(text, i)
+            i = text.index(":", i) + 1
+            value, i = _node(text, i)
+            members.append((name[1], name[2], value))
+    end = decoder.raw_decode(text, i)[1]
+    raw = text[i:end]
+    if raw in ("true", "false", "null"):
+        return ("lit", raw), end
+    if re.fullmatch(r"-?(0|[1-9][0-9]*)", raw) and raw != "-0" and len(raw) <= 18:
+        return ("int", raw), end
+    return ("other",), end
+
+
+def _flat_reference(line: bytes, keys: list[str], values: list[str]) -> bytes | None:
+    """The flat form _flat.c's rules give this line (None: it stays JSON)."""
+    try:
+        text = line.rstrip(b"\n").decode("utf-8")
+        json.loads(text, parse_constant=_refuse)
+        top, _ = _node(text, 0)
+        return _flat_of(top, keys, values)
+    except (ValueError, _NotPlain, IndexError):
+        return None
+
+
+def _flat_of(top: Any, keys: list[str], values: list[str]) -> bytes:
+    if top[0] != "obj":
+        raise _NotPlain
+    names = [n for n, _, _ in top[1]]
+    if any(escaped for _, escaped, _ in top[1]) or len(set(names)) != len(names) or not set(names) <= TOP:
+        raise _NotPlain
+    fields = {n: v for n, _, v in top[1]}
+
+    def plain_string(name: str, absent_null: bool = False) -> bytes:
+        node = fields.get(name, ("lit", "null") if absent_null else None)
+        if absent_null and node == ("lit", "null"):
+            return NULL
+        if node is None or node[0] != "str" or node[2]:
+            raise _NotPlain
+        return node[1].encode()
+
+    def image(name: str, columns: list[str]) -> tuple[bytes, list[bytes]]:
+        node = fields.get(name, ("lit", "null"))
+        if node == ("lit", "null") and name != "key":
+            return NULL, [NULL] * len(columns)
+        if node[0] != "obj":
+            raise _NotPlain
+        layout = {c.lower() for c in keys + values}
+        found: dict[str, Any] = {}
+        for member, escaped, value in node[1]:
+            if escaped or (member.lower() in layout and member not in keys + values) or member in found:
+                raise _NotPlain
+            if member in columns:
+                found[member] = value
+        out = []
+        for column in columns:
+            value = found.get(column, ("lit", "null"))
+            if value[0] == "str" and not value[2]:
+                out.append(value[1].encode())
+            elif value[0] in ("int", "lit"):
+                out.append(NULL if value[1] == "null" else value[1].encode())
+            else:
+                raise _NotPlain
+        return b"1", out
+
+    op = plain_string("op")
+    if op not in (b"c", b"u", b"d", b"r"):
+        raise _NotPlain
+    head = [op, plain_string("position"), plain_string("ts", absent_null=True)]
+    plain_string("db")
+    plain_string("table")
+    _, key = image("key", keys)
+    before, before_key = image("before", keys)
+    after, after_values = image("after", values)
+    return b"\t".join([*head, *key, before, *before_key, after, *after_values]) + b"\n"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_flat_lines_are_the_plain_kept_lines_and_every_other_kept_line_stays_json(tmp_path: Path, seed: int) -> None:
+    """With flat columns, each kept line goes to exactly one place: its table's flat file where the rules say it is
+    plain (in the reference's flat form), else the JSON file, in input order."""
+    rng = random.Random(seed)
+    lines = _workload(rng, 3000)
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(lines))
+    kept = _left(tmp_path, [path])  # the same pass without flat columns
+    flat_tables: list[latest.Listed] = [(db, table, keys, None, FLAT_VALUES) for db, table, keys in LISTED]
+    (tmp_path / "flat").mkdir()
+    fewer = latest.superseded_left_out([str(path)], None, flat_tables, tmp_path / "flat")
+    assert fewer is not None
+    expected_json, expected_flat = [], {t: [] for t in KEYS}
+    for line in kept:
+        change = _parsed(line)
+        table = (change.get("db"), change.get("table")) if isinstance(change, dict) else None
+        form = _flat_reference(line, KEYS[table], FLAT_VALUES) if table in KEYS else None
+        if form is None:
+            expected_json.append(line)
+        else:
+            expected_flat[table].append(form)
+    assert fewer.files[0].read_bytes() == b"".join(expected_json)
+    for table, forms in expected_flat.items():
+        got = fewer.flat.get(table)
+        assert (b"".join(p.read_bytes() for p in got.files) if got else b"") == b"".join(forms), table
+        assert not got or (got.keys, got.values) == (KEYS[table], FLAT_VALUES)
+    # Most of this workload's lines hold a hazard (a float, a 20-digit integer, an escape, escaped table names).
+    assert sum(len(f) for f in expected_flat.values()) > 30, "plain lines are written flat"
+    assert len(expected_json) > 300, "and the others stay JSON"
+
+
+def _parsed(line: bytes) -> Any:
+    try:
+        return json.loads(line, parse_constant=_refuse)
+    except ValueError:
+        return None
