@@ -131,3 +131,20 @@ def test_tables_without_flat_columns_and_other_tables_lines_stay_json(tmp_path: 
             {"flat-000000-000000.tsv"} if fewer.flat else set())
     latest.discard(fewer)
     assert not list(out.iterdir())
+
+
+def test_a_table_of_key_columns_only_has_flat_lines_with_an_empty_after(tmp_path: Path, spark: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.0)
+    tags = TableSchema("shop", "tags", (Column("id", "int(11)", "int"),), ("id",), SCHEMA.position)
+    lines = [orjson.dumps({"after": {"id": n}, "before": None, "db": "shop", "key": {"id": n}, "op": "c",
+                           "position": f"0000000001:{n:012d}:b000000000000", "table": "tags", "ts": "x", "v": 1})
+             + b"\n" for n in range(1, 5)]
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(lines))
+    (tmp_path / "out").mkdir()
+    fewer = latest.superseded_left_out([str(source)], None, [latest.listed("shop", "tags", tags)], tmp_path / "out")
+    assert fewer is not None and fewer.files[0].read_bytes() == b""
+    schema = keyed_line_schema(["id"], [])
+    rows = flat.with_flat(spark, _read_lines(spark, schema, [str(p) for p in fewer.files], None), schema, fewer)
+    assert _rows(rows) == _rows(_read_lines(spark, schema, [str(source)], None))
