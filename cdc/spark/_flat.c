@@ -1,8 +1,8 @@
 /* A kept change line in flat form: what the compaction reads of it, tab-separated, one line per change.
  *
  * Spark's JSON reader was the largest part of a big merge's compaction; splitting a line at its tabs costs a third
- * of it (docs/performance.md, "flat lines"). A line is written flat only where both readings give the same values,
- * so that the compaction cannot tell them apart:
+ * of it (docs/performance.md, "the kept lines in flat form"). A line is written flat only where both readings give
+ * the same values, so that the compaction cannot tell them apart:
  *   op \t position \t ts \t key values \t before? \t before's key values \t after? \t after's other values \n
  * (no trailing tab: the last field ends the line)
  * per table in the order of its layout: its key columns, then the other columns the compaction reads from `after`.

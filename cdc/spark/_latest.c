@@ -700,7 +700,7 @@ typedef struct {
 
 static void free_outputs(const Latest *s, flat_outputs *o)
 {
-    for (Py_ssize_t t = 0; o->buffers && t < s->n_tables; t++) {
+    for (Py_ssize_t t = 0; o->buffers && o->scratch && t < s->n_tables; t++) {
         PyMem_RawFree(o->buffers[t].bytes);
         PyMem_RawFree(o->scratch[t]);
     }

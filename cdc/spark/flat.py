@@ -2,9 +2,9 @@
 
 The C pass writes a kept line of a listed table as tab-separated fields where the values Spark's JSON reader would
 give are exactly the line's bytes (plain strings, integers, true/false, null); every other line stays JSON. Splitting
-a line at its tabs costs Spark about a third of parsing it as JSON (docs/performance.md, "flat lines"). Here each
-table's flat files become rows of the keyed line schema (types.keyed_line_schema), so that the compaction reads the
-union of both forms as it read the JSON lines alone.
+a line at its tabs costs Spark about a third of parsing it as JSON (docs/performance.md, "the kept lines in flat
+form"). Here each table's flat files become rows of the keyed line schema (types.keyed_line_schema), so that the
+compaction reads the union of both forms as it read the JSON lines alone.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ SKIP_AT_LEAST = 0.25
 # Row changes recorded at most (~100 bytes each until resolved): past it, lines are kept, so a huge backlog stays
 # bounded in memory.
 MAX_RECORDS = 4_000_000
+# At most this many tables of a run (those with the most row changes) have their plain kept lines written flat, in two
+# files each: a run touching hundreds of tables opens and creates no more files than this allows.
+FLAT_TABLES = 64
 
 # db, table, its primary-key columns, their kinds (key_kinds), the other columns the compaction reads (flat form)
 Listed = tuple[str, str, list[str], str | None, list[str] | None]
@@ -87,7 +90,7 @@ def unique_keys(fewer: Fewer | None, db: str, table: str) -> bool:
 
 
 def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[Listed],
-                        out_dir: Path) -> Fewer | None:
+                        out_dir: Path, flat_for: set[tuple[str, str]] | None = None) -> Fewer | None:
     """The lines of `files` a merge must read, written to one file per input file in `out_dir` (0600), and how many
     lines are left out (superseded, or at or before merged_upto); None if not worth it (nothing written).
 
@@ -109,7 +112,7 @@ def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[
     except (OSError, MemoryError) as exc:
         log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
         return None
-    return _resolved(latest, files, out_dir, tables)
+    return _resolved(latest, files, out_dir, tables, flat_for)
 
 
 def _new(files: list[str], merged_upto: str | None, tables: list[Listed]) -> Any:
@@ -121,34 +124,42 @@ def _new(files: list[str], merged_upto: str | None, tables: list[Listed]) -> Any
     return native.Latest(merged_upto, tables, len(files), MAX_RECORDS)
 
 
-def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]) -> Fewer | None:
+def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed],
+              flat_for: set[tuple[str, str]] | None = None) -> Fewer | None:
     """superseded_left_out's end, every part fed: the lines left written to out_dir, or None (nothing written).
 
-    Each listed table with flat columns gets a file of flat lines per part too (its kept lines that are plain: _flat.c).
+    Each listed table with flat columns (of flat_for, if given) gets its plain kept lines in flat form (_flat.c), in
+    one file per writing thread: the files and open descriptors are two per table, however many parts.
     """
     outs = [out_dir / f"latest-{index:06d}.jsonl" for index in range(len(files))]
-    flat_tables = [n for n, t in enumerate(tables) if len(t) > 4 and t[4] is not None]
-    flats = {(index, n): out_dir / f"flat-{index:06d}-{n:06d}.tsv" for index in range(len(files)) for n in flat_tables}
+    flat_tables = [n for n, t in enumerate(tables)
+                   if len(t) > 4 and t[4] is not None and (flat_for is None or (t[0], t[1]) in flat_for)]
+    workers = min(2, len(files))  # write() runs without the interpreter lock: two parts at once
+    flats = {(worker, n): out_dir / f"flat-{worker}-{n:06d}.tsv" for worker in range(workers) for n in flat_tables}
 
-    def write(index: int) -> None:
-        opened: list[int] = []
+    def write(worker: int) -> None:
+        opened: dict[int, int] = {}
         try:
-            for path in [outs[index], *(flats[index, n] for n in flat_tables)]:
-                opened.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))  # rows: private
-            fds = dict(zip(flat_tables, opened[1:], strict=True))
-            flat = [fds.get(n, -1) for n in range(len(tables))]
-            for block, cut in scan.whole_lines(files[index]):
-                latest.write(index, block, opened[0], cut, flat)
+            for n in flat_tables:  # change lines hold rows: private
+                opened[n] = os.open(flats[worker, n], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            flat = [opened.get(n, -1) for n in range(len(tables))]
+            for index in range(worker, len(files), workers):
+                fd = os.open(outs[index], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    for block, cut in scan.whole_lines(files[index]):
+                        latest.write(index, block, fd, cut, flat)
+                finally:
+                    os.close(fd)
         finally:
-            for fd in opened:
+            for fd in opened.values():
                 os.close(fd)
 
     try:
-        with ThreadPoolExecutor(min(2, len(files))) as pool:  # write() runs without the interpreter lock
+        with ThreadPoolExecutor(workers) as pool:
             lines, skipped = latest.resolve()
             if skipped < lines * SKIP_AT_LEAST:
                 return None
-            list(pool.map(write, range(len(files))))
+            list(pool.map(write, range(workers)))
             unique = frozenset((t[0], t[1]) for t, one in zip(tables, latest.unique(), strict=True) if one)
     except (OSError, MemoryError) as exc:  # a full disk, say: the merge reads every line instead, as without the pass
         log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
@@ -249,10 +260,12 @@ def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, i
         if len(ranges) == 1 and ranges[0][0].primary_key:
             tables.append(listed(info.db, info.table, ranges[0][0]))
     staging.mkdir(mode=0o700, parents=True, exist_ok=True)
+    rows = {(i.db, i.table): i.rows for i in infos}
+    flat_for = {(t[0], t[1]) for t in sorted(tables, key=lambda t: -rows[t[0], t[1]])[:FLAT_TABLES]}
     # Not named _* or .*: Spark's reader would pass over such a file without a word.
     if fed is not None and tables and _agrees(fed.tables, tables, infos):
-        return _resolved(fed.latest, files, staging, fed.tables)
-    return superseded_left_out(files, merged_upto, tables, staging)
+        return _resolved(fed.latest, files, staging, fed.tables, flat_for)
+    return superseded_left_out(files, merged_upto, tables, staging, flat_for)
 
 
 def _agrees(fed: list[Listed], chosen: list[Listed], infos: list[TableStats]) -> bool:

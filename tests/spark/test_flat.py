@@ -128,7 +128,7 @@ def test_tables_without_flat_columns_and_other_tables_lines_stay_json(tmp_path: 
         fewer = latest.superseded_left_out([str(source)], None, tables, out)
         assert fewer is not None and fewer.files[0].read_bytes() == expected
         assert {p.name for p in out.iterdir()} == {"latest-000000.jsonl"} | (
-            {"flat-000000-000000.tsv"} if fewer.flat else set())
+            {"flat-0-000000.tsv"} if fewer.flat else set())
     latest.discard(fewer)
     assert not list(out.iterdir())
 
@@ -148,3 +148,38 @@ def test_a_table_of_key_columns_only_has_flat_lines_with_an_empty_after(tmp_path
     schema = keyed_line_schema(["id"], [])
     rows = flat.with_flat(spark, _read_lines(spark, schema, [str(p) for p in fewer.files], None), schema, fewer)
     assert _rows(rows) == _rows(_read_lines(spark, schema, [str(source)], None))
+
+
+def test_only_the_run_s_biggest_tables_are_written_flat_in_two_files_each(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run touching many tables opens and creates two flat files for each of at most FLAT_TABLES of them (those
+    with the most row changes), however many input files; the other tables' lines stay JSON."""
+    from cdc.schema import SchemaHistory
+    from cdc.spark import scan
+    from cdc.state import StateDir
+
+    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.0)
+    monkeypatch.setattr(latest, "FLAT_TABLES", 2)
+    history = SchemaHistory(StateDir(tmp_path / "state").ensure().schema)
+    sizes = {"a": 3, "b": 9, "c": 6}
+    for name in sizes:
+        history.record(TableSchema("shop", name, SCHEMA.columns, SCHEMA.primary_key, SCHEMA.position))
+    files, n = [], 0
+    for part in range(5):
+        lines = []
+        for name, count in sizes.items():
+            for _ in range(count):
+                n += 1  # after the schema's position
+                lines.append(_line(100 + n, _image(n)).replace(b'"table":"items"', f'"table":"{name}"'.encode()))
+        files.append(tmp_path / f"{part}.jsonl")
+        files[-1].write_bytes(b"".join(lines))
+    infos = scan.local_stats([str(f) for f in files], None)
+    fewer = latest.for_run([str(f) for f in files], None, history, infos, tmp_path / "staging")
+    assert fewer is not None and sorted(fewer.flat) == [("shop", "b"), ("shop", "c")]
+    assert sorted(p.name for t in fewer.flat.values() for p in t.files) == [
+        "flat-0-000001.tsv", "flat-0-000002.tsv", "flat-1-000001.tsv", "flat-1-000002.tsv"]
+    assert sum(p.read_bytes().count(b"\n") for t in fewer.flat.values() for p in t.files) == 5 * (9 + 6)
+    assert sum(f.read_bytes().count(b"\n") for f in fewer.files) == 5 * 3  # table a's lines, as JSON
+    assert sorted(p.name for p in (tmp_path / "staging").iterdir()) == sorted(
+        [f"latest-{i:06d}.jsonl" for i in range(5)] + ["flat-0-000001.tsv", "flat-0-000002.tsv",
+                                                         "flat-1-000001.tsv", "flat-1-000002.tsv"])
