@@ -9,6 +9,7 @@ compaction reads the union of both forms as it read the JSON lines alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cdc.spark.latest import FlatFiles
@@ -49,8 +50,11 @@ def flat_rows(spark: Any, schema: Any, db: str, table: str, flat: FlatFiles) -> 
                           for f in schema.fields])
 
 
-def with_flat(spark: Any, raw: Any, schema: Any, fewer: Any) -> Any:
-    """`raw` (the pass's JSON lines) with every table's flat lines added."""
+def with_flat(spark: Any, raw: Any, schema: Any, fewer: Any, where: Callable[[Any], Any] = lambda lines: lines) -> Any:
+    """`raw` (the pass's JSON lines) with every table's flat lines added, filtered by `where` as `raw` was.
+
+    The pass leaves out the lines it reads at or before the run's start, but keeps one it cannot track (a key
+    longer than it records), which may then be plain: the merge's own filter must hold for flat lines too."""
     for (db, table), flat in sorted(fewer.flat.items()):
-        raw = raw.unionByName(flat_rows(spark, schema, db, table, flat))
+        raw = raw.unionByName(where(flat_rows(spark, schema, db, table, flat)))
     return raw

@@ -281,7 +281,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
             fewer = latest.for_run(files, merged_upto, history, infos, staging, fed)
     if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
         raw = _read_lines(spark, keyed, [str(f) for f in fewer.files] if fewer else files, merged_upto, cut)
-        raw = flat.with_flat(spark, raw, keyed, fewer) if fewer else raw  # its kept lines in flat form too
+        if fewer:  # its kept lines in flat form too, after the same filter as the JSON lines
+            raw = flat.with_flat(spark, raw, keyed, fewer, lambda lines: _in_run(lines, merged_upto, cut))
     raw = plan.relabel(raw) if plan is not None else raw
     if input_bytes(segments) <= ONE_PARTITION_BYTES:
         raw = raw.coalesce(1)
@@ -365,9 +366,13 @@ def _pass_wanted(history: SchemaHistory, infos: list[TableStats], segments: list
 def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:
     """The change lines after `merged_upto` (and before `cut`), FAILFAST: a damaged line stops the merge, never a
     row of NULLs."""
+    return _in_run(spark.read.schema(schema).option("mode", "FAILFAST").json(files), merged_upto, cut)
+
+
+def _in_run(lines: Any, merged_upto: str | None, cut: str | None) -> Any:
+    """The lines after `merged_upto` and before `cut`: a line merged before (a replay) is never merged again."""
     from pyspark.sql import functions as F
 
-    lines = spark.read.schema(schema).option("mode", "FAILFAST").json(files)
     lines = lines.filter(F.col("position") > merged_upto) if merged_upto else lines
     return lines.filter(F.col("position") < F.lit(cut)) if cut else lines
 

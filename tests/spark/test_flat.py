@@ -183,3 +183,45 @@ def test_only_the_run_s_biggest_tables_are_written_flat_in_two_files_each(tmp_pa
     assert sorted(p.name for p in (tmp_path / "staging").iterdir()) == sorted(
         [f"latest-{i:06d}.jsonl" for i in range(5)] + ["flat-0-000001.tsv", "flat-0-000002.tsv",
                                                          "flat-1-000001.tsv", "flat-1-000002.tsv"])
+
+
+def test_a_line_at_or_before_the_run_s_start_is_not_merged_again_even_flat(tmp_path: Path, spark: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass leaves out the lines it reads at or before the run's start, but keeps one it cannot read so far (a
+    position longer than it keeps), which may still be plain: read flat, it goes through the merge's own filter on
+    positions as a JSON line does, or the old change would undo a later one."""
+    from cdc.changelog import SegmentWriter, position_string
+    from cdc.schema import SchemaHistory
+    from cdc.spark import merge, read_lake_table
+    from cdc.state import StateDir
+
+    monkeypatch.setattr(latest, "FEWER_LINES_BYTES", 0)
+    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.0)
+    monkeypatch.setattr("cdc.spark.small_tables.SMALL_LAKE_ROWS", -1)  # table by table, as a big one
+    state = StateDir(tmp_path / "state")
+    state.ensure()
+    binlog = "mariadb-bin.000001"
+    columns = (Column("k", "varchar(16)", "varchar"), Column("v", "int(11)", "int"))
+    SchemaHistory(state.schema).record(TableSchema("shop", "t", columns, ("k",), position_string(binlog, 4, 0)))
+
+    def change(position: str, op: str, k: str, v: int) -> tuple[str, bytes]:
+        line = {"after": {"k": k, "v": v}, "before": None if op == "c" else {"k": k, "v": 0}, "db": "shop",
+                "key": {"k": k}, "op": op, "position": position, "table": "t", "ts": "2026-12-03T07:00:01Z", "v": 1}
+        return position, orjson.dumps(line, option=orjson.OPT_SORT_KEYS) + b"\n"
+
+    def run(*segments: list[tuple[str, bytes]]) -> None:
+        writer = SegmentWriter(state.changelog, owner="test")
+        for lines in segments:
+            for position, data in lines:
+                writer.write(position, data)
+            writer.seal()
+        merge(state, spark=spark)
+
+    at = [position_string(binlog, pos, 0) for pos in range(1000)]
+    run([change(at[100], "c", "a", 1), *(change(at[110 + n], "c", f"small {n}", n) for n in range(4))],
+        [change(at[200], "u", "a", 2), change(at[207], "u", "a", 4)])
+    older = at[205] + "~" * 40  # sorts before the run's start (at[207]); longer than the pass keeps (POS_MAX)
+    run([change(at[400], "u", "small 0", 10), change(older, "u", "a", 3),
+         *(change(at[401 + n], "u", f"small {n}", n + 10) for n in range(1, 4))])
+    rows = read_lake_table(state.root / "lake", "shop", "t").by_key()
+    assert {k: r["v"] for k, r in rows.items()} == {("a",): 4, **{(f"small {n}",): n + 10 for n in range(4)}}
