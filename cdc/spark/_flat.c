@@ -11,10 +11,10 @@
  * Plain, and so flat: one strict JSON object whose top-level members are only the change log's own (after, before,
  * db, key, op, position, src, table, ts, v), each once; db, table, op (c/u/d/r), position and ts strings without an
  * escape; key an object, before and after objects or null; each value read of them a string without an escape (its
- * bytes are then its text: no tab, no newline, valid UTF-8), an integer as -?(0|[1-9][0-9]*) but not -0 (Spark's
- * reader writes an integer back as exactly that), true, false or null; no member read twice, none whose name
- * differs from a layout's column only in case. Anything else (a float, an escape, a nested value, `fk_checks`)
- * stays a JSON line, read as before.
+ * bytes are then its text: no tab, no newline, valid UTF-8), an integer as -?(0|[1-9][0-9]*) of up to 18 characters
+ * but not -0 (Spark's reader writes such an integer back as exactly that), true, false or null; no member read twice,
+ * none whose name differs from a layout's column only in case. Anything else (a float, an escape, a nested value,
+ * `fk_checks`) stays a JSON line, read as before.
  */
 #include "_flat.h"
 
