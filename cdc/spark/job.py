@@ -35,7 +35,7 @@ from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
 from cdc.spark.rekey import key_change_cut
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult, timed
 from cdc.spark.scan import TableStats
-from cdc.spark.sources import Segment, list_input
+from cdc.spark.sources import Segment, in_run, list_input, spark_lines
 from cdc.spark.table_merge import merge_table
 from cdc.spark.types import keyed_schema
 from cdc.state import StateDir, keep_files_private, read_json, write_json_atomic
@@ -238,7 +238,7 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
 
     files = [f for s in segments for f in s.files]
     tune_for_input(spark, input_bytes(segments))
-    raw = _read_lines(spark, LINE_SCHEMA, files, merged_upto)
+    raw = spark_lines(spark, LINE_SCHEMA, files, merged_upto)
     history = masked_history(state)  # excluded columns gone, hashed ones text: what the change lines hold
     batch = batches.batch_id(run)
     staging = batches.staging_dir(state.batches, batch)  # cleared by merge(), before any pass ran ahead
@@ -280,9 +280,9 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
         with timed(phases, "latest"):
             fewer = latest.for_run(files, merged_upto, history, infos, staging, fed)
     if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
-        raw = _read_lines(spark, keyed, [str(f) for f in fewer.files] if fewer else files, merged_upto, cut)
+        raw = spark_lines(spark, keyed, [str(f) for f in fewer.files] if fewer else files, merged_upto, cut)
         if fewer:  # its kept lines in flat form too, after the same filter as the JSON lines
-            raw = flat.with_flat(spark, raw, keyed, fewer, lambda lines: _in_run(lines, merged_upto, cut))
+            raw = flat.with_flat(spark, raw, keyed, fewer, lambda lines: in_run(lines, merged_upto, cut))
     raw = plan.relabel(raw) if plan is not None else raw
     if input_bytes(segments) <= ONE_PARTITION_BYTES:
         raw = raw.coalesce(1)
@@ -361,20 +361,6 @@ def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, inf
 def _pass_wanted(history: SchemaHistory, infos: list[TableStats], segments: list[Segment]) -> bool:
     """Whether the superseded-lines pass is worth making, as far as the table stats say (cdc.spark.latest)."""
     return keyed_schema(history, infos) is not None and latest.worth_a_pass(infos, input_bytes(segments))
-
-
-def _read_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:
-    """The change lines after `merged_upto` (and before `cut`), FAILFAST: a damaged line stops the merge, never a
-    row of NULLs."""
-    return _in_run(spark.read.schema(schema).option("mode", "FAILFAST").json(files), merged_upto, cut)
-
-
-def _in_run(lines: Any, merged_upto: str | None, cut: str | None) -> Any:
-    """The lines after `merged_upto` and before `cut`: a line merged before (a replay) is never merged again."""
-    from pyspark.sql import functions as F
-
-    lines = lines.filter(F.col("position") > merged_upto) if merged_upto else lines
-    return lines.filter(F.col("position") < F.lit(cut)) if cut else lines
 
 
 def main(argv: list[str] | None = None) -> int:

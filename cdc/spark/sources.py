@@ -1,4 +1,4 @@
-"""Where spark-merge reads change lines: the local change log, shipped objects, or S3.
+"""Where spark-merge reads change lines: the local change log, shipped objects, or S3; and the lines read by Spark.
 
     changelog (default)      <state>/changelog/seg-*.jsonl (sealed segments)
     /local/dir               a copy of `cdc ship --to s3` output: table=<db>.<table>/dt=.../<batch>.jsonl.gz
@@ -131,3 +131,17 @@ def _download(client: Any, bucket: str, key: str, path: Path) -> Path:
     if not path.exists():
         write_bytes_atomic(path, client.get_object(Bucket=bucket, Key=key)["Body"].read())
     return path
+
+
+def spark_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:
+    """The change lines of `files` read by Spark with `schema`, after `merged_upto` (and before `cut`), FAILFAST: a
+    damaged line stops the merge, never a row of NULLs."""
+    return in_run(spark.read.schema(schema).option("mode", "FAILFAST").json(files), merged_upto, cut)
+
+
+def in_run(lines: Any, merged_upto: str | None, cut: str | None) -> Any:
+    """The lines after `merged_upto` and before `cut`: a line merged before (a replay) is never merged again."""
+    from pyspark.sql import functions as F
+
+    lines = lines.filter(F.col("position") > merged_upto) if merged_upto else lines
+    return lines.filter(F.col("position") < F.lit(cut)) if cut else lines

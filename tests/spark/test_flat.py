@@ -16,7 +16,7 @@ import pytest
 
 from cdc.schema import Column, TableSchema
 from cdc.spark import flat, latest
-from cdc.spark.job import _read_lines
+from cdc.spark.sources import spark_lines
 from cdc.spark.types import keyed_line_schema
 
 SCHEMA = TableSchema("shop", "items", (Column("id", "int(11)", "int"), Column("code", "varchar(8)", "varchar"),
@@ -95,12 +95,12 @@ def test_plain_lines_are_written_flat_and_read_back_as_the_json_reader_reads_the
     schema = keyed_line_schema(["id", "code"], ["note", "n"])
     lines = PLAIN + HAZARDS[:-1]
     fewer = _pass(tmp_path, lines, monkeypatch)
-    json_lines = _read_lines(spark, schema, [str(p) for p in fewer.files], None)
+    json_lines = spark_lines(spark, schema, [str(p) for p in fewer.files], None)
     flat_lines = flat.flat_rows(spark, schema, "shop", "items", fewer.flat["shop", "items"])
     assert {int(r.position.split(":")[1]) for r in flat_lines.collect()} == PLAIN_AT
     assert {int(r.position.split(":")[1]) for r in json_lines.collect()} == {12} | set(range(20, 33))
     # Each form's rows are the JSON reader's rows of the same lines.
-    everything = _read_lines(spark, schema, [str(tmp_path / "in.jsonl")], None)
+    everything = spark_lines(spark, schema, [str(tmp_path / "in.jsonl")], None)
     assert _rows(flat.with_flat(spark, json_lines, schema, fewer)) == _rows(everything)
     for path in fewer.flat["shop", "items"].files:
         assert path.stat().st_mode & 0o777 == 0o600
@@ -112,7 +112,7 @@ def test_a_line_that_is_not_json_is_left_for_spark_to_refuse(tmp_path: Path, spa
     fewer = _pass(tmp_path, PLAIN[:2] + HAZARDS[-1:], monkeypatch)
     assert (tmp_path / "out" / "latest-000000.jsonl").read_bytes() == HAZARDS[-1]
     with pytest.raises(Exception, match="(?i)malformed"):
-        _read_lines(spark, schema, [str(p) for p in fewer.files], None).collect()
+        spark_lines(spark, schema, [str(p) for p in fewer.files], None).collect()
 
 
 def test_tables_without_flat_columns_and_other_tables_lines_stay_json(tmp_path: Path,
@@ -146,8 +146,8 @@ def test_a_table_of_key_columns_only_has_flat_lines_with_an_empty_after(tmp_path
     fewer = latest.superseded_left_out([str(source)], None, [latest.listed("shop", "tags", tags)], tmp_path / "out")
     assert fewer is not None and fewer.files[0].read_bytes() == b""
     schema = keyed_line_schema(["id"], [])
-    rows = flat.with_flat(spark, _read_lines(spark, schema, [str(p) for p in fewer.files], None), schema, fewer)
-    assert _rows(rows) == _rows(_read_lines(spark, schema, [str(source)], None))
+    rows = flat.with_flat(spark, spark_lines(spark, schema, [str(p) for p in fewer.files], None), schema, fewer)
+    assert _rows(rows) == _rows(spark_lines(spark, schema, [str(source)], None))
 
 
 def test_only_the_run_s_biggest_tables_are_written_flat_in_two_files_each(tmp_path: Path,

@@ -17,8 +17,8 @@ import pytest
 from cdc.changelog import encode_line, list_segments
 from cdc.errors import DataError
 from cdc.spark import scan
-from cdc.spark.job import _read_lines
 from cdc.spark.scan import is_local, local_stats, spark_stats
+from cdc.spark.sources import spark_lines
 from cdc.spark.types import LINE_SCHEMA
 from cdc.state import StateDir
 from tests.spark.test_merge import build
@@ -47,7 +47,7 @@ def test_local_stats_equal_spark_stats(tmp_path: Path, spark: Any) -> None:
     files, lines = _files(tmp_path)
     assert is_local(files)
     for merged_upto in (None, lines[len(lines) // 3]["position"], lines[-2]["position"], lines[-1]["position"]):
-        expected = spark_stats(_read_lines(spark, LINE_SCHEMA, files, merged_upto))
+        expected = spark_stats(spark_lines(spark, LINE_SCHEMA, files, merged_upto))
         assert local_stats(files, merged_upto) == expected
     found = {(s.db, s.table): s for s in local_stats(files, None)}
     assert list(found) == sorted([T1, T2])
@@ -67,7 +67,7 @@ def test_renames_are_counted_both_ways(tmp_path: Path, spark: Any) -> None:
               "pos": 4, "row": 0, "server_id": 1, "xid": None}, "table": T1[1], "ts": "2026-11-22T07:00:01Z", "v": 1}
     files, _ = _files(tmp_path, [rename])
     found = local_stats(files, None)
-    assert found == spark_stats(_read_lines(spark, LINE_SCHEMA, files, None))
+    assert found == spark_stats(spark_lines(spark, LINE_SCHEMA, files, None))
     assert {(s.db, s.table): s.renames for s in found} == {T1: 1, T2: 0}  # cdc.spark.renames follows them
 
 
@@ -146,7 +146,7 @@ def test_a_resnapshot_end_line_cuts_at_its_cut_both_ways(tmp_path: Path, spark: 
            "position": "0000000009:000000000004:b000000000000", "src": src, "table": T1[1],
            "ts": "2026-11-22T07:00:02Z", "v": 1}
     files, lines = _files(tmp_path, [end, {**end, "table": T2[1], "position": "0000000009:000000000008:b000000000000"}])
-    expected = spark_stats(_read_lines(spark, LINE_SCHEMA, files, None))
+    expected = spark_stats(spark_lines(spark, LINE_SCHEMA, files, None))
     assert local_stats(files, None) == expected
     found = {(s.db, s.table): s for s in expected}
     assert (found[T1].truncate_position, found[T1].truncate_at, found[T1].truncate_ts) == (
