@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from tests.pipeline.cli import run
 from tests.pipeline.conftest import BINLOG, change, checkpoint, write_segments
 from tests.rig import MariaDB
 
+ROOT = Path(__file__).resolve().parents[2]
 FAST = ("--timeout", "300ms", "--interval", "50ms")
 
 
@@ -155,21 +159,23 @@ def test_notes_only_when_the_gate_state_changes_or_as_a_heartbeat(state: StateDi
 
 
 def test_notes_when_the_state_changes(state: StateDir) -> None:
+    # A real `cdc wait` whose notes are read as they come: each state change is made only after the note of the
+    # state before it, so no note can be skipped by a change landing between two polls.
     segs = write_segments(state, [[change(100)]])
     checkpoint(state, "ship-s3", last_segment=None)
-
-    def tail_arrives() -> None:
-        time.sleep(0.3)
-        checkpoint(state, "tail", file=BINLOG, pos=150, gtid=None, last_segment=None, server_uuid="u")
-        time.sleep(0.3)
-        checkpoint(state, "tail", file=BINLOG, pos=300, gtid=None, last_segment=segs[0].name, server_uuid="u")
-
-    worker = threading.Thread(target=tail_arrives)
-    worker.start()
-    result = run("wait", "--state-dir", str(state.root), "--position", f"{BINLOG}:200", "--stage", "ship-s3",
-                 "--interval", "20ms", "--timeout", "1500ms")
-    worker.join()
-    assert result.exit_code == 9
-    notes = [line.split("waiting for ship-s3: ", 1)[1] for line in result.stderr.splitlines() if "waiting for" in line]
+    argv = [sys.executable, "-m", "cdc", "wait", "--state-dir", str(state.root), "--position", f"{BINLOG}:200",
+            "--stage", "ship-s3", "--interval", "20ms", "--timeout", "30s"]
+    then = [lambda: checkpoint(state, "tail", file=BINLOG, pos=150, gtid=None, last_segment=None, server_uuid="u"),
+            lambda: checkpoint(state, "tail", file=BINLOG, pos=300, gtid=None, last_segment=segs[0].name,
+                               server_uuid="u"),
+            lambda: checkpoint(state, "ship-s3", last_segment=segs[0].name)]
+    notes = []
+    with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "waiting for ship-s3: " in line:
+                notes.append(line.split("waiting for ship-s3: ", 1)[1].strip())
+                then.pop(0)()  # a fourth note would find nothing left to do and fail here
+        assert proc.wait(timeout=60) == 0
     assert notes == ["tail has no checkpoint yet", f"tail is at {BINLOG}:150",
-                     f"1 segment(s) before {BINLOG}:200 not consumed yet (next {segs[0].name})"], result.stderr
+                     f"1 segment(s) before {BINLOG}:200 not consumed yet (next {segs[0].name})"]
