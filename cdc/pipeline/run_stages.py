@@ -68,13 +68,17 @@ class Context:
     tailed: bool = False  # tail ran once in this run (caught up with the backlog there was at the start)
     follow: bool = False  # run --follow: the SparkSession lives as long as the run (its JVM bounded for that)
 
-    def spark_session(self) -> Any:
+    def spark_session(self, input_bytes: int | None = None) -> Any:
+        """The run's SparkSession, started at its first merge (input_bytes: that merge's change-log bytes)."""
         if self.spark is None:
             from cdc.spark import build_session
 
             # Recording: the run's JVM writes Spark's class archive as it exits (close), if there is none yet,
             # so the next run's JVM (and a one-shot spark-merge's) maps it instead of loading the jars' classes.
-            self.spark = build_session(self.settings.spark, follow=self.follow, record_classes=True)
+            # Without --follow the run merges what is there and exits: its JVM is a one-shot merge's, and gets
+            # its JIT options (C1 only for little input).
+            self.spark = build_session(self.settings.spark, follow=self.follow, record_classes=True,
+                                       one_shot=not self.follow, input_bytes=None if self.follow else input_bytes)
         return self.spark
 
     def snowflake_connection(self) -> Any:
@@ -175,14 +179,16 @@ def spark_merge(ctx: Context) -> Outcome:
     from cdc.spark import merge
 
     checkpoint = MergeCheckpoint.read(ctx.state) or MergeCheckpoint()
-    if not list_segments(ctx.state.changelog, after=checkpoint.last_segment):
+    pending = list_segments(ctx.state.changelog, after=checkpoint.last_segment)
+    if not pending:
         return Outcome(NOTHING, checkpoint.last_batch, unit="changes")
+    input_bytes = sum(p.stat().st_size for p in pending)
     def progress(p: Any) -> None:  # a cdc.spark.MergeProgress
         ctx.report(StageProgress(MergeCheckpoint.STAGE, p.table or p.phase, p.changes_done))
 
     total = 0
     while True:  # a run cut before a primary-key change (cdc.spark.rekey): the next one merges on from there
-        summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(),
+        summary = merge(ctx.state, settings=ctx.settings.spark, aws=ctx.settings.aws, spark=ctx.spark_session(input_bytes),
                         on_progress=progress)
         total += sum(t.changes for t in summary.tables)
         if summary.key_change is None or ctx.stop.is_set():

@@ -122,9 +122,9 @@ def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *,
 
     record_classes: the caller ends the session with stop_session, so a JVM started here may record
     the class archive when none exists yet (the JVM writes it as it exits).
-    one_shot: the session runs one merge and ends (a fresh `cdc spark-merge`): its JVM gets JIT_OPTIONS.
-    A long-lived session (`cdc run`) keeps HotSpot's defaults: warm merges with JIT_OPTIONS measured
-    mixed against without (4.9x -> 5.0x and 5.0x -> 5.5x DuckDB), so peak speed is not traded for them.
+    one_shot: the session runs one merge (or a few) and ends (a fresh `cdc spark-merge`, `cdc run --until-now`):
+    its JVM gets JIT_OPTIONS. A long-lived session (`cdc run --follow`) keeps HotSpot's defaults: warm merges with
+    JIT_OPTIONS measured mixed against without (4.9x -> 5.0x and 5.0x -> 5.5x DuckDB), so peak speed is not traded for them.
     input_bytes: a one-shot merge's input (its JSON bytes); up to C1_ONLY_BYTES its JVM runs C1 only.
     follow: the session of `cdc run --follow`, which lives as long as the run: its JVM gets `follow_driver_memory`
     and `follow_java_options` (bounded metaspace, a heap given back after a burst: docs/config.md).

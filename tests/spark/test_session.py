@@ -1,5 +1,5 @@
-"""JVM settings: a one-shot merge's driver JVM gets JIT_OPTIONS, a long-lived session keeps HotSpot's defaults,
-`cdc run --follow`'s is bounded (heap, metaspace) for a life of days."""
+"""JVM settings: a one-shot merge's driver JVM (and `cdc run --until-now`'s) gets JIT_OPTIONS, a long-lived session
+keeps HotSpot's defaults, `cdc run --follow`'s is bounded (heap, metaspace) for a life of days."""
 
 from __future__ import annotations
 
@@ -94,6 +94,34 @@ def test_run_records_the_class_archive_its_later_sessions_map(tmp_path: Path) ->
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache)})
     assert done.returncode == 0, done.stderr
     assert len(list((cache / "cdc").glob("spark-classes-*.jsa"))) == 1 and not list((cache / "cdc").glob(".*.tmp"))
+
+
+# The JVM options of a `cdc run`'s session started at a merge of argv[2] bytes (argv[3]: --follow or not).
+_RUN_OPTIONS = """
+import json, sys, threading
+from pathlib import Path
+from cdc.config import Settings, SparkSettings
+from cdc.pipeline.run_stages import Context
+from cdc.state import StateDir
+ctx = Context(Settings(spark=SparkSettings(master="local[1]", driver_memory="512m")), StateDir(Path(sys.argv[1])),
+              threading.Event(), lambda progress: None, follow=sys.argv[3] == "follow")
+jvm = ctx.spark_session(int(sys.argv[2])).sparkContext._jvm
+bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+    jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+print(json.dumps({name: bean.getVMOption(name).getValue() for name in ("TieredStopAtLevel", "UseSerialGC")}))
+ctx.close()
+"""
+
+
+@pytest.mark.spark
+def test_until_now_run_s_jvm_is_a_one_shot_merge_s(tmp_path: Path) -> None:
+    """`cdc run` without --follow merges what is there and exits: its JVM gets a one-shot merge's options, C1 only
+    for a few changes (measured: test_hostile_names' three runs, 91-105 s -> 75-83 s wall, docs/performance.md)."""
+    done = subprocess.run([sys.executable, "-c", _RUN_OPTIONS, str(tmp_path / "state"), str(C1_ONLY_BYTES), "once"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"TieredStopAtLevel": "1", "UseSerialGC": "true"}
 
 
 @pytest.mark.spark
