@@ -49,6 +49,7 @@ typedef struct {
 typedef struct {
     Py_ssize_t line; /* in its part */
     Py_ssize_t at;   /* the key's bytes in its part's arena, then the position's */
+    uint64_t hash;   /* of table and key: computed by feed(), parts at once, for resolve()'s one thread */
     int32_t table, key_n, pos_n;
     int32_t pinned;  /* the line moves its row: never skipped */
 } record;
@@ -310,7 +311,7 @@ static int supersede(Latest *s, Py_ssize_t p, const record *r)
 {
     part *in = &s->parts[p];
     cursor key = in->arena + r->at;
-    uint64_t h = fnv(fnv(FNV_START, (cursor)&r->table, sizeof r->table), key, r->key_n);
+    uint64_t h = r->hash;
     if (s->n_entries * 2 >= s->n_slots && reindex(s, s->n_slots ? s->n_slots * 2 : 4096) < 0) return -1;
     Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(s->n_slots - 1));
     while (s->slots[at]) {
@@ -349,6 +350,7 @@ static int add_record(Latest *s, part *in, Py_ssize_t line, Py_ssize_t table, co
     r->key_n = (int32_t)key->n;
     r->pos_n = (int32_t)pos->n;
     r->pinned = pinned;
+    r->hash = fnv(fnv(FNV_START, (cursor)&r->table, sizeof r->table), key->p, key->n);
     memcpy(in->arena + in->arena_n, key->p, (size_t)key->n);
     memcpy(in->arena + in->arena_n + key->n, pos->p, (size_t)pos->n);
     in->arena_n += key->n + pos->n;
@@ -645,9 +647,22 @@ static PyObject *Latest_resolve(Latest *s, PyObject *Py_UNUSED(ignored))
     int failed = reindex(s, slots) < 0
         || grow((void **)&s->entries, &s->cap_entries, records ? records : 1, sizeof(entry)) < 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t p = 0; p < s->n_parts && !failed; p++)
-        for (Py_ssize_t i = 0; i < s->parts[p].n_records && !failed; i++)
-            failed = supersede(s, p, &s->parts[p].records[i]) < 0;
+    /* The table is bigger than the caches: each record's slot is fetched AHEAD * 2 records before it is probed,
+     * and the entry that slot names AHEAD records before (the order of the records is unchanged). */
+    const Py_ssize_t AHEAD = 8;
+    uint64_t mask = failed ? 0 : (uint64_t)(s->n_slots - 1);
+    for (Py_ssize_t p = 0; p < s->n_parts && !failed; p++) {
+        const record *rs = s->parts[p].records;
+        Py_ssize_t n = s->parts[p].n_records;
+        for (Py_ssize_t i = 0; i < n && !failed; i++) {
+            if (i + 2 * AHEAD < n) __builtin_prefetch(&s->slots[rs[i + 2 * AHEAD].hash & mask]);
+            if (i + AHEAD < n) {
+                Py_ssize_t e = s->slots[rs[i + AHEAD].hash & mask];
+                if (e) __builtin_prefetch(&s->entries[e - 1]);
+            }
+            failed = supersede(s, p, &rs[i]) < 0;
+        }
+    }
     Py_END_ALLOW_THREADS
     if (failed) return PyErr_NoMemory();
     s->resolved = 1;
