@@ -34,6 +34,7 @@
 #include "_scan_json.h"
 #include "_latest.h"
 #include "_flat.h"
+#include "_lakekeys.h"
 
 typedef struct {
     unsigned char *names; /* db, table, then each key column's name */
@@ -93,6 +94,9 @@ typedef struct {
     Py_ssize_t n_slots;
     int resolved;
     int unsure; /* a line that may be a row change was not read: no table's kept lines are known unique */
+    int holding; /* resolved, and the records and the hash of keys are still held for in_lake() (until write()) */
+    int marking; /* in_lake() calls running (without the interpreter lock) */
+    int marked;  /* some kept line is marked in the lake (a mark of 2): write() must be given where such lines go */
 } Latest;
 
 int latest_wanted(cursor key, Py_ssize_t n)
@@ -285,9 +289,12 @@ static int canonical_key(const listed *t, cursor p, cursor end)
     return seen == t->n_keys;
 }
 
+/* Per line of a part, in `skip`: kept, skipped (superseded or merged before), or kept and its key in the lake. */
+enum { KEPT = 0, SKIPPED = 1, IN_LAKE = 2 };
+
 static void skip_line(part *in, Py_ssize_t line)
 {
-    in->skip[line] = 1;
+    in->skip[line] = SKIPPED;
     in->skipped++;
 }
 
@@ -665,19 +672,116 @@ static PyObject *Latest_resolve(Latest *s, PyObject *Py_UNUSED(ignored))
     }
     Py_END_ALLOW_THREADS
     if (failed) return PyErr_NoMemory();
-    s->resolved = 1;
+    s->resolved = s->holding = 1;
     Py_ssize_t lines = 0, skipped = 0;
     for (Py_ssize_t p = 0; p < s->n_parts; p++) {
-        free_records(&s->parts[p]); /* write() needs only the marks */
         lines += s->parts[p].n_lines;
         skipped += s->parts[p].skipped;
     }
+    return Py_BuildValue("(nn)", lines, skipped);
+}
+
+/* The records and the hash of keys let go: write() needs only the marks. With the interpreter lock. */
+static void let_go(Latest *s)
+{
+    for (Py_ssize_t p = 0; p < s->n_parts; p++) free_records(&s->parts[p]);
     PyMem_RawFree(s->entries);
     PyMem_RawFree(s->slots);
     s->entries = NULL;
     s->slots = NULL;
     s->n_entries = s->cap_entries = s->n_slots = 0;
-    return Py_BuildValue("(nn)", lines, skipped);
+    s->holding = 0;
+}
+
+#define LAKE_BLOCK 16 /* in_lake()'s rows looked up at once */
+
+/* The entry of a table's key (its bytes in the change log's form; h: their hash as add_record makes it), or NULL. */
+static entry *entry_of(const Latest *s, int32_t table, uint64_t h, cursor key, Py_ssize_t key_n)
+{
+    Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(s->n_slots - 1));
+    while (s->slots[at]) {
+        entry *e = &s->entries[s->slots[at] - 1];
+        if (e->hash == h && e->table == table && e->key_n == key_n && memcmp(e->key, key, (size_t)key_n) == 0)
+            return e;
+        at = (at + 1) & (s->n_slots - 1);
+    }
+    return NULL;
+}
+
+/* in_lake(table, rows, columns): see Latest_methods. */
+static PyObject *Latest_in_lake(Latest *s, PyObject *args)
+{
+    Py_ssize_t table, rows;
+    PyObject *columns;
+    if (!PyArg_ParseTuple(args, "nnO:in_lake", &table, &rows, &columns)) return NULL;
+    if (!s->holding) {
+        PyErr_SetString(PyExc_RuntimeError, s->resolved ? "in_lake() after write()" : "in_lake() before resolve()");
+        return NULL;
+    }
+    if (table < 0 || table >= s->n_tables || rows < 0 || table > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "in_lake(): no such table, or rows below 0");
+        return NULL;
+    }
+    const listed *t = &s->tables[table];
+    if (s->unsure || !t->unique || !t->kinds) {
+        /* Only then is every kept line of the table the last change of its key, its key in the change log's form. */
+        PyErr_SetString(PyExc_ValueError, "in_lake(): the table's kept lines are not known to hold one event per key");
+        return NULL;
+    }
+    key_columns k = {t->names, t->key_at, t->key_n, t->kinds, t->n_keys};
+    Py_ssize_t *order = PyMem_RawMalloc((size_t)t->n_keys * sizeof(Py_ssize_t)), marked = 0;
+    Py_buffer *views = PyMem_RawMalloc((size_t)(2 * t->n_keys) * sizeof(Py_buffer));
+    lake_column *cols = PyMem_RawMalloc((size_t)t->n_keys * sizeof(lake_column));
+    unsigned char *key = PyMem_RawMalloc(2 * KEY_MAX); /* a block's keys, then one alone */
+    int taken = order && views && cols && key && lake_columns_take(columns, &k, rows, views, cols) == 0;
+    if (!taken) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        PyMem_RawFree(order), PyMem_RawFree(views), PyMem_RawFree(cols), PyMem_RawFree(key);
+        return NULL;
+    }
+    lake_key_order(&k, order);
+    s->marking++;
+    Py_BEGIN_ALLOW_THREADS
+    /* The hash of keys is bigger than the caches: rows go in blocks, each row's slot fetched, then its entry, before
+     * the first is compared. A block's keys are made into one buffer (LAKE_BLOCK keys of at most KEY_MAX / LAKE_BLOCK
+     * bytes each); one longer, or not in the change log's form, is made again alone, up to KEY_MAX. */
+    Py_ssize_t at[LAKE_BLOCK], len[LAKE_BLOCK];
+    uint64_t hash[LAKE_BLOCK];
+    uint64_t mask = (uint64_t)(s->n_slots - 1);
+    int32_t table32 = (int32_t)table;
+    for (Py_ssize_t from = 0; from < rows; from += LAKE_BLOCK) {
+        Py_ssize_t block = rows - from < LAKE_BLOCK ? rows - from : LAKE_BLOCK;
+        for (Py_ssize_t j = 0; j < block; j++) {
+            unsigned char *out = key + j * (KEY_MAX / LAKE_BLOCK);
+            len[j] = lake_key(&k, order, cols, from + j, out, KEY_MAX / LAKE_BLOCK);
+            hash[j] = fnv(fnv(FNV_START, (cursor)&table32, sizeof table32), out, len[j] < 0 ? 0 : len[j]);
+            __builtin_prefetch(&s->slots[hash[j] & mask]);
+        }
+        for (Py_ssize_t j = 0; j < block; j++) {
+            at[j] = s->slots[hash[j] & mask];
+            if (at[j]) __builtin_prefetch(&s->entries[at[j] - 1]);
+        }
+        for (Py_ssize_t j = 0; j < block; j++) {
+            cursor made = key + j * (KEY_MAX / LAKE_BLOCK);
+            if (len[j] < 0) {
+                made = key + KEY_MAX;
+                len[j] = lake_key(&k, order, cols, from + j, key + KEY_MAX, KEY_MAX);
+                if (len[j] < 0) continue;
+                hash[j] = fnv(fnv(FNV_START, (cursor)&table32, sizeof table32), made, len[j]);
+            }
+            entry *e = entry_of(s, table32, hash[j], made, len[j]);
+            if (e && s->parts[e->part].skip[e->line] == KEPT) {
+                s->parts[e->part].skip[e->line] = IN_LAKE;
+                marked++;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    s->marking--;
+    s->marked |= marked > 0;
+    lake_columns_release(views, t->n_keys);
+    PyMem_RawFree(order), PyMem_RawFree(views), PyMem_RawFree(cols), PyMem_RawFree(key);
+    return PyLong_FromSsize_t(marked);
 }
 
 static PyObject *Latest_unique(Latest *s, PyObject *Py_UNUSED(ignored))
@@ -762,27 +866,56 @@ static int flattened(const Latest *s, flat_outputs *o, cursor p, cursor end)
     return flat_line(s->tables[t].flat, o->scratch[t], top, &o->buffers[t]);
 }
 
+/* write()'s two destinations: kept lines, and kept lines whose key the lake holds (in_lake()). */
+typedef struct {
+    int fd;
+    flat_outputs flat;
+} destination;
+
+/* A JSON run's bytes written to fd: 0, or -1 (errno). */
+static int write_run(int fd, cursor run, cursor stop, int newline, Py_ssize_t *bytes)
+{
+    *bytes += stop - run + newline;
+    return write_all(fd, run, stop - run) < 0 || (newline && write_all(fd, (cursor)"\n", 1) < 0) ? -1 : 0;
+}
+
+static int flush_flat(const Latest *s, const flat_outputs *o)
+{
+    for (Py_ssize_t t = 0; o->fds && t < s->n_tables; t++)
+        if (o->buffers[t].n && write_all(o->fds[t], o->buffers[t].bytes, o->buffers[t].n) < 0) return -1;
+    return 0;
+}
+
 static PyObject *Latest_write(Latest *s, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t index, stop = -1;
-    int fd;
-    PyObject *flat = Py_None;
-    flat_outputs outputs;
-    if (!PyArg_ParseTuple(args, "ny*i|nO:write", &index, &view, &fd, &stop, &flat)) return NULL;
-    if (take_outputs(s, flat, &outputs) < 0) {
-        free_outputs(s, &outputs);
+    destination to[2] = {{-1, {NULL, NULL, NULL}}, {-1, {NULL, NULL, NULL}}};
+    PyObject *flat = Py_None, *lake_flat = Py_None;
+    if (!PyArg_ParseTuple(args, "ny*i|nOiO:write", &index, &view, &to[0].fd, &stop, &flat, &to[1].fd, &lake_flat))
+        return NULL;
+    const char *problem = s->marking ? "write() while in_lake() runs"
+        : s->marked && (to[1].fd < 0 || (flat != Py_None) != (lake_flat != Py_None))
+            ? "write(): lines are marked in the lake: give lake_fd, and lake_flat beside flat" : NULL;
+    if (problem) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, problem);
+        return NULL;
+    }
+    if (take_outputs(s, flat, &to[0].flat) < 0 || take_outputs(s, lake_flat, &to[1].flat) < 0) {
+        free_outputs(s, &to[0].flat), free_outputs(s, &to[1].flat);
         PyBuffer_Release(&view);
         return NULL;
     }
     part *in = take_part(s, index, 1, &view, &stop);
     if (!in) {
-        free_outputs(s, &outputs);
+        free_outputs(s, &to[0].flat), free_outputs(s, &to[1].flat);
         return NULL;
     }
+    if (s->holding) let_go(s);
     cursor p = view.buf, end = p + stop, run = NULL;
     Py_ssize_t lines = 0, bytes = 0, flat_lines = 0;
-    int error = 0, too_many = 0, saved = 0;
+    int error = 0, too_many = 0, saved = 0, run_fd = -1;
     Py_BEGIN_ALLOW_THREADS
     while (p < end && !error) {
         cursor nl = memchr(p, '\n', (size_t)(end - p)), next = nl ? nl + 1 : end;
@@ -790,10 +923,11 @@ static PyObject *Latest_write(Latest *s, PyObject *args)
             too_many = 1;
             break;
         }
-        int kept = !in->skip[in->written++], as_json = kept;
+        int mark = in->skip[in->written++], kept = mark != SKIPPED, as_json = kept;
+        destination *d = &to[mark == IN_LAKE];
         lines++;
-        if (kept && outputs.fds) {
-            int done = flattened(s, &outputs, p, nl ? nl : end);
+        if (kept && d->flat.fds) {
+            int done = flattened(s, &d->flat, p, nl ? nl : end);
             if (done < 0) {
                 error = 1;
                 errno = ENOMEM;
@@ -802,23 +936,25 @@ static PyObject *Latest_write(Latest *s, PyObject *args)
             as_json = !done;
             flat_lines += done;
         }
-        if (as_json && !run) run = p;
-        if (run && (!as_json || !nl)) { /* a run of JSON lines ends: before this line, or with it (no newline) */
-            cursor stop_at = as_json ? next : p;
-            error = write_all(fd, run, stop_at - run) < 0 || (as_json && write_all(fd, (cursor)"\n", 1) < 0);
-            bytes += stop_at - run + (as_json ? 1 : 0);
+        if (run && (!as_json || run_fd != d->fd)) { /* a run of JSON lines to one file ends before this line */
+            error = write_run(run_fd, run, p, 0, &bytes) < 0;
+            run = NULL;
+        }
+        if (as_json && !run) {
+            run = p;
+            run_fd = d->fd;
+        }
+        if (run && !nl && !error) { /* ... or with it, when it has no newline */
+            error = write_run(run_fd, run, next, 1, &bytes) < 0;
             run = NULL;
         }
         p = next;
     }
-    if (run && !error && !too_many) {
-        error = write_all(fd, run, p - run) < 0;
-        bytes += p - run;
-    }
-    for (Py_ssize_t t = 0; outputs.fds && t < s->n_tables && !error; t++)
-        if (outputs.buffers[t].n) error = write_all(outputs.fds[t], outputs.buffers[t].bytes, outputs.buffers[t].n) < 0;
+    if (run && !error && !too_many) error = write_run(run_fd, run, p, 0, &bytes) < 0;
+    error = error || flush_flat(s, &to[0].flat) < 0 || flush_flat(s, &to[1].flat) < 0;
     saved = errno;
-    free_outputs(s, &outputs);
+    free_outputs(s, &to[0].flat);
+    free_outputs(s, &to[1].flat);
     Py_END_ALLOW_THREADS
     in->busy = 0;
     PyBuffer_Release(&view);
@@ -842,10 +978,16 @@ static PyMethodDef Latest_methods[] = {
     {"unique", (PyCFunction)Latest_unique, METH_NOARGS,
      "unique() -> [bool, ...]: once resolved, per listed table, whether the lines kept hold one event per key (its\n"
      "kinds given, every key in the change log's form, none moved, tied or unrecorded; every line read)."},
+    {"in_lake", (PyCFunction)Latest_in_lake, METH_VARARGS,
+     "in_lake(table, rows, columns) -> lines marked: once resolved and before write(), for a listed table whose kept\n"
+     "lines are unique(), marks each kept line whose key is one of a lake version's `rows` keys. columns: per key\n"
+     "column, in the table's order, (ints,) a buffer of 64-bit integers or (offsets, data) Arrow text (32-bit\n"
+     "offsets). write() then sends marked lines to lake_fd and lake_flat."},
     {"write", (PyCFunction)Latest_write, METH_VARARGS,
-     "write(part, buffer, fd, stop=len, flat=None) -> (lines, bytes, flat lines): the part's lines again, in the\n"
-     "order fed; those not skipped are written to fd, each ending with a newline. flat: per listed table a file\n"
-     "descriptor (or -1): its kept lines that are plain go there in flat form instead (_flat.c)."},
+     "write(part, buffer, fd, stop=len, flat=None, lake_fd=-1, lake_flat=None) -> (lines, bytes, flat lines): the\n"
+     "part's lines again, in the order fed; those not skipped are written to fd, each ending with a newline, those\n"
+     "in_lake() marked to lake_fd. flat (lake_flat): per listed table a file descriptor (or -1): its kept (marked)\n"
+     "lines that are plain go there in flat form instead (_flat.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -166,19 +166,22 @@ def _check_key(scoped: list[TableSchema], final: TableSchema, versions: list[Tab
             )
 
 
-def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema, info: TableInput) -> DataFrame:
+def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema, info: TableInput,
+                 lake_known: bool = False) -> DataFrame:
     """The run's events of one table, keyed by typed key columns, images still raw JSON text.
 
     A line is one event (its `key`); a key-changing update is two: a delete of the `before` key too.
+    lake_known: the lines' `_lake` says whether the lake holds their key (cdc.spark.lake_keys): the events carry it as
+    `_in_lake` (last_changes, lake_known).
     """
     ranges = version_ranges(versions, final, info)
     _check_key([v for v, _ in ranges], final, versions)
     read_as_text = isinstance(raw.schema["key"].dataType, T.StringType)  # else types.keyed_line_schema
     after_struct = not after_is_text(raw)
     key = ("events", _schema_key(versions, final), tuple(r for _, r in ranges), info.db, info.table, read_as_text,
-           after_struct)
+           after_struct, lake_known)
     where, parsed, events = recipes.cached(
-        raw.sparkSession, key, lambda: _event_columns(versions, final, info, read_as_text, after_struct))
+        raw.sparkSession, key, lambda: _event_columns(versions, final, info, read_as_text, after_struct, lake_known))
     return recipes.select(recipes.select(raw.filter(where), (key, 1), lambda: parsed), (key, 2), lambda: [events])
 
 
@@ -194,7 +197,7 @@ def _schema_key(versions: list[TableSchema], final: TableSchema) -> str:
 
 
 def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableInput, read_as_text: bool,
-                   after_struct: bool) -> tuple[SparkColumn, list[SparkColumn], SparkColumn]:
+                   after_struct: bool, lake_known: bool = False) -> tuple[SparkColumn, list[SparkColumn], SparkColumn]:
     """table_events' filter, its parse of the key images, and the events they make (inlined into columns)."""
     scoped = scoped_versions(versions, final, info, F.col("position"))
     pk = list(final.primary_key)
@@ -205,7 +208,7 @@ def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableI
         return F.from_json(name, raw_struct(key_fields)) if read_as_text else F.col(name)
 
     parsed = [F.col("op"), F.col("position"), F.col("ts"), F.col("after"), image("key").alias("k"),
-              F.when(F.col("op") == "u", image("before")).alias("b")]
+              F.when(F.col("op") == "u", image("before")).alias("b"), *([F.col("_lake")] if lake_known else [])]
 
     def field(image: str, name: str) -> Callable[[TableSchema], SparkColumn]:
         def value(version: TableSchema) -> SparkColumn:
@@ -220,10 +223,11 @@ def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableI
     moved = (F.col("op") == "u") & ~reduce(lambda x, y: x & y, [n.eqNullSafe(o) for n, o in zip(new, old, strict=False)])
     ts = F.col("ts").cast(T.TimestampType())
 
-    def event(keys: list[SparkColumn], delete: SparkColumn, after: SparkColumn) -> SparkColumn:
+    def event(keys: list[SparkColumn], delete: SparkColumn, after: SparkColumn, lake: SparkColumn) -> SparkColumn:
         return F.struct(*[k.alias(name) for k, name in zip(keys, _keys(final), strict=False)],
                         F.col("position").alias("_cdc_position"), F.col("op").alias("_cdc_op"),
-                        ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"))
+                        ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"),
+                        *[lake.alias("_in_lake")] if lake_known else [])
 
     if after_struct:
         # Only this table's fields travel through the shuffle (the line schema holds every merged table's).
@@ -232,8 +236,9 @@ def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableI
         after = F.struct(*[F.col("after").getField(n).alias(n) for n in names])
     else:
         after, image_type = F.col("after"), T.StringType()
-    last = event(new, F.col("op") == "d", F.when(F.col("op") != "d", after))
-    gone = event(old, F.lit(True), F.lit(None).cast(image_type))
+    # (A table whose lines hold a moved row is never lake_known: its old key's event is never marked.)
+    last = event(new, F.col("op") == "d", F.when(F.col("op") != "d", after), F.col("_lake"))
+    gone = event(old, F.lit(True), F.lit(None).cast(image_type), F.lit(False))
     # inline: one row per event, the struct's fields as columns (one projection, not an explode and a select)
     return where, parsed, F.inline(F.when(moved, F.array(gone, last)).otherwise(F.array(last)))
 
@@ -270,7 +275,7 @@ def fill_literal(column: Column, fill: Any) -> SparkColumn:
 
 
 def last_changes(events: DataFrame, base: DataFrame | None, versions: list[TableSchema], final: TableSchema,
-                 info: TableInput, one_each: bool = False) -> DataFrame:
+                 info: TableInput, one_each: bool = False, lake_known: bool = False) -> DataFrame:
     """Each key the run's events touch, with its outcome (one shuffle of the events at most, none of the lake).
 
     Result columns: c0..cn, _cdc_*, `_keep` (row of the new lake version), `_action` (INSERT/DELETE
@@ -281,6 +286,8 @@ def last_changes(events: DataFrame, base: DataFrame | None, versions: list[Table
     one_each: the events hold one per key already (cdc.spark.latest.Fewer.unique), and the lake's keys are few
     enough to broadcast: no window, and the events go through a broadcast join with the lake's keys unshuffled.
     Measured on 1M changes into 1M rows, warm, one session: median 8.50 -> 7.07 s (docs/performance.md, 2026-12-03).
+    lake_known: with one_each, the events' `_in_lake` says whether the lake holds their key (table_events,
+    cdc.spark.lake_keys): no join with the lake's keys at all.
     """
     keys = _keys(final)
     if one_each:
@@ -294,6 +301,8 @@ def last_changes(events: DataFrame, base: DataFrame | None, versions: list[Table
         won = events.withColumn("_n", F.row_number().over(last)).filter(F.col("_n") == 1).drop("_n")
     if base is None:
         return outcomes(won, versions, final, info, in_lake=False)
+    if one_each and lake_known:
+        return outcomes(won, versions, final, info)
     # Only the lake's key columns are read for this. After the window, a merge join: the winners come out
     # of it sorted by key, and Spark would otherwise broadcast the lake's keys (a small file to its
     # estimate, a hash table of every key in the lake in fact). Without it, that broadcast is the point.
@@ -347,8 +356,9 @@ def _outcome_columns(versions: list[TableSchema], final: TableSchema, info: Tabl
 
 
 def untouched(base: DataFrame, changed: DataFrame, final: TableSchema, broadcast: bool) -> DataFrame:
-    """The lake rows whose key the run did not touch (c0..cn, _cdc_*): an anti join on the key columns."""
-    keys = changed.select(*_keys(final))
+    """The lake rows whose key the run did not touch (c0..cn, _cdc_*): an anti join on the key columns, of those the
+    lake holds (`_in_lake`: a key it never had matches none of its rows)."""
+    keys = changed.filter(F.col("_in_lake")).select(*_keys(final))
     return base.join(F.broadcast(keys) if broadcast else keys, _keys(final), "left_anti")
 
 

@@ -17,15 +17,19 @@ from cdc.spark.latest import FlatFiles
 NULL = "\\N"
 
 
-def flat_rows(spark: Any, schema: Any, db: str, table: str, flat: FlatFiles) -> Any:
-    """A table's flat lines as rows of `schema` (the keyed line schema the JSON lines are read with)."""
+def flat_rows(spark: Any, schema: Any, db: str, table: str, flat: FlatFiles, lake_marks: bool = False) -> Any:
+    """A table's flat lines as rows of `schema` (the keyed line schema the JSON lines are read with), and `_lake`
+    where lake_marks (cdc.spark.sources.in_lake_mark)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
+
+    from cdc.spark.sources import in_lake_mark
 
     k = len(flat.keys)
     # op, position, ts, the key, before's flag and key, after's flag and values (_flat.c's layout)
     at = {"op": 0, "position": 1, "ts": 2, "before": 3 + k, "after": 4 + 2 * k}
-    lines = spark.read.text([str(p) for p in flat.files]).select(F.split("value", "\t", -1).alias("f"))
+    lines = spark.read.text([str(p) for p in flat.files])
+    lines = lines.select(F.split("value", "\t", -1).alias("f"), *[in_lake_mark().alias("_lake")] if lake_marks else [])
 
     def value(i: int) -> Any:
         field = F.col("f")[i]
@@ -47,14 +51,15 @@ def flat_rows(spark: Any, schema: Any, db: str, table: str, flat: FlatFiles) -> 
         "after": F.when(value(at["after"]).isNotNull(), image("after", after_at)),
     }
     return lines.select(*[(made[f.name] if f.name in made else F.lit(None)).cast(f.dataType).alias(f.name)
-                          for f in schema.fields])
+                          for f in schema.fields], *["_lake"] if lake_marks else [])
 
 
-def with_flat(spark: Any, raw: Any, schema: Any, fewer: Any, where: Callable[[Any], Any] = lambda lines: lines) -> Any:
+def with_flat(spark: Any, raw: Any, schema: Any, fewer: Any, where: Callable[[Any], Any] = lambda lines: lines,
+              lake_marks: bool = False) -> Any:
     """`raw` (the pass's JSON lines) with every table's flat lines added, filtered by `where` as `raw` was.
 
     The pass leaves out the lines it reads at or before the run's start, but keeps one it cannot track (a key
     longer than it records), which may then be plain: the merge's own filter must hold for flat lines too."""
     for (db, table), flat in sorted(fewer.flat.items()):
-        raw = raw.unionByName(where(flat_rows(spark, schema, db, table, flat)))
+        raw = raw.unionByName(where(flat_rows(spark, schema, db, table, flat, lake_marks)))
     return raw

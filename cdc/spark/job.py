@@ -30,7 +30,7 @@ from cdc.config import AWSSettings, SparkSettings
 from cdc.errors import CdcError, DataError
 from cdc.masking import masked_history
 from cdc.schema import SchemaHistory
-from cdc.spark import batches, flat, lake, latest, renames, scan, small_tables
+from cdc.spark import batches, flat, lake, lake_keys, latest, renames, scan, small_tables
 from cdc.spark.parallel import PARALLEL_TABLES, merge_tables
 from cdc.spark.rekey import key_change_cut
 from cdc.spark.report import MergeSummary, Progress, Reporter, TableResult, timed
@@ -89,7 +89,7 @@ def merge(
             shutil.rmtree(batches.staging_dir(state.batches, batch), ignore_errors=True)
             if own:
                 spark, ahead = _start(settings or SparkSettings(), state, segments, run, checkpoint.last_position,
-                                      summary.phases, report)
+                                      summary.phases, report, target_dir)
             jobs = _jobs_started(spark)
             try:
                 # A fresh JVM (own session) merges table after table: its first queries are compiled as they run,
@@ -159,7 +159,7 @@ class _Ahead:
 
 
 def _start(settings: SparkSettings, state: StateDir, segments: list[Segment], run: int, merged_upto: str | None,
-           phases: dict[str, float], report: Reporter) -> tuple[Any, _Ahead | None]:
+           phases: dict[str, float], report: Reporter, target: Path) -> tuple[Any, _Ahead | None]:
     """This run's own SparkSession and, for local input, what a thread learns while its JVM starts: the table stats
     (read by a child process) and then the superseded-lines pass, whose C code holds no interpreter lock."""
     files = [f for s in segments for f in s.files]
@@ -171,7 +171,8 @@ def _start(settings: SparkSettings, state: StateDir, segments: list[Segment], ru
         assert scanning is not None
         try:
             infos = scanning.result()
-            done.append(None if infos is None else _pass_ahead(state, segments, merged_upto, infos, staging, phases))
+            done.append(None if infos is None else
+                        _pass_ahead(state, segments, merged_upto, infos, staging, phases, (target, run)))
         except BaseException as exc:  # handed to the main thread by result()
             done.append(exc)
 
@@ -205,14 +206,15 @@ def _start(settings: SparkSettings, state: StateDir, segments: list[Segment], ru
 
 
 def _pass_ahead(state: StateDir, segments: list[Segment], merged_upto: str | None, infos: list[TableStats],
-                staging: Path, phases: dict[str, float]) -> _Ahead:
+                staging: Path, phases: dict[str, float], lake_of: tuple[Path, int]) -> _Ahead:
     """The stats, and the pass _run would make where the stats alone say so (a cascade is only known later)."""
     history = masked_history(state)
     if any(i.renames for i in infos) or key_change_cut(history, infos) is not None \
             or not _pass_wanted(history, infos, segments):
         return _Ahead(infos, None, made=False)
     with timed(phases, "latest"):
-        fewer = latest.for_run([f for s in segments for f in s.files], merged_upto, history, infos, staging)
+        fewer = latest.for_run([f for s in segments for f in s.files], merged_upto, history, infos, staging,
+                               lakes=lake_keys.lake_versions(*lake_of, history, infos))
     return _Ahead(infos, fewer, made=True)
 
 
@@ -278,11 +280,13 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
             fewer = None
     elif wanted:
         with timed(phases, "latest"):
-            fewer = latest.for_run(files, merged_upto, history, infos, staging, fed)
+            fewer = latest.for_run(files, merged_upto, history, infos, staging, fed,
+                                   lake_keys.lake_versions(target, run, history, infos))
     if keyed is not None:  # the lines again, `key`/`before`/`after` read as structs (types.keyed_line_schema)
-        raw = spark_lines(spark, keyed, [str(f) for f in fewer.files] if fewer else files, merged_upto, cut)
+        marks = fewer is not None and bool(fewer.in_lake)  # with `_lake`: the line's key is in the lake
+        raw = spark_lines(spark, keyed, [str(f) for f in fewer.files] if fewer else files, merged_upto, cut, marks)
         if fewer:  # its kept lines in flat form too, after the same filter as the JSON lines
-            raw = flat.with_flat(spark, raw, keyed, fewer, lambda lines: in_run(lines, merged_upto, cut))
+            raw = flat.with_flat(spark, raw, keyed, fewer, lambda lines: in_run(lines, merged_upto, cut), marks)
     raw = plan.relabel(raw) if plan is not None else raw
     if input_bytes(segments) <= ONE_PARTITION_BYTES:
         raw = raw.coalesce(1)
@@ -309,7 +313,8 @@ def _run(spark: Any, state: StateDir, segments: list[Segment], run: int, target:
             return merge_table(spark, raw, history, info, run=run, target=target,
                                 base_dir=renames.lake_base(target, plan, info.db, info.table),
                                 batch_dir=state.batch_dir(batch), staging=staging,
-                                unique=latest.unique_keys(fewer, info.db, info.table), **progress)
+                                unique=latest.unique_keys(fewer, info.db, info.table),
+                                lake_known=latest.lake_known(fewer, info.db, info.table), **progress)
 
         for entry in merge_tables(merge_one, infos, phases, report, at_once, done=len(small)):
             entry["result"]["cascaded"] = cascades.derived.get(entry["result"]["table"], 0)

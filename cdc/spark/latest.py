@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 from cdc.changelog import segment_key
 from cdc.errors import DataError, PositionError
 from cdc.schema import SchemaHistory, TableSchema
-from cdc.spark import scan
+from cdc.spark import lake_keys, scan
+from cdc.spark.lake_keys import IN_LAKE, LakeOf
 from cdc.spark.scan import TableStats
 
 log = logging.getLogger(__name__)
@@ -58,13 +59,16 @@ class FlatFiles(NamedTuple):
 
 class Fewer(NamedTuple):
     """A pass's result: the files the compaction reads instead of the input, the lines left out, the tables
-    whose lines in those files hold one event per key (the C reader's unique(), for tables with key_kinds), and per
-    table the files of its kept lines in flat form (cdc.spark.flat), which the files of JSON lines then lack."""
+    whose lines in those files hold one event per key (the C reader's unique(), for tables with key_kinds), per
+    table the files of its kept lines in flat form (cdc.spark.flat), which the files of JSON lines then lack, and the
+    unique tables whose kept lines were looked up in their lake version (cdc.spark.lake_keys): those whose key it
+    holds are in files named IN_LAKE..., and no other line of the table's has a key the lake holds."""
 
     files: list[Path]
     skipped: int
     unique: frozenset[tuple[str, str]]
     flat: dict[tuple[str, str], FlatFiles] = {}
+    in_lake: frozenset[tuple[str, str]] = frozenset()
 
 
 def key_kinds(schema: TableSchema) -> str | None:
@@ -89,8 +93,14 @@ def unique_keys(fewer: Fewer | None, db: str, table: str) -> bool:
     return fewer is not None and (db, table) in fewer.unique
 
 
+def lake_known(fewer: Fewer | None, db: str, table: str) -> bool:
+    """Whether `fewer`'s files say which of this table's lines have a key its lake version holds (IN_LAKE files)."""
+    return fewer is not None and (db, table) in fewer.in_lake
+
+
 def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[Listed],
-                        out_dir: Path, flat_for: set[tuple[str, str]] | None = None) -> Fewer | None:
+                        out_dir: Path, flat_for: set[tuple[str, str]] | None = None,
+                        lakes: LakeOf | None = None) -> Fewer | None:
     """The lines of `files` a merge must read, written to one file per input file in `out_dir` (0600), and how many
     lines are left out (superseded, or at or before merged_upto); None if not worth it (nothing written).
 
@@ -112,7 +122,7 @@ def superseded_left_out(files: list[str], merged_upto: str | None, tables: list[
     except (OSError, MemoryError) as exc:
         log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
         return None
-    return _resolved(latest, files, out_dir, tables, flat_for)
+    return _resolved(latest, files, out_dir, tables, flat_for, lakes)
 
 
 def _new(files: list[str], merged_upto: str | None, tables: list[Listed]) -> Any:
@@ -125,31 +135,35 @@ def _new(files: list[str], merged_upto: str | None, tables: list[Listed]) -> Any
 
 
 def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed],
-              flat_for: set[tuple[str, str]] | None = None) -> Fewer | None:
+              flat_for: set[tuple[str, str]] | None = None, lakes: LakeOf | None = None) -> Fewer | None:
     """superseded_left_out's end, every part fed: the lines left written to out_dir, or None (nothing written).
 
     Each listed table with flat columns (of flat_for, if given) gets its plain kept lines in flat form (_flat.c), in
-    one file per writing thread: the files and open descriptors are two per table, however many parts.
+    one file per writing thread: the files and open descriptors are two per table, however many parts (four, where
+    its lines are looked up in its lake: lakes, cdc.spark.lake_keys).
     """
-    outs = [out_dir / f"latest-{index:06d}.jsonl" for index in range(len(files))]
     flat_tables = [n for n, t in enumerate(tables)
                    if len(t) > 4 and t[4] is not None and (flat_for is None or (t[0], t[1]) in flat_for)]
     workers = min(2, len(files))  # write() runs without the interpreter lock: two parts at once
-    flats = {(worker, n): out_dir / f"flat-{worker}-{n:06d}.tsv" for worker in range(workers) for n in flat_tables}
+    outs: dict[str, list[Path]] = {}
+    flats: dict[tuple[str, int, int], Path] = {}
 
     def write(worker: int) -> None:
-        opened: dict[int, int] = {}
+        opened: dict[tuple[str, int], int] = {}
         try:
-            for n in flat_tables:  # change lines hold rows: private
-                opened[n] = os.open(flats[worker, n], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            flat = [opened.get(n, -1) for n in range(len(tables))]
+            for (kind, w, n), path in flats.items():  # change lines hold rows: private
+                if w == worker:
+                    opened[kind, n] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            flat = {kind: [opened.get((kind, n), -1) for n in range(len(tables))] for kind in outs}
             for index in range(worker, len(files), workers):
-                fd = os.open(outs[index], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                fds = {kind: os.open(paths[index], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                       for kind, paths in outs.items()}
                 try:
                     for block, cut in scan.whole_lines(files[index]):
-                        latest.write(index, block, fd, cut, flat)
+                        latest.write(index, block, fds[""], cut, flat[""], fds.get(IN_LAKE, -1), flat.get(IN_LAKE))
                 finally:
-                    os.close(fd)
+                    for fd in fds.values():
+                        os.close(fd)
         finally:
             for fd in opened.values():
                 os.close(fd)
@@ -159,22 +173,45 @@ def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]
             lines, skipped = latest.resolve()
             if skipped < lines * SKIP_AT_LEAST:
                 return None
-            list(pool.map(write, range(workers)))
             unique = frozenset((t[0], t[1]) for t, one in zip(tables, latest.unique(), strict=True) if one)
+            in_lake = _looked_up(latest, tables, unique, lakes)
+            for kind in ("", IN_LAKE) if in_lake else ("",):
+                outs[kind] = [out_dir / f"{kind}latest-{index:06d}.jsonl" for index in range(len(files))]
+                flats.update({(kind, w, n): out_dir / f"{kind}flat-{w}-{n:06d}.tsv"
+                              for w in range(workers) for n in flat_tables})
+            list(pool.map(write, range(workers)))
     except (OSError, MemoryError) as exc:  # a full disk, say: the merge reads every line instead, as without the pass
         log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
-        for path in [*outs, *flats.values()]:
+        for path in [*(p for paths in outs.values() for p in paths), *flats.values()]:
             with contextlib.suppress(OSError):
                 path.unlink()
         return None
     flat: dict[tuple[str, str], FlatFiles] = {}
-    for (_, n), path in sorted(flats.items()):
+    for (_, _, n), path in sorted(flats.items()):
         if path.stat().st_size:
             db, table, keys, _, values = tables[n]
             flat.setdefault((db, table), FlatFiles(keys, values or [], [])).files.append(path)
         else:
             path.unlink()
-    return Fewer(outs, skipped, unique, flat)
+    marked = []
+    for path in outs.get(IN_LAKE, []):
+        if path.stat().st_size:
+            marked.append(path)
+        else:
+            path.unlink()
+    return Fewer(outs[""] + marked, skipped, unique, flat, in_lake)
+
+
+def _looked_up(latest: Any, tables: list[Listed], unique: frozenset[tuple[str, str]],
+               lakes: LakeOf | None) -> frozenset[tuple[str, str]]:
+    """The unique tables whose kept lines were looked up in their lake version (cdc.spark.lake_keys)."""
+    done = set()
+    for n, (db, table, keys, *rest) in enumerate(tables):
+        kinds = rest[0] if rest and isinstance(rest[0], str) else None
+        version = lakes(db, table) if lakes is not None and kinds and (db, table) in unique else None
+        if version is not None and kinds and lake_keys.mark(latest, n, version, keys, kinds):
+            done.add((db, table))
+    return frozenset(done)
 
 
 def worth_a_pass(infos: list[TableStats], input_bytes: int) -> bool:
@@ -237,7 +274,7 @@ def alongside_scan(files: list[str], merged_upto: str | None, history: SchemaHis
 
 
 def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, infos: list[TableStats],
-            staging: Path, fed: FedByScan | None = None) -> Fewer | None:
+            staging: Path, fed: FedByScan | None = None, lakes: LakeOf | None = None) -> Fewer | None:
     """The lines a run's compaction must read, in files under `staging`, and how many it leaves out; None: read
     `files`.
 
@@ -264,8 +301,8 @@ def for_run(files: list[str], merged_upto: str | None, history: SchemaHistory, i
     flat_for = {(t[0], t[1]) for t in sorted(tables, key=lambda t: -rows[t[0], t[1]])[:FLAT_TABLES]}
     # Not named _* or .*: Spark's reader would pass over such a file without a word.
     if fed is not None and tables and _agrees(fed.tables, tables, infos):
-        return _resolved(fed.latest, files, staging, fed.tables, flat_for)
-    return superseded_left_out(files, merged_upto, tables, staging, flat_for)
+        return _resolved(fed.latest, files, staging, fed.tables, flat_for, lakes)
+    return superseded_left_out(files, merged_upto, tables, staging, flat_for, lakes)
 
 
 def _agrees(fed: list[Listed], chosen: list[Listed], infos: list[TableStats]) -> bool:

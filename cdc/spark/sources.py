@@ -133,10 +133,22 @@ def _download(client: Any, bucket: str, key: str, path: Path) -> Path:
     return path
 
 
-def spark_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None) -> Any:
+def spark_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | None, cut: str | None = None,
+                lake_marks: bool = False) -> Any:
     """The change lines of `files` read by Spark with `schema`, after `merged_upto` (and before `cut`), FAILFAST: a
-    damaged line stops the merge, never a row of NULLs."""
-    return in_run(spark.read.schema(schema).option("mode", "FAILFAST").json(files), merged_upto, cut)
+    damaged line stops the merge, never a row of NULLs. lake_marks: with `_lake` (in_lake_mark)."""
+    lines = spark.read.schema(schema).option("mode", "FAILFAST").json(files)
+    return in_run(lines.withColumn("_lake", in_lake_mark()) if lake_marks else lines, merged_upto, cut)
+
+
+def in_lake_mark() -> Any:
+    """Whether a line read from one of the superseded-lines pass's files has a key the lake holds: it is in one of
+    the files cdc.spark.lake_keys named so (only for the tables in Fewer.in_lake). Read on the file scan itself."""
+    from pyspark.sql import functions as F
+
+    from cdc.spark.lake_keys import IN_LAKE
+
+    return F.col("_metadata.file_name").startswith(IN_LAKE)
 
 
 def in_run(lines: Any, merged_upto: str | None, cut: str | None) -> Any:

@@ -26,9 +26,10 @@ BROADCAST_KEYS = 1_000_000
 def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run: int, target: Path,
                  base_dir: Path | None,
                  batch_dir: Path, staging: Path, phases: dict[str, float],
-                 step: Callable[[str], None], unique: bool = False) -> dict[str, Any]:
+                 step: Callable[[str], None], unique: bool = False, lake_known: bool = False) -> dict[str, Any]:
     """One table's journal entry, its lake version and batch files written. unique: `raw` holds one event per key
-    of this table (cdc.spark.latest.Fewer.unique)."""
+    of this table (cdc.spark.latest.Fewer.unique); lake_known: and its `_lake` says which keys the lake version holds
+    (cdc.spark.lake_keys)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -53,16 +54,17 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
         events = multiset.row_events(raw, versions, final, table_input)
         changed = multiset.count_changes(events, base, final, table_input)
     else:
-        events = compact.table_events(raw, versions, final, table_input)
-        # With one event per key and a lake whose keys can be broadcast, the events are never shuffled.
-        one_each = unique and lake_rows_before <= BROADCAST_KEYS
-        changed = compact.last_changes(events, base, versions, final, table_input, one_each=one_each)
+        known = unique and lake_known and base is not None
+        events = compact.table_events(raw, versions, final, table_input, lake_known=known)
+        # With one event per key and a lake whose keys are known or can be broadcast, the events are never shuffled.
+        one_each = unique and (known or lake_rows_before <= BROADCAST_KEYS)
+        changed = compact.last_changes(events, base, versions, final, table_input, one_each=one_each, lake_known=known)
     changed = changed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         step("compacting")
         with timed(phases, "compact"):  # the first action on `changed`: read, compaction, cached
             counts = counts_of(changed)
-        broadcast = counts["touched"] <= BROADCAST_KEYS
+        broadcast = counts["in_lake"] <= BROADCAST_KEYS
         rest = None if base is None else (
             multiset.untouched(base, changed, final) if keyless else compact.untouched(base, changed, final, broadcast))
         # The rows no event touched are the lake's rows minus the touched ones (their copies, for a keyless table).

@@ -71,10 +71,12 @@ def test_fuzz_corpus_under_address_sanitizer(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_merge_scanner_under_address_sanitizer(tmp_path: Path) -> None:
     """The hostile, cut, mutated lines of tests/spark/test_scan_native.py through the C scanner built with ASan, and
-    tests/spark/test_latest.py's workloads through its reader of superseded lines (_latest.c)."""
-    module = _build(tmp_path, [ROOT / "cdc" / "spark" / name for name in ("_scan.c", "_latest.c", "_flat.c")], "_scan")
+    tests/spark/test_latest.py's workloads through its reader of superseded lines (_latest.c), and its lookups of lake
+    keys (tests/spark/test_lake_keys.py, _lakekeys.c)."""
+    names = ("_scan.c", "_latest.c", "_flat.c", "_lakekeys.c")
+    module = _build(tmp_path, [ROOT / "cdc" / "spark" / name for name in names], "_scan")
     _passes_under_asan("cdc.spark._scan", module, "cdc.spark.scan", str(ROOT / "tests/spark/test_scan_native.py"),
-                       str(ROOT / "tests/spark/test_latest.py"))
+                       str(ROOT / "tests/spark/test_latest.py"), str(ROOT / "tests/spark/test_lake_keys.py"))
 
 
 @pytest.mark.slow

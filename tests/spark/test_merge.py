@@ -119,19 +119,21 @@ class KeysStay(Workload):
 def test_lines_holding_one_event_per_key_merge_without_searching_for_each_keys_last(
         tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the pass vouches that the lines left hold one event per key (cdc.spark.latest.Fewer.unique), the
-    compaction joins them to the lake's broadcast keys without its window: the lake and batch still equal the
-    model's, run after run, and a replayed line (two lines at one position) sends the table back to the window."""
+    compaction does without its window, and once the table has a lake version, without joining with the lake's keys
+    (the pass marks the lines whose key the lake holds: cdc.spark.lake_keys): the lake and batch (its
+    METADATA$ISUPDATE) still equal the model's, run after run, and a replayed line (two lines at one position) sends
+    the table back to the window."""
     from cdc.spark import compact
 
     monkeypatch.setattr("cdc.spark.latest.FEWER_LINES_BYTES", 0)
     monkeypatch.setattr("cdc.spark.latest.SKIP_AT_LEAST", 0.0)
     monkeypatch.setattr("cdc.spark.small_tables.SMALL_LAKE_ROWS", -1)  # table by table (table_merge), as a big one
-    ways: list[tuple[str, int, bool]] = []
+    ways: list[tuple[str, int, bool, bool]] = []
     real = compact.last_changes
 
-    def last_changes(*args: Any, one_each: bool = False) -> Any:
-        ways.append((args[4].table, run, one_each))
-        return real(*args, one_each=one_each)
+    def last_changes(*args: Any, one_each: bool = False, lake_known: bool = False) -> Any:
+        ways.append((args[4].table, run, one_each, lake_known))
+        return real(*args, one_each=one_each, lake_known=lake_known)
 
     monkeypatch.setattr(compact, "last_changes", last_changes)
     state = StateDir(tmp_path / "state")
@@ -157,8 +159,8 @@ def test_lines_holding_one_event_per_key_merge_without_searching_for_each_keys_l
             check_batch(previous[table], expected[table], batch_rows(Path(summary.batch_dir), manifest, table),
                         {line["position"] for line in w.lines[done:cut]})
         previous, done = expected, cut
-    assert (T1[1], 2, True) in ways and (T1[1], 3, False) in ways  # T2's keys hold escaped text: never vouched for
-    assert not any(one for table, _, one in ways if table == T2[1])
+    assert (T1[1], 2, True, True) in ways and (T1[1], 3, False, False) in ways
+    assert not any(one for table, _, one, _ in ways if table == T2[1])  # T2's keys hold escaped text: never vouched for
 
 
 def test_rerun_of_a_crashed_run_gives_identical_result(tmp_path: Path, spark: Any) -> None:
