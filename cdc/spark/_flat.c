@@ -237,7 +237,7 @@ static int grow_buffer(flat_buffer *out, Py_ssize_t need)
     return 0;
 }
 
-int flat_line(const flat_layout *layout, field *scratch, const field *top, flat_buffer *out)
+int flat_line(const flat_layout *layout, field *scratch, const field *top, int in_lake, flat_buffer *out)
 {
     const field *op = &top[FLAT_OP], *ts = &top[FLAT_TS], *key = &top[FLAT_KEY];
     int before = image(&top[FLAT_BEFORE]), after = image(&top[FLAT_AFTER]);
@@ -254,7 +254,7 @@ int flat_line(const flat_layout *layout, field *scratch, const field *top, flat_
         || (after && !take_object(layout, top[FLAT_AFTER].p, top[FLAT_AFTER].p + top[FLAT_AFTER].n, k,
                                   layout->n_values, scratch + 2 * k)))
         return 0;
-    Py_ssize_t need = op->n + top[FLAT_POSITION].n + (ts_null ? 2 : ts->n) + 3 + 3 + 3;
+    Py_ssize_t need = op->n + top[FLAT_POSITION].n + (ts_null ? 2 : ts->n) + 3 + 3 + 3 + 2;
     for (Py_ssize_t i = 0; i < total; i++) need += (scratch[i].kind == STRING || scratch[i].kind == OTHER ? scratch[i].n : 2) + 1;
     if (grow_buffer(out, need) < 0) return -1;
     unsigned char *w = out->bytes + out->n;
@@ -267,6 +267,7 @@ int flat_line(const flat_layout *layout, field *scratch, const field *top, flat_
     for (Py_ssize_t i = 0; i < k; i++) put_value(&w, &scratch[k + i]);
     put(&w, after ? (cursor) "1\t" : (cursor) "\\N\t", after ? 2 : 3);
     for (Py_ssize_t i = 0; i < layout->n_values; i++) put_value(&w, &scratch[2 * k + i]);
+    if (in_lake) put(&w, (cursor) "1\t", 2); /* one field more: the lake holds the line's key (Latest.in_lake) */
     w[-1] = '\n'; /* the last tab ends the line */
     out->n = w - out->bytes;
     return 1;

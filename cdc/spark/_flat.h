@@ -20,8 +20,9 @@ typedef struct {
 } flat_buffer;
 
 /* The line's key, before and after objects (top: its members, read_fields' FLAT_* numbers) appended to `out` in flat
- * form: 1; 0 if the line is not plain (nothing appended), -1 when out of memory. Without the interpreter lock. */
-int flat_line(const flat_layout *layout, field *scratch, const field *top, flat_buffer *out);
+ * form, with one field more ("1") where in_lake: 1; 0 if the line is not plain (nothing appended), -1 when out of
+ * memory. Without the interpreter lock. */
+int flat_line(const flat_layout *layout, field *scratch, const field *top, int in_lake, flat_buffer *out);
 
 /* The top-level members a flat line may hold, read_fields' numbers for flat_wanted; FLAT_OTHER: any other name. */
 enum { FLAT_AFTER, FLAT_BEFORE, FLAT_DB, FLAT_KEY, FLAT_OP, FLAT_POSITION, FLAT_SRC, FLAT_TABLE, FLAT_TS, FLAT_V,

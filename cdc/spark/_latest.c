@@ -854,7 +854,7 @@ static int take_outputs(const Latest *s, PyObject *flat, flat_outputs *o)
 }
 
 /* A kept line appended in flat form to its table's buffer: 1; 0 if not (it is written as JSON); -1 out of memory. */
-static int flattened(const Latest *s, flat_outputs *o, cursor p, cursor end)
+static int flattened(const Latest *s, flat_outputs *o, cursor p, cursor end, int in_lake)
 {
     field top[FLAT_COUNT];
     if (!read_fields(p, end, top, FLAT_COUNT, flat_wanted, 1) || top[FLAT_DB].kind != STRING
@@ -863,14 +863,8 @@ static int flattened(const Latest *s, flat_outputs *o, cursor p, cursor end)
     Py_ssize_t t = find_listed(s, &top[FLAT_DB], &top[FLAT_TABLE]);
     if (t < 0 || o->fds[t] < 0) return 0;
     if (!o->scratch[t] && !(o->scratch[t] = flat_scratch(s->tables[t].flat))) return -1;
-    return flat_line(s->tables[t].flat, o->scratch[t], top, &o->buffers[t]);
+    return flat_line(s->tables[t].flat, o->scratch[t], top, in_lake, &o->buffers[t]);
 }
-
-/* write()'s two destinations: kept lines, and kept lines whose key the lake holds (in_lake()). */
-typedef struct {
-    int fd;
-    flat_outputs flat;
-} destination;
 
 /* A JSON run's bytes written to fd: 0, or -1 (errno). */
 static int write_run(int fd, cursor run, cursor stop, int newline, Py_ssize_t *bytes)
@@ -879,37 +873,28 @@ static int write_run(int fd, cursor run, cursor stop, int newline, Py_ssize_t *b
     return write_all(fd, run, stop - run) < 0 || (newline && write_all(fd, (cursor)"\n", 1) < 0) ? -1 : 0;
 }
 
-static int flush_flat(const Latest *s, const flat_outputs *o)
-{
-    for (Py_ssize_t t = 0; o->fds && t < s->n_tables; t++)
-        if (o->buffers[t].n && write_all(o->fds[t], o->buffers[t].bytes, o->buffers[t].n) < 0) return -1;
-    return 0;
-}
-
 static PyObject *Latest_write(Latest *s, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t index, stop = -1;
-    destination to[2] = {{-1, {NULL, NULL, NULL}}, {-1, {NULL, NULL, NULL}}};
-    PyObject *flat = Py_None, *lake_flat = Py_None;
-    if (!PyArg_ParseTuple(args, "ny*i|nOiO:write", &index, &view, &to[0].fd, &stop, &flat, &to[1].fd, &lake_flat))
-        return NULL;
-    const char *problem = s->marking ? "write() while in_lake() runs"
-        : s->marked && (to[1].fd < 0 || (flat != Py_None) != (lake_flat != Py_None))
-            ? "write(): lines are marked in the lake: give lake_fd, and lake_flat beside flat" : NULL;
-    if (problem) {
+    int fds[2] = {-1, -1}; /* kept lines; kept lines whose key the lake holds (in_lake()), as JSON */
+    PyObject *flat = Py_None;
+    flat_outputs outputs;
+    if (!PyArg_ParseTuple(args, "ny*i|nOi:write", &index, &view, &fds[0], &stop, &flat, &fds[1])) return NULL;
+    if (s->marking || (s->marked && fds[1] < 0)) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_RuntimeError, problem);
+        PyErr_SetString(PyExc_RuntimeError, s->marking ? "write() while in_lake() runs"
+                                                       : "write(): lines are marked in the lake: give lake_fd");
         return NULL;
     }
-    if (take_outputs(s, flat, &to[0].flat) < 0 || take_outputs(s, lake_flat, &to[1].flat) < 0) {
-        free_outputs(s, &to[0].flat), free_outputs(s, &to[1].flat);
+    if (take_outputs(s, flat, &outputs) < 0) {
+        free_outputs(s, &outputs);
         PyBuffer_Release(&view);
         return NULL;
     }
     part *in = take_part(s, index, 1, &view, &stop);
     if (!in) {
-        free_outputs(s, &to[0].flat), free_outputs(s, &to[1].flat);
+        free_outputs(s, &outputs);
         return NULL;
     }
     if (s->holding) let_go(s);
@@ -923,11 +908,10 @@ static PyObject *Latest_write(Latest *s, PyObject *args)
             too_many = 1;
             break;
         }
-        int mark = in->skip[in->written++], kept = mark != SKIPPED, as_json = kept;
-        destination *d = &to[mark == IN_LAKE];
+        int mark = in->skip[in->written++], kept = mark != SKIPPED, as_json = kept, fd = fds[mark == IN_LAKE];
         lines++;
-        if (kept && d->flat.fds) {
-            int done = flattened(s, &d->flat, p, nl ? nl : end);
+        if (kept && outputs.fds) {
+            int done = flattened(s, &outputs, p, nl ? nl : end, mark == IN_LAKE);
             if (done < 0) {
                 error = 1;
                 errno = ENOMEM;
@@ -936,13 +920,13 @@ static PyObject *Latest_write(Latest *s, PyObject *args)
             as_json = !done;
             flat_lines += done;
         }
-        if (run && (!as_json || run_fd != d->fd)) { /* a run of JSON lines to one file ends before this line */
+        if (run && (!as_json || run_fd != fd)) { /* a run of JSON lines to one file ends before this line */
             error = write_run(run_fd, run, p, 0, &bytes) < 0;
             run = NULL;
         }
         if (as_json && !run) {
             run = p;
-            run_fd = d->fd;
+            run_fd = fd;
         }
         if (run && !nl && !error) { /* ... or with it, when it has no newline */
             error = write_run(run_fd, run, next, 1, &bytes) < 0;
@@ -951,10 +935,10 @@ static PyObject *Latest_write(Latest *s, PyObject *args)
         p = next;
     }
     if (run && !error && !too_many) error = write_run(run_fd, run, p, 0, &bytes) < 0;
-    error = error || flush_flat(s, &to[0].flat) < 0 || flush_flat(s, &to[1].flat) < 0;
+    for (Py_ssize_t t = 0; outputs.fds && t < s->n_tables && !error; t++)
+        if (outputs.buffers[t].n) error = write_all(outputs.fds[t], outputs.buffers[t].bytes, outputs.buffers[t].n) < 0;
     saved = errno;
-    free_outputs(s, &to[0].flat);
-    free_outputs(s, &to[1].flat);
+    free_outputs(s, &outputs);
     Py_END_ALLOW_THREADS
     in->busy = 0;
     PyBuffer_Release(&view);
@@ -982,12 +966,12 @@ static PyMethodDef Latest_methods[] = {
      "in_lake(table, rows, columns) -> lines marked: once resolved and before write(), for a listed table whose kept\n"
      "lines are unique(), marks each kept line whose key is one of a lake version's `rows` keys. columns: per key\n"
      "column, in the table's order, (ints,) a buffer of 64-bit integers or (offsets, data) Arrow text (32-bit\n"
-     "offsets). write() then sends marked lines to lake_fd and lake_flat."},
+     "offsets). write() then sends marked lines to lake_fd, or in flat form with one field more."},
     {"write", (PyCFunction)Latest_write, METH_VARARGS,
-     "write(part, buffer, fd, stop=len, flat=None, lake_fd=-1, lake_flat=None) -> (lines, bytes, flat lines): the\n"
-     "part's lines again, in the order fed; those not skipped are written to fd, each ending with a newline, those\n"
-     "in_lake() marked to lake_fd. flat (lake_flat): per listed table a file descriptor (or -1): its kept (marked)\n"
-     "lines that are plain go there in flat form instead (_flat.c)."},
+     "write(part, buffer, fd, stop=len, flat=None, lake_fd=-1) -> (lines, bytes, flat lines): the part's lines\n"
+     "again, in the order fed; those not skipped are written to fd, each ending with a newline, those in_lake()\n"
+     "marked to lake_fd. flat: per listed table a file descriptor (or -1): its kept lines that are plain go there\n"
+     "in flat form instead (_flat.c), a marked one with one field more (\"1\")."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,17 +19,15 @@ NULL = "\\N"
 
 def flat_rows(spark: Any, schema: Any, db: str, table: str, flat: FlatFiles, lake_marks: bool = False) -> Any:
     """A table's flat lines as rows of `schema` (the keyed line schema the JSON lines are read with), and `_lake`
-    where lake_marks (cdc.spark.sources.in_lake_mark)."""
+    where lake_marks: whether the lake holds the line's key (the pass wrote it with one field more:
+    cdc.spark.lake_keys)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
-
-    from cdc.spark.sources import in_lake_mark
 
     k = len(flat.keys)
     # op, position, ts, the key, before's flag and key, after's flag and values (_flat.c's layout)
     at = {"op": 0, "position": 1, "ts": 2, "before": 3 + k, "after": 4 + 2 * k}
-    lines = spark.read.text([str(p) for p in flat.files])
-    lines = lines.select(F.split("value", "\t", -1).alias("f"), *[in_lake_mark().alias("_lake")] if lake_marks else [])
+    lines = spark.read.text([str(p) for p in flat.files]).select(F.split("value", "\t", -1).alias("f"))
 
     def value(i: int) -> Any:
         field = F.col("f")[i]
@@ -50,8 +48,9 @@ def flat_rows(spark: Any, schema: Any, db: str, table: str, flat: FlatFiles, lak
         "before": F.when(value(at["before"]).isNotNull(), image("before", before_at)),
         "after": F.when(value(at["after"]).isNotNull(), image("after", after_at)),
     }
+    fields = 5 + 2 * k + len(flat.values)
     return lines.select(*[(made[f.name] if f.name in made else F.lit(None)).cast(f.dataType).alias(f.name)
-                          for f in schema.fields], *["_lake"] if lake_marks else [])
+                          for f in schema.fields], *[(F.size("f") > fields).alias("_lake")] if lake_marks else [])
 
 
 def with_flat(spark: Any, raw: Any, schema: Any, fewer: Any, where: Callable[[Any], Any] = lambda lines: lines,

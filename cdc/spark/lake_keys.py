@@ -5,8 +5,9 @@ update in Snowflake, a delete of a key it never had nets out to nothing). Spark 
 key of the lake version, built on the driver and broadcast (cdc.spark.compact.last_changes): for 1M lake rows ~0.4 s
 of a warm 1M merge in which the cores wait (docs/performance.md, 2026-12-03). The pass holds a hash table of the run's
 keys already; for a table whose kept lines hold one event per key (Fewer.unique), each lake key read here (Parquet's
-key columns, through pyarrow) is looked up in it, and the kept lines whose key it finds are written to files of their
-own (IN_LAKE), which the compaction reads as `_in_lake` true. The same keys, so the same events, as Spark's join.
+key columns, through pyarrow) is looked up in it, and the kept lines whose key it finds are written to JSON files of
+their own (IN_LAKE), or in flat form with one field more (cdc.spark.flat), which the compaction reads as `_in_lake`
+true. The same keys, so the same events, as Spark's join.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The pass's files of kept lines whose key the lake holds start with this (cdc.spark.sources reads it off the name).
+# The pass's JSON files of kept lines whose key the lake holds start with this (cdc.spark.sources reads the name).
 IN_LAKE = "inlake-"
 # (db, table) -> the lake version (a directory) whose keys the table's kept lines are looked up in; None: not looked up
 LakeOf = Callable[[str, str], Path | None]

@@ -139,28 +139,28 @@ def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]
     """superseded_left_out's end, every part fed: the lines left written to out_dir, or None (nothing written).
 
     Each listed table with flat columns (of flat_for, if given) gets its plain kept lines in flat form (_flat.c), in
-    one file per writing thread: the files and open descriptors are two per table, however many parts (four, where
-    its lines are looked up in its lake: lakes, cdc.spark.lake_keys).
+    one file per writing thread: the files and open descriptors are two per table, however many parts. Where a unique
+    table's lines are looked up in its lake version (lakes, cdc.spark.lake_keys), those whose key it holds go to JSON
+    files of their own (IN_LAKE...), or in flat form with one field more.
     """
     flat_tables = [n for n, t in enumerate(tables)
                    if len(t) > 4 and t[4] is not None and (flat_for is None or (t[0], t[1]) in flat_for)]
     workers = min(2, len(files))  # write() runs without the interpreter lock: two parts at once
     outs: dict[str, list[Path]] = {}
-    flats: dict[tuple[str, int, int], Path] = {}
+    flats = {(worker, n): out_dir / f"flat-{worker}-{n:06d}.tsv" for worker in range(workers) for n in flat_tables}
 
     def write(worker: int) -> None:
-        opened: dict[tuple[str, int], int] = {}
+        opened: dict[int, int] = {}
         try:
-            for (kind, w, n), path in flats.items():  # change lines hold rows: private
-                if w == worker:
-                    opened[kind, n] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            flat = {kind: [opened.get((kind, n), -1) for n in range(len(tables))] for kind in outs}
+            for n in flat_tables:  # change lines hold rows: private
+                opened[n] = os.open(flats[worker, n], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            flat = [opened.get(n, -1) for n in range(len(tables))]
             for index in range(worker, len(files), workers):
                 fds = {kind: os.open(paths[index], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                        for kind, paths in outs.items()}
                 try:
                     for block, cut in scan.whole_lines(files[index]):
-                        latest.write(index, block, fds[""], cut, flat[""], fds.get(IN_LAKE, -1), flat.get(IN_LAKE))
+                        latest.write(index, block, fds[""], cut, flat, fds.get(IN_LAKE, -1))
                 finally:
                     for fd in fds.values():
                         os.close(fd)
@@ -177,8 +177,6 @@ def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]
             in_lake = _looked_up(latest, tables, unique, lakes)
             for kind in ("", IN_LAKE) if in_lake else ("",):
                 outs[kind] = [out_dir / f"{kind}latest-{index:06d}.jsonl" for index in range(len(files))]
-                flats.update({(kind, w, n): out_dir / f"{kind}flat-{w}-{n:06d}.tsv"
-                              for w in range(workers) for n in flat_tables})
             list(pool.map(write, range(workers)))
     except (OSError, MemoryError) as exc:  # a full disk, say: the merge reads every line instead, as without the pass
         log.warning("spark-merge: reading every change line (the pass for superseded ones failed: %s)", exc)
@@ -187,7 +185,7 @@ def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]
                 path.unlink()
         return None
     flat: dict[tuple[str, str], FlatFiles] = {}
-    for (_, _, n), path in sorted(flats.items()):
+    for (_, n), path in sorted(flats.items()):
         if path.stat().st_size:
             db, table, keys, _, values = tables[n]
             flat.setdefault((db, table), FlatFiles(keys, values or [], [])).files.append(path)

@@ -142,8 +142,8 @@ def spark_lines(spark: Any, schema: Any, files: list[str], merged_upto: str | No
 
 
 def in_lake_mark() -> Any:
-    """Whether a line read from one of the superseded-lines pass's files has a key the lake holds: it is in one of
-    the files cdc.spark.lake_keys named so (only for the tables in Fewer.in_lake). Read on the file scan itself."""
+    """Whether a JSON line read from one of the superseded-lines pass's files has a key the lake holds: it is in one
+    of the files cdc.spark.lake_keys named so (only for the tables in Fewer.in_lake). Read on the file scan itself."""
     from pyspark.sql import functions as F
 
     from cdc.spark.lake_keys import IN_LAKE

@@ -84,15 +84,10 @@ def _lake_keys(path: Path, table: tuple[str, str]) -> set[tuple[Any, ...]]:
     return {(r["zk"], r["ak"]) if table == PAIRS else (r["code"] if table == CODES else r["id"],) for r in rows}
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_kept_lines_whose_key_the_lake_holds_go_to_files_of_their_own(tmp_path: Path, seed: int,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Against a reference: the last change of each key of a unique table with a lake version is in an IN_LAKE file
-    exactly when a lake row holds its key (integers of any size, text beside an integer with its columns out of
-    their names' order, Arrow's large text); a lake text no change line can hold marks nothing; a table whose rows
-    moved, one without a lake, and one whose key is not an integer in Arrow are not looked up."""
+def _pass(tmp_path: Path, seed: int) -> tuple[latest.Fewer, dict[str, bool], Path]:
+    """The pass over a workload, its lines looked up in the lakes; per position of a key's last change, whether a
+    lake holds that key (the reference); the pass's output directory."""
     assert scan.native_module() is not None, scan.NATIVE_PROBLEM
-    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.0)
     rng = random.Random(seed)
     lines = _lines(rng, 600)
     files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
@@ -112,14 +107,27 @@ def test_kept_lines_whose_key_the_lake_holds_go_to_files_of_their_own(tmp_path: 
         position = orjson.loads(line)["position"]
         known = table in fewer.in_lake and _typed(table, key) in _lake_keys(lakes[table], table)
         last[table, _typed(table, key)] = (position, known)
+    return fewer, dict(last.values()), out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kept_lines_whose_key_the_lake_holds_go_to_files_of_their_own(tmp_path: Path, seed: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against a reference: the last change of each key of a unique table with a lake version is in an IN_LAKE file
+    (or a flat line with one field more) exactly when a lake row holds its key (integers of any size, text beside an
+    integer with its columns out of their names' order, Arrow's 32-bit and large text); a lake text no change line can
+    hold marks nothing; a table whose rows moved, one without a lake, and one whose key is not an integer in Arrow
+    are not looked up."""
+    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.0)
+    fewer, expected, out = _pass(tmp_path, seed)
     kept = list(out.iterdir())
     assert all(f.stat().st_mode & 0o777 == 0o600 for f in kept)
     found: dict[str, bool] = {}
     for path in kept:
         for line in path.read_bytes().splitlines():
-            position = line.split(b"\t")[1].decode() if path.suffix == ".tsv" else orjson.loads(line)["position"]
-            found[position] = path.name.startswith(IN_LAKE)
-    expected = {p: known for p, known in last.values()}
+            fields = line.split(b"\t")  # op, position, ts, id, before, id, after, note; one more: in the lake
+            position = fields[1].decode() if path.suffix == ".tsv" else orjson.loads(line)["position"]
+            found[position] = path.name.startswith(IN_LAKE) if path.suffix != ".tsv" else len(fields) == 9
     assert {p: k for p, k in found.items() if p in expected} == expected
     assert not any(found[p] for p in found.keys() - expected.keys())  # the moved table's other kept lines
     assert any(expected.values()) and not all(expected.values())
@@ -150,3 +158,23 @@ def test_in_lake_is_refused_where_its_marks_could_be_wrong(tmp_path: Path) -> No
     with pytest.raises(RuntimeError, match="after write"):
         reader.in_lake(0, 1, [ints])
     fd.close()
+
+
+def test_the_compaction_reads_the_marks_as_the_pass_made_them(tmp_path: Path, spark: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass's JSON and flat lines read by Spark as the merge reads them (cdc.spark.sources, cdc.spark.flat): each
+    line's `_lake` is the reference's, and every kept line is read once."""
+    from cdc.spark import flat
+    from cdc.spark.sources import spark_lines
+    from cdc.spark.types import keyed_line_schema
+
+    monkeypatch.setattr(latest, "SKIP_AT_LEAST", 0.0)
+    fewer, expected, _ = _pass(tmp_path, 5)
+    schema = keyed_line_schema(["id", "zk", "ak", "code"], ["note"])
+    raw = spark_lines(spark, schema, [str(f) for f in fewer.files], None, None, True)
+    raw = flat.with_flat(spark, raw, schema, fewer, lake_marks=True)
+    rows = raw.select("position", "_lake").collect()
+    read = {r["position"]: r["_lake"] for r in rows}
+    assert len(read) == len(rows)
+    assert {p: k for p, k in read.items() if p in expected} == expected
+    assert any(expected.values()) and fewer.flat
