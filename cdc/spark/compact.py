@@ -167,22 +167,24 @@ def _check_key(scoped: list[TableSchema], final: TableSchema, versions: list[Tab
 
 
 def table_events(raw: DataFrame, versions: list[TableSchema], final: TableSchema, info: TableInput,
-                 lake_known: bool = False) -> DataFrame:
+                 lake_known: bool = False, unique: bool = False) -> DataFrame:
     """The run's events of one table, keyed by typed key columns, images still raw JSON text.
 
     A line is one event (its `key`); a key-changing update is two: a delete of the `before` key too.
     lake_known: the lines' `_lake` says whether the lake holds their key (cdc.spark.lake_keys): the events carry it as
-    `_in_lake` (last_changes, lake_known).
+    `_in_lake` (last_changes, lake_known). unique: no line moves its row (cdc.spark.latest.Fewer.unique vouches for
+    it): each line is its one event, read without asking whether its update moved the row.
     """
     ranges = version_ranges(versions, final, info)
     _check_key([v for v, _ in ranges], final, versions)
     read_as_text = isinstance(raw.schema["key"].dataType, T.StringType)  # else types.keyed_line_schema
     after_struct = not after_is_text(raw)
     key = ("events", _schema_key(versions, final), tuple(r for _, r in ranges), info.db, info.table, read_as_text,
-           after_struct, lake_known)
+           after_struct, lake_known, unique)
     where, parsed, events = recipes.cached(
-        raw.sparkSession, key, lambda: _event_columns(versions, final, info, read_as_text, after_struct, lake_known))
-    return recipes.select(recipes.select(raw.filter(where), (key, 1), lambda: parsed), (key, 2), lambda: [events])
+        raw.sparkSession, key,
+        lambda: _event_columns(versions, final, info, read_as_text, after_struct, lake_known, unique))
+    return recipes.select(recipes.select(raw.filter(where), (key, 1), lambda: parsed), (key, 2), lambda: events)
 
 
 def after_is_text(raw: DataFrame) -> bool:
@@ -197,8 +199,10 @@ def _schema_key(versions: list[TableSchema], final: TableSchema) -> str:
 
 
 def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableInput, read_as_text: bool,
-                   after_struct: bool, lake_known: bool = False) -> tuple[SparkColumn, list[SparkColumn], SparkColumn]:
-    """table_events' filter, its parse of the key images, and the events they make (inlined into columns)."""
+                   after_struct: bool, lake_known: bool = False,
+                   unique: bool = False) -> tuple[SparkColumn, list[SparkColumn], list[SparkColumn]]:
+    """table_events' filter, its parse of the key images, and the events they make (inlined into columns; one per
+    line where unique)."""
     scoped = scoped_versions(versions, final, info, F.col("position"))
     pk = list(final.primary_key)
     where = (F.col("db") == info.db) & (F.col("table") == info.table) & F.col("op").isin(*ROW_OPS)
@@ -208,7 +212,8 @@ def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableI
         return F.from_json(name, raw_struct(key_fields)) if read_as_text else F.col(name)
 
     parsed = [F.col("op"), F.col("position"), F.col("ts"), F.col("after"), image("key").alias("k"),
-              F.when(F.col("op") == "u", image("before")).alias("b"), *([F.col("_lake")] if lake_known else [])]
+              *([] if unique else [F.when(F.col("op") == "u", image("before")).alias("b")]),
+              *([F.col("_lake")] if lake_known else [])]
 
     def field(image: str, name: str) -> Callable[[TableSchema], SparkColumn]:
         def value(version: TableSchema) -> SparkColumn:
@@ -219,15 +224,13 @@ def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableI
     def key(image: str) -> list[SparkColumn]:
         return [by_version(scoped, field(image, k)) for k in pk]
 
-    new, old = key("k"), key("b")
-    moved = (F.col("op") == "u") & ~reduce(lambda x, y: x & y, [n.eqNullSafe(o) for n, o in zip(new, old, strict=False)])
     ts = F.col("ts").cast(T.TimestampType())
 
-    def event(keys: list[SparkColumn], delete: SparkColumn, after: SparkColumn, lake: SparkColumn) -> SparkColumn:
-        return F.struct(*[k.alias(name) for k, name in zip(keys, _keys(final), strict=False)],
-                        F.col("position").alias("_cdc_position"), F.col("op").alias("_cdc_op"),
-                        ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"),
-                        *[lake.alias("_in_lake")] if lake_known else [])
+    def fields(keys: list[SparkColumn], delete: SparkColumn, after: SparkColumn, lake: SparkColumn) -> list[SparkColumn]:
+        return [*[k.alias(name) for k, name in zip(keys, _keys(final), strict=False)],
+                F.col("position").alias("_cdc_position"), F.col("op").alias("_cdc_op"),
+                ts.alias("_cdc_commit_ts"), delete.alias("_del"), after.alias("_after"),
+                *([lake.alias("_in_lake")] if lake_known else [])]
 
     if after_struct:
         # Only this table's fields travel through the shuffle (the line schema holds every merged table's).
@@ -236,11 +239,17 @@ def _event_columns(versions: list[TableSchema], final: TableSchema, info: TableI
         after = F.struct(*[F.col("after").getField(n).alias(n) for n in names])
     else:
         after, image_type = F.col("after"), T.StringType()
+    new = key("k")
+    last = fields(new, F.col("op") == "d", F.when(F.col("op") != "d", after), F.col("_lake"))
+    if unique:  # no moved row: a line is its one event, no generator
+        return where, parsed, last
+    old = key("b")
+    moved = (F.col("op") == "u") & ~reduce(lambda x, y: x & y, [n.eqNullSafe(o) for n, o in zip(new, old, strict=False)])
     # (A table whose lines hold a moved row is never lake_known: its old key's event is never marked.)
-    last = event(new, F.col("op") == "d", F.when(F.col("op") != "d", after), F.col("_lake"))
-    gone = event(old, F.lit(True), F.lit(None).cast(image_type), F.lit(False))
+    gone = fields(old, F.lit(True), F.lit(None).cast(image_type), F.lit(False))
     # inline: one row per event, the struct's fields as columns (one projection, not an explode and a select)
-    return where, parsed, F.inline(F.when(moved, F.array(gone, last)).otherwise(F.array(last)))
+    return where, parsed, [F.inline(F.when(moved, F.array(F.struct(*gone), F.struct(*last)))
+                                    .otherwise(F.array(F.struct(*last))))]
 
 
 def read_base(spark: SparkSession, path: str, final: TableSchema, versions: list[TableSchema], since: str) -> DataFrame:

@@ -55,7 +55,7 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
         changed = multiset.count_changes(events, base, final, table_input)
     else:
         known = unique and lake_known and base is not None
-        events = compact.table_events(raw, versions, final, table_input, lake_known=known)
+        events = compact.table_events(raw, versions, final, table_input, lake_known=known, unique=unique)
         # With one event per key and a lake whose keys are known or can be broadcast, the events are never shuffled.
         one_each = unique and (known or lake_rows_before <= BROADCAST_KEYS)
         changed = compact.last_changes(events, base, versions, final, table_input, one_each=one_each, lake_known=known)
