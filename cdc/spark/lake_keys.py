@@ -51,7 +51,7 @@ def mark(latest: Any, table: int, version: Path, keys: list[str], kinds: str) ->
     try:  # two files at once: the read and in_lake run without the interpreter lock
         with ThreadPoolExecutor(2) as pool:
             return all(list(pool.map(look_up, sorted(version.glob("*.parquet")))))
-    except (OSError, pa.ArrowException, KeyError) as exc:  # Spark's own read of the lake says what is wrong
+    except (OSError, ValueError, pa.ArrowException, KeyError) as exc:  # Spark's own read of the lake says what is wrong
         log.info("spark-merge: %s's keys not looked up in C (%s)", version, exc)
         return False
 

@@ -62,7 +62,8 @@ class Fewer(NamedTuple):
     whose lines in those files hold one event per key (the C reader's unique(), for tables with key_kinds), per
     table the files of its kept lines in flat form (cdc.spark.flat), which the files of JSON lines then lack, and the
     unique tables whose kept lines were looked up in their lake version (cdc.spark.lake_keys): those whose key it
-    holds are in files named IN_LAKE..., and no other line of the table's has a key the lake holds."""
+    holds are in JSON files named IN_LAKE... or flat lines with one field more, and no other line of the table's has a
+    key the lake holds."""
 
     files: list[Path]
     skipped: int
@@ -174,8 +175,8 @@ def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]
             if skipped < lines * SKIP_AT_LEAST:
                 return None
             unique = frozenset((t[0], t[1]) for t, one in zip(tables, latest.unique(), strict=True) if one)
-            in_lake = _looked_up(latest, tables, unique, lakes)
-            for kind in ("", IN_LAKE) if in_lake else ("",):
+            in_lake, tried = _looked_up(latest, tables, unique, lakes)
+            for kind in ("", IN_LAKE) if tried else ("",):  # a lookup that failed half way may have marked lines
                 outs[kind] = [out_dir / f"{kind}latest-{index:06d}.jsonl" for index in range(len(files))]
             list(pool.map(write, range(workers)))
     except (OSError, MemoryError) as exc:  # a full disk, say: the merge reads every line instead, as without the pass
@@ -201,15 +202,17 @@ def _resolved(latest: Any, files: list[str], out_dir: Path, tables: list[Listed]
 
 
 def _looked_up(latest: Any, tables: list[Listed], unique: frozenset[tuple[str, str]],
-               lakes: LakeOf | None) -> frozenset[tuple[str, str]]:
-    """The unique tables whose kept lines were looked up in their lake version (cdc.spark.lake_keys)."""
-    done = set()
+               lakes: LakeOf | None) -> tuple[frozenset[tuple[str, str]], bool]:
+    """The unique tables whose kept lines were looked up in their lake version (cdc.spark.lake_keys), and whether any
+    lookup was made."""
+    done, tried = set(), False
     for n, (db, table, keys, *rest) in enumerate(tables):
         kinds = rest[0] if rest and isinstance(rest[0], str) else None
         version = lakes(db, table) if lakes is not None and kinds and (db, table) in unique else None
+        tried = tried or version is not None
         if version is not None and kinds and lake_keys.mark(latest, n, version, keys, kinds):
             done.add((db, table))
-    return frozenset(done)
+    return frozenset(done), tried
 
 
 def worth_a_pass(infos: list[TableStats], input_bytes: int) -> bool:
