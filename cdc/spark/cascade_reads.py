@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc.schema import Column, SchemaHistory, TableSchema, cascades_in_binlog
-from cdc.spark import compact
+from cdc.spark import compact, evolve
 from cdc.spark.cascades import Change, Graph, Key, Need, Replay, Row, TableId
 from cdc.spark.scan import TableStats
 from cdc.spark.types import raw_struct, spark_type
@@ -29,7 +29,7 @@ from cdc.state import ServerIdentity
 
 log = logging.getLogger(__name__)
 
-LakeBase = Callable[[TableSchema], DataFrame | None]  # a table's previous lake version (compact.read_base), if any
+LakeBase = Callable[[TableSchema], DataFrame | None]  # a table's previous lake version (evolve.read_base), if any
 
 
 @dataclass
@@ -167,7 +167,7 @@ class _Reader:
                 def value(version: TableSchema, column: Column = column) -> SparkColumn:
                     if column.name not in version.column_names:
                         return F.lit(None).cast(T.StringType())
-                    typed = compact.typed(F.col(name).getField(column.name), version.column(column.name), column)
+                    typed = evolve.typed(F.col(name).getField(column.name), version.column(column.name), column)
                     return canonical(column, typed)
                 fields.append(compact.by_version(scoped, value).alias(f"c{i}"))
             return F.when(F.col(name).isNotNull(), F.struct(*fields))

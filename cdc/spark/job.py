@@ -348,7 +348,7 @@ def _merge_small(spark: Any, raw: Any, small: list[small_tables.SmallTable], run
 def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, infos: list[TableStats], target: Path,
               run: int, plan: renames.RenamePlan | None) -> Any:
     """The child-row changes InnoDB's foreign-key cascades made in this run (cdc.spark.cascades)."""
-    from cdc.spark import compact
+    from cdc.spark import evolve
     from cdc.spark.cascade_reads import derive
 
     def lake_base(final: Any) -> Any:
@@ -358,7 +358,7 @@ def _cascades(spark: Any, raw: Any, state: StateDir, history: SchemaHistory, inf
         base_name = lake.base_version(directory, run)
         since = lake.base_schema_position(directory, run)
         versions = history.versions(final.db, final.table)
-        return compact.read_base(spark, str(directory / base_name), final, versions, since) if base_name else None
+        return evolve.read_base(spark, str(directory / base_name), final, versions, since) if base_name else None
 
     return derive(spark, raw, history, infos, lake_base, state.read_server())
 

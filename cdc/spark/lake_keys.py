@@ -78,7 +78,7 @@ def _column(pa: Any, values: Any, kind: str) -> tuple[Any, ...] | None:
 def lake_versions(target: Path, run: int, history: SchemaHistory, infos: list[TableStats]) -> LakeOf:
     """Per table of the run, the lake version its compaction joins with (cdc.spark.lake.base_version), where that
     version's schema is the one the table's lines are merged with: its key columns then hold the values the
-    compaction's typed keys would (cdc.spark.compact.read_base changes nothing). None otherwise, or for a new table."""
+    compaction's typed keys would (cdc.spark.evolve.read_base changes nothing). None otherwise, or for a new table."""
     from cdc.spark import lake
 
     last = {(i.db, i.table): i.last_position for i in infos}

@@ -30,7 +30,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc.schema import Column, TableSchema, carried
-from cdc.spark.compact import META, ROW_OPS, TableInput, by_version, fill_literal, scoped_versions, typed
+from cdc.spark.compact import ROW_OPS, TableInput, by_version, scoped_versions
+from cdc.spark.evolve import META, fill_literal, typed
 from cdc.spark.types import raw_struct
 
 
@@ -84,7 +85,7 @@ def _field(image: str, column: Column, final: TableSchema,
     """value(version) of one final column from an image, typed to the final schema.
 
     A column added after the image's version holds what MySQL gave the existing rows (cdc.schema.carried:
-    its DEFAULT, the type's implicit value or NULL), as the lake's older copies do (compact.read_base); a
+    its DEFAULT, the type's implicit value or NULL), as the lake's older copies do (evolve.read_base); a
     renamed one is read under its old name. Else a later delete of such a copy would not find it.
     """
     def value(version: TableSchema) -> SparkColumn:

@@ -12,7 +12,7 @@ kept rows) and the batch rows, written without a Spark job.
 
 A table goes this way only where that is the same merge: a primary key (a keyless table's copies are
 cdc.spark.multiset's), no truncate in the run, a lake version written under the run's final schema (no
-schema version to walk: cdc.spark.compact.read_base's evolution stays in Spark) and small enough to be read
+schema version to walk: cdc.spark.evolve.read_base's evolution stays in Spark) and small enough to be read
 on the driver; the run has no key-change cut and no rename. A cascade's derived lines are lines of the run like the
 others (cdc.spark.cascade_reads), so its tables go this way too. Everything else takes table_merge.
 """

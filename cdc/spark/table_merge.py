@@ -33,7 +33,7 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from cdc.spark import compact, multiset
+    from cdc.spark import compact, evolve, multiset
 
     final = history.at(info.db, info.table, info.last_position)
     if final is None:
@@ -46,7 +46,7 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
     base_path = base_dir / base_name if base_dir and base_name else None
     versions = history.versions(info.db, info.table)
     base_position = lake.base_schema_position(base_dir, run) if base_dir else ""
-    base = compact.read_base(spark, str(base_path), final, versions, base_position) if base_path else None
+    base = evolve.read_base(spark, str(base_path), final, versions, base_position) if base_path else None
     table_input = info.as_input()
     lake_rows_before = lake.version_rows(base_path) if base_path else 0
     keyless = not final.primary_key  # a multiset of full rows (cdc.spark.multiset)
