@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
 import typer
@@ -43,7 +44,14 @@ class CdcGroup(TyperGroup):
 
     # ctx is typed Any: the Context class lives in click, or in typer itself since typer vendored click (0.2x).
     def list_commands(self, ctx: Any) -> list[str]:
-        return [name for name, _, _ in COMMANDS if name in self.commands]
+        return [name for name, _, _ in COMMANDS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        # A command's module (and the libraries it imports: PySpark, pyarrow, questionary...) loads when the command
+        # is named, not at every start: `cdc spark-merge` imported every command's in ~1 s on a slow machine.
+        if cmd_name not in self.commands and cmd_name in _BY_NAME:
+            self.add_command(_click_command(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         keep_files_private()
@@ -180,8 +188,20 @@ def main(
     """Replicate MySQL into Snowflake through the binary log."""
 
 
-for _name, _module, _function in COMMANDS:
-    app.command(_name)(getattr(importlib.import_module(f"cdc.commands.{_module}"), _function))
+_BY_NAME = {name: (module, function) for name, module, function in COMMANDS}
+
+
+def command_function(name: str) -> Callable[..., Any]:
+    """The function behind `cdc <name>` (its docstring is its --help), its module imported now."""
+    module, function = _BY_NAME[name]
+    return getattr(importlib.import_module(f"cdc.commands.{module}"), function)  # type: ignore[no-any-return]
+
+
+def _click_command(name: str) -> Any:
+    """`cdc <name>` as click's command, built as the root app would have built it had it been registered there."""
+    one = typer.Typer(rich_markup_mode="rich", add_completion=False)
+    one.command(name)(command_function(name))
+    return typer.main.get_command(one)
 
 
 def run() -> None:

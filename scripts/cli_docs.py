@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: import this chec
 import typer.rich_utils  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from cdc.commands.main import COMMANDS, app  # noqa: E402
+from cdc.commands.main import COMMANDS, app, command_function  # noqa: E402
 
 CLI_MD = ROOT / "docs" / "cli.md"
 WIDTH = 100
@@ -88,11 +88,9 @@ def _help(args: list[str]) -> str:
     return "\n".join(lines).strip("\n")
 
 
-def _summary(function_name: str, module: str) -> str:
+def _summary(name: str) -> str:
     """The first line of the command's docstring: the one-liner `cdc --help` lists."""
-    command = next(c for c in app.registered_commands if c.callback and c.callback.__name__ == function_name
-                   and c.callback.__module__ == f"cdc.commands.{module}")
-    return (command.callback.__doc__ or "").strip().splitlines()[0]  # type: ignore[union-attr]
+    return (command_function(name).__doc__ or "").strip().splitlines()[0]
 
 
 def render() -> str:
@@ -100,7 +98,7 @@ def render() -> str:
     with _plain_help():
         sections = [("cdc", _help([]))] + [(f"cdc {name}", _help([name])) for name, _, _ in COMMANDS]
     toc = ["- [`cdc`](#cdc): the root command, `--version`"]
-    toc += [f"- [`cdc {name}`](#cdc-{name}): {_summary(function, module)}" for name, module, function in COMMANDS]
+    toc += [f"- [`cdc {name}`](#cdc-{name}): {_summary(name)}" for name, _, _ in COMMANDS]
     body = [f"## `{title}`\n\n```text\n{text}\n```\n" for title, text in sections]
     return "\n".join([HEADER, *toc, "", *body]).rstrip("\n") + "\n"
 

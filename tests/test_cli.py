@@ -15,7 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from cdc import __version__
-from cdc.commands.main import COMMANDS, app
+from cdc.commands.main import COMMANDS, app, command_function
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_MD = ROOT / "docs" / "cli.md"
@@ -46,10 +46,26 @@ def test_python_dash_m_cdc() -> None:
     assert all(name in result.stdout for name in NAMES)
 
 
+LOADED = ("import sys\nfrom cdc.commands.main import run\nsys.argv = ['cdc', *sys.argv[1:]]\n"
+          "try:\n    run()\nexcept SystemExit:\n    pass\n"
+          "print(' '.join(m for m in sys.modules if m.startswith('cdc.commands.') or m in ('pyspark', 'questionary')))")
+
+
+@pytest.mark.parametrize("args", [["--version"], ["status", "--help"], ["check-binlog", "--help"]])
+def test_a_command_loads_its_own_module_alone(args: list[str]) -> None:
+    # Every `cdc` a user types (and each stage `cdc run` or a runbook starts) imported every command's module and
+    # its libraries (PySpark, pyarrow, questionary...) first: ~1 s before anything ran on a slow machine.
+    done = subprocess.run([sys.executable, "-c", LOADED, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.splitlines()[-1].split())  # after --help's text
+    named = {f"cdc.commands.{module}" for name, module, _ in COMMANDS if name == args[0]}
+    others = {f"cdc.commands.{module}" for _, module, _ in COMMANDS} - named
+    assert named <= loaded and not loaded & (others | {"pyspark", "questionary"}), sorted(loaded)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_command_has_help(name: str) -> None:
-    command = app.registered_commands[NAMES.index(name)]
-    doc = (command.callback.__doc__ or "").strip()
+    doc = (command_function(name).__doc__ or "").strip()
     assert doc, f"cdc {name} has no docstring (its --help text)"
     result = CliRunner().invoke(app, [name, "--help"])
     assert result.exit_code == 0
@@ -93,7 +109,7 @@ def test_every_command_is_documented(name: str) -> None:
 
 def _options(name: str) -> list[Any]:
     """The command's options as click sees them (typer vendors its own click: no isinstance here)."""
-    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    command = typer.main.get_command(app).get_command(None, name)  # type: ignore[attr-defined]
     return [p for p in command.params if any(flag.startswith("-") for flag in p.opts)]
 
 
