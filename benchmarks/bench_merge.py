@@ -171,10 +171,13 @@ class Worker:
         self.proc.wait()
 
 
-def cold_merge(code: Path, state: Path) -> tuple[float, dict[str, float]]:
-    """Wall seconds of `python -m cdc.spark.job` from `code` (what a user's fresh `cdc spark-merge` pays), phases."""
+def cold_merge(code: Path, state: Path, cli: bool = False) -> tuple[float, dict[str, float]]:
+    """Wall seconds of `python -m cdc.spark.job` from `code` (a fresh `cdc spark-merge` without the command line's
+    own start), or of `cdc spark-merge --json` itself (cli: the command's modules come from this interpreter's install,
+    its library from `code`), and its phases."""
+    job = ["cdc", "spark-merge", "--json"] if cli else ["cdc.spark.job"]
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "cdc.spark.job", "--state-dir", str(state), "--driver-memory", "4g"],
+    done = subprocess.run([sys.executable, "-m", *job, "--state-dir", str(state), "--driver-memory", "4g"],
                           cwd=code, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
     seconds = time.monotonic() - t0
     if done.returncode:

@@ -1,11 +1,12 @@
 """A small spark-merge: a few changes over many tables, the case a `cdc run --follow` cycle has.
 
-    .venv/bin/python benchmarks/bench_small_merge.py [--tables 16] [--changes 8] [--rows 1000] [--repeat 3]
+    .venv/bin/python benchmarks/bench_small_merge.py [--tables 16] [--changes 8] [--rows 1000] [--repeat 3] [--via cli|job]
 
 The lake holds --tables tables of --rows rows (loaded by a first merge); then --changes changes (one
 update each, on --changes different tables, the rest untouched) are merged, as:
-- cold: `python -m cdc.spark.job` in a fresh process (interpreter, JVM and session start included),
-  what a one-shot `cdc spark-merge` pays;
+- cold: `cdc spark-merge --json` in a fresh process (interpreter, the command line's imports, JVM and session start
+  included), what a one-shot `cdc spark-merge` pays; `--via job`: `python -m cdc.spark.job` instead (the figures
+  before 2026-12-04), without the command line's start;
 - warm: merge() in a process whose SparkSession is up (benchmarks/merge_worker.py), what a `cdc run
   --follow` cycle pays.
 The state is reset between runs. Printed: each run's seconds and its phases, and the load average.
@@ -69,7 +70,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout measured (default: this one)")
+    parser.add_argument("--via", choices=("cli", "job"), default="cli", help="the cold merge's process (see above)")
     args = parser.parse_args()
+    cli = args.via == "cli"
     code = args.code.resolve()
     print(f"load average at start {os.getloadavg()}", flush=True)
     worker = Worker(code)
@@ -78,7 +81,7 @@ def main() -> None:
     try:
         worker.merge(state.root)  # untimed: a warm session has merged before
         loaded.restore()
-        cold_merge(code, state.root)  # untimed: the first fresh process records the JVM's class archive
+        cold_merge(code, state.root, cli)  # untimed: the first fresh process records the JVM's class archive
         loaded.restore()
         for repeat in range(args.repeat):
             reply = worker.merge(state.root)
@@ -88,7 +91,7 @@ def main() -> None:
             print(f"repeat {repeat + 1}: warm {reply['seconds']:.2f}s spark jobs "  # type: ignore[index]
                   f"{summary.get('spark_jobs', '?')} phases {summary['phases']} "  # type: ignore[union-attr,index]
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
-            seconds, phases = cold_merge(code, state.root)
+            seconds, phases = cold_merge(code, state.root, cli)
             loaded.restore()
             runs["cold"].append(seconds)
             print(f"repeat {repeat + 1}: cold {seconds:.2f}s phases {phases} load {os.getloadavg()[0]:.1f}", flush=True)
