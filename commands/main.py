@@ -53,6 +53,13 @@ class CdcGroup(TyperGroup):
             self.add_command(_click_command(cmd_name), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        # typer's "Did you mean ...?" draws on the commands loaded so far: for a name that is none of ours, all of them.
+        if args and args[0] not in _BY_NAME:
+            for name in _BY_NAME:
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         keep_files_private()
         # Before click parses: its "unexpected extra argument (...)" would print the password given after -p.

@@ -63,6 +63,13 @@ def test_a_command_loads_its_own_module_alone(args: list[str]) -> None:
     assert named <= loaded and not loaded & (others | {"pyspark", "questionary"}), sorted(loaded)
 
 
+def test_a_mistyped_command_is_told_the_close_one() -> None:
+    # typer suggests from the commands loaded so far: with each loaded only when named, none would be.
+    result = CliRunner().invoke(app, ["statu"])
+    assert result.exit_code == 2
+    assert "No such command 'statu'. Did you mean 'status'?" in result.output
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_command_has_help(name: str) -> None:
     doc = (command_function(name).__doc__ or "").strip()
