@@ -74,6 +74,8 @@ def main() -> None:
     args = parser.parse_args()
     cli = args.via == "cli"
     code = args.code.resolve()
+    if cli and code != ROOT:  # cdc.commands comes from this interpreter's install: another checkout's would be mixed
+        parser.error("--code measures another checkout's library: give it --via job")
     print(f"load average at start {os.getloadavg()}", flush=True)
     worker = Worker(code)
     state, loaded = load(args.tables, args.rows, args.changes, worker)
