@@ -67,11 +67,21 @@ static inline int utf8_length(cursor p, cursor end)
 #undef CONT
 }
 
+/* 1 for a byte a string passes over as it is: printable ASCII but the quote and the backslash. */
+static const unsigned char JSON_PLAIN[256] = {
+    [' '] = 1, ['!'] = 1, ['#' ... '['] = 1, [']' ... 0x7F] = 1,
+};
+
 /* A string whose opening quote is at p[-1]: the byte after its closing quote, NULL if not sure of it.
  * *escaped: whether it holds an escape (its bytes are then not its value). */
 static inline cursor skip_string(cursor p, cursor end, int *escaped)
 {
     while (p < end) {
+        /* Most of a change line's bytes are plain text: one table load per byte, four tested per branch (the
+         * JSON readers' hottest loop, ~25% of the merge's C pass in a profile). */
+        while (end - p >= 4 && (JSON_PLAIN[p[0]] & JSON_PLAIN[p[1]] & JSON_PLAIN[p[2]] & JSON_PLAIN[p[3]])) p += 4;
+        while (p < end && JSON_PLAIN[*p]) p++;
+        if (p >= end) return NULL;
         unsigned c = *p;
         if (c == '"') return p + 1;
         if (c < 0x20) return NULL;
@@ -88,12 +98,10 @@ static inline cursor skip_string(cursor p, cursor end, int *escaped)
             } else {
                 return NULL;
             }
-        } else if (c >= 0x80) {
+        } else { /* a byte >= 0x80: what is left once the plain ones are passed over */
             int n = utf8_length(p, end);
             if (!n) return NULL;
             p += n;
-        } else {
-            p++;
         }
     }
     return NULL;

@@ -169,3 +169,25 @@ def test_what_orjson_refuses_is_never_counted_in_c() -> None:
     plain = b"".join(encode_line(_row(n, op="cudr"[n % 4])) for n in range(1, 101))
     scanner = module.Scanner(None)
     assert scanner.feed(plain) == (100, [])  # the common line never leaves C
+
+
+# Bytes a string cannot pass over as plain text, each with what makes it so: its end, an escape, a control byte,
+# UTF-8 (valid, cut, overlong, a surrogate) and an escaped surrogate.
+SPECIAL = [b'\\"', b"\\\\", b"\\n", b"\\u00e9", b"\\ud800", b"\\q", b"\x01", b"\x7f", b"\xc3\xa9", b"\xf0\x9f\xa6\x80",
+           b"\xc3", b"\xc0\xaf", b"\xed\xa0\x80", b"\xff", b'"']
+
+
+def test_every_special_byte_at_every_offset_of_a_string(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """skip_string passes over plain bytes four at a time: a special one at any offset of a string, in a name or a
+    value, still gets the Python scan's verdict (counted the same, or handed back)."""
+    lines = []
+    for special in SPECIAL:
+        for offset in range(10):
+            text = b"x" * offset + special + b"y" * (9 - offset % 4)
+            lines.append(_raw(b',"after":{"note":"' + text + b'"}', op=b"u"))
+            lines.append(_raw(b"").replace(b'"orders"', b'"' + text + b'"'))
+    for n, line in enumerate(lines):
+        path = tmp_path / f"seg{n}.jsonl"
+        path.write_bytes(encode_line(_row(1)) + line + encode_line(_row(2)))
+        native, python = _both(monkeypatch, [path])
+        assert native == python, line
