@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import gzip
+import io
 import os
 import signal
 import subprocess
@@ -149,17 +150,26 @@ def _native_file(native: Any, path: str, merged_upto: str | None, latest: Any = 
 
 def whole_lines(path: str) -> Iterator[tuple[bytearray, int]]:
     """A local file (plain or gzip) in blocks of whole lines: (buffer, end of its last whole line; at the file's end,
-    of its last line, newline or not). The buffer is reused: what the caller needs of it is read before the next."""
-    pending = bytearray()
-    with _open(path) as handle:
+    of its last line, newline or not). The buffer is reused: what the caller needs of it is read before the next, and
+    its bytes past that end are not the file's.
+
+    Read straight into one buffer (readinto): a read into a new bytes object, then appended to the lines held, copied
+    every byte once more (memmove: 7% -> 2% of the superseded-lines pass's CPU, which reads its input twice).
+    """
+    buffer, held = bytearray(_BLOCK), 0  # held: the bytes of an unfinished line, at the buffer's start
+    with _open_unbuffered(path) as handle:
         while True:
-            block = handle.read(_BLOCK)
-            pending += block
-            cut = pending.rfind(b"\n") + 1 if block else len(pending)  # whole lines only, until the end
+            if held == len(buffer):  # one line longer than the buffer: grow it until the line ends
+                buffer.extend(bytes(len(buffer)))
+            with memoryview(buffer) as view, view[held:] as free:
+                read = handle.readinto(free) or 0
+            end = held + read
+            cut = buffer.rfind(b"\n", 0, end) + 1 if read else end  # whole lines only, until the end
             if cut:
-                yield pending, cut
-                del pending[:cut]
-            if not block:
+                yield buffer, cut
+                buffer[:end - cut] = buffer[cut:end]
+            held = end - cut
+            if not read:
                 return
 
 
@@ -265,6 +275,15 @@ _NATIVE, NATIVE_PROBLEM = _load_native()
 def _open(path: str) -> Iterator[IO[bytes]]:
     handle: IO[bytes] = (gzip.open(path, "rb") if path.endswith(".gz")  # type: ignore[assignment]  # GzipFile is IO
                          else open(path, "rb", buffering=1 << 20))
+    with handle:
+        yield handle
+
+
+@contextmanager
+def _open_unbuffered(path: str) -> Iterator[io.RawIOBase | gzip.GzipFile]:
+    """For whole_lines: a plain file's reads go straight into its buffer (no buffer of the file object's own)."""
+    handle: io.RawIOBase | gzip.GzipFile = gzip.open(path, "rb") if path.endswith(".gz") \
+        else open(path, "rb", buffering=0)
     with handle:
         yield handle
 

@@ -119,6 +119,23 @@ def test_blocks_cut_anywhere_lines_without_a_last_newline_and_gzip(tmp_path: Pat
         assert _both(monkeypatch, [plain, packed], _position(500)) == expected
 
 
+@pytest.mark.parametrize("block", [1, 2, 7, 64, 4096])
+def test_whole_lines_give_the_file_back_cut_after_newlines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          block: int) -> None:
+    """whole_lines reads into one reused buffer: the blocks' bytes up to each cut are the file, in order, each cut
+    after a newline but the file's last (a line longer than the buffer grows it)."""
+    rng = random.Random(block)
+    data = b"".join(b"x" * rng.choice([0, 1, 5, 63, 64, 65, 300]) + b"\n" for _ in range(60)) + b"tail without newline"
+    plain, packed = tmp_path / "a.jsonl", tmp_path / "a.jsonl.gz"
+    plain.write_bytes(data)
+    packed.write_bytes(gzip.compress(data))
+    monkeypatch.setattr(scan, "_BLOCK", block)
+    for path in (plain, packed):
+        pieces = [bytes(buffer[:cut]) for buffer, cut in scan.whole_lines(str(path))]
+        assert b"".join(pieces) == data
+        assert all(piece.endswith(b"\n") for piece in pieces[:-1]) and pieces[-1].endswith(b"tail without newline")
+
+
 def test_thousands_of_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The scanner's table index grows past its first sizes; each table keeps its own facts."""
     rng = random.Random(9)
