@@ -78,7 +78,7 @@ static inline cursor skip_string(cursor p, cursor end, int *escaped)
 {
     while (p < end) {
         /* Most of a change line's bytes are plain text: one table load per byte, four tested per branch (the
-         * JSON readers' hottest loop, ~25% of the merge's C pass in a profile). */
+         * JSON readers' hottest loop: ~28% of the CPU of the merge's C pass in a profile, before this loop). */
         while (end - p >= 4 && (JSON_PLAIN[p[0]] & JSON_PLAIN[p[1]] & JSON_PLAIN[p[2]] & JSON_PLAIN[p[3]])) p += 4;
         while (p < end && JSON_PLAIN[*p]) p++;
         if (p >= end) return NULL;
