@@ -189,7 +189,7 @@ def test_what_orjson_refuses_is_never_counted_in_c() -> None:
 
 
 # Bytes a string cannot pass over as plain text, each with what makes it so: its end, an escape, a control byte,
-# UTF-8 (valid, cut, overlong, a surrogate) and an escaped surrogate.
+# UTF-8 (valid, cut, overlong, a surrogate) and an escaped surrogate; and DEL (0x7f), the last byte it can.
 SPECIAL = [b'\\"', b"\\\\", b"\\n", b"\\u00e9", b"\\ud800", b"\\q", b"\x01", b"\x7f", b"\xc3\xa9", b"\xf0\x9f\xa6\x80",
            b"\xc3", b"\xc0\xaf", b"\xed\xa0\x80", b"\xff", b'"']
 
