@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, cast
 
 import orjson
 
@@ -157,7 +157,7 @@ def whole_lines(path: str) -> Iterator[tuple[bytearray, int]]:
     every byte once more (memmove: 7% -> 2% of the superseded-lines pass's CPU, which reads its input twice).
     """
     buffer, held = bytearray(_BLOCK), 0  # held: the bytes of an unfinished line, at the buffer's start
-    with _open_unbuffered(path) as handle:
+    with _open(path, buffering=0) as handle:
         while True:
             if held == len(buffer):  # one line longer than the buffer: grow it until the line ends
                 buffer.extend(bytes(len(buffer)))
@@ -272,20 +272,12 @@ _NATIVE, NATIVE_PROBLEM = _load_native()
 
 
 @contextmanager
-def _open(path: str) -> Iterator[IO[bytes]]:
-    handle: IO[bytes] = (gzip.open(path, "rb") if path.endswith(".gz")  # type: ignore[assignment]  # GzipFile is IO
-                         else open(path, "rb", buffering=1 << 20))
+def _open(path: str, buffering: int = 1 << 20) -> Iterator[io.BufferedIOBase | io.RawIOBase]:
+    """A local change-log file, plain or gzip. buffering=0: a plain file's reads go straight into the caller's buffer
+    (whole_lines' readinto); a line-by-line reader (_changes) wants the default."""
+    handle = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=buffering)
     with handle:
-        yield handle
-
-
-@contextmanager
-def _open_unbuffered(path: str) -> Iterator[io.RawIOBase | gzip.GzipFile]:
-    """For whole_lines: a plain file's reads go straight into its buffer (no buffer of the file object's own)."""
-    handle: io.RawIOBase | gzip.GzipFile = gzip.open(path, "rb") if path.endswith(".gz") \
-        else open(path, "rb", buffering=0)
-    with handle:
-        yield handle
+        yield cast("io.BufferedIOBase | io.RawIOBase", handle)
 
 
 class LocalScan:
