@@ -6,14 +6,17 @@ small tables take cdc.spark.small_tables instead, which reuses the same compacti
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from cdc.errors import DataError
-from cdc.schema import SchemaHistory
+from cdc.schema import SchemaHistory, TableSchema
 from cdc.spark import batches, lake
 from cdc.spark.report import TableResult, timed
 
@@ -106,7 +109,11 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
             batch_written = pool.submit(write_batch) if with_batch else None
             with timed(phases, "lake"):
                 kept = multiset.copies(changed) if keyless else changed
-                batches.lake_frame(kept, rest, final).write.mode("overwrite").parquet(str(directory / version))
+                copied = not keyless and not truncated and rest is not None and base_path is not None \
+                    and base_position == final.position and _lake_copy(changed, base_path, directory / version, final,
+                                                                       untouched)
+                if not copied:
+                    batches.lake_frame(kept, rest, final).write.mode("overwrite").parquet(str(directory / version))
             if batch_written is not None:
                 batch_written.result()
         if with_batch:
@@ -124,6 +131,28 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
                "primary_key": list(final.primary_key), "columns": [asdict(c) for c in final.columns], "rows": lake_rows}
     result_doc = asdict(TableResult(name, info.rows, lake_rows, inserts + deletes, inserts, deletes, final.position))
     return {"dir": directory.name, "pointer": pointer, "manifest": manifest_entry, "result": result_doc}
+
+
+def _lake_copy(changed: Any, base: Path, version: Path, final: TableSchema, untouched: int) -> bool:
+    """The new lake version as Spark's write of the kept rows and pyarrow's copy of the untouched ones
+    (cdc.spark.lake_copy); False, with nothing written, where the copy could differ from Spark's join."""
+    from pyspark.sql import functions as F
+
+    from cdc.spark import lake_copy
+
+    first = lake_copy.first_file(base)
+    keys = list(final.primary_key)
+    if first is None or not lake_copy.key_types_fit(pq.read_schema(first), keys):
+        return False
+    batches.lake_frame(changed, None, final).write.mode("overwrite").parquet(str(version))
+    written = lake_copy.spark_schema_of(version)
+    if written is None or not lake_copy.same_columns(written, pq.read_schema(first)):
+        shutil.rmtree(version, ignore_errors=True)
+        return False
+    key_columns = [F.col(f"c{final.column_names.index(k)}").alias(k) for k in keys]
+    touched = changed.filter(F.col("_in_lake")).select(*key_columns).toArrow()
+    lake_copy.check_count(lake_copy.copy_untouched(base, version, touched, keys, written), untouched, version)
+    return True
 
 
 def counts_of(changed: Any) -> dict[str, int]:
