@@ -67,16 +67,20 @@ def copy_untouched(base: Path, version: Path, touched: pa.Table, keys: list[str]
 
     def one(numbered: tuple[int, Path]) -> int:
         number, path = numbered
-        rows = pq.read_table(path)
-        rest = rows.filter(_untouched(rows, wanted, keys))
-        out = version / f"{PREFIX}{number:05d}.parquet"
-        pq.write_table(rest.cast(schema), out, compression="snappy")
+        out, written = version / f"{PREFIX}{number:05d}.parquet", 0
+        source = pq.ParquetFile(path)
+        with pq.ParquetWriter(out, schema, compression="snappy") as writer:
+            for group in range(source.num_row_groups):  # a row group at a time: memory bounded by one, not a file
+                rows = source.read_row_group(group)
+                rest = rows.filter(_untouched(rows, wanted, keys))
+                writer.write_table(rest.cast(schema))
+                written += rest.num_rows
         fd = os.open(out, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-        return int(rest.num_rows)
+        return written
 
     with ThreadPoolExecutor(2, thread_name_prefix="cdc-lake-copy") as pool:
         written = sum(pool.map(one, enumerate(files)))

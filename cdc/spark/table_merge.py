@@ -109,7 +109,8 @@ def merge_table(spark: Any, raw: Any, history: SchemaHistory, info: Any, *, run:
             batch_written = pool.submit(write_batch) if with_batch else None
             with timed(phases, "lake"):
                 kept = multiset.copies(changed) if keyless else changed
-                copied = not keyless and not truncated and rest is not None and base_path is not None \
+                # The touched keys are collected to the driver as for Spark's broadcast: within the same bound.
+                copied = not keyless and not truncated and broadcast and rest is not None and base_path is not None \
                     and base_position == final.position and _lake_copy(changed, base_path, directory / version, final,
                                                                        untouched)
                 if not copied:
