@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cdc.changelog import SegmentWriter, position_string
 from cdc.errors import DataError
-from cdc.spark import lake_copy, merge
+from cdc.schema import Column, SchemaHistory, TableSchema
+from cdc.spark import lake_copy, merge, read_lake_table
 from cdc.spark.lake import read_pointer, table_dir
 from cdc.state import StateDir
 from tests.spark.test_merge import batch_rows, check_batch, lake_state
 from tests.spark.workload import EVERY, EXTRA, T1, T2, Workload, model
+
+ROOT = Path(__file__).resolve().parents[2]
+BINLOG = "mariadb-bin.000001"
 
 
 def _copied(root: Path, table: tuple[str, str]) -> int | None:
@@ -96,3 +107,56 @@ def test_the_copy_leaves_out_exactly_the_touched_keys_and_says_when_the_count_is
     assert left.column("st").to_pylist().count(["y", "z"]) == 2  # each row whole, its list column too
     with pytest.raises(DataError, match="9 untouched lake rows copied where the merge counted 10"):
         lake_copy.check_count(9, 10, version)
+
+
+def _lines(writer: Any, start: int, changes: list[tuple[str, int, str | None]]) -> None:
+    """Change lines of bench.t (id, name) from binlog position `start` on, one transaction per line."""
+    for offset, (op, key, name) in enumerate(changes):
+        position = position_string(BINLOG, start + offset, 0, snapshot=op == "r")
+        image = None if name is None else {"id": key, "name": name}
+        writer.write(position, orjson.dumps({
+            "after": image, "before": {"id": key, "name": "?"} if op in ("u", "d") else None, "db": "bench",
+            "key": {"id": key}, "op": op, "position": position,
+            "src": {"file": BINLOG, "gtid": None, "pos": start + offset, "row": 0, "server_id": 1, "xid": start + offset},
+            "table": "t", "ts": "2026-11-22T07:00:01Z", "v": 1}) + b"\n")
+    writer.seal()
+
+
+@pytest.mark.spark  # two `cdc spark-merge` processes, each its own JVM, over a lake past SMALL_LAKE_ROWS (~30 s)
+def test_kill_9_while_the_lake_is_copied_then_rerun_equals_uninterrupted(tmp_path: Path, spark: Any) -> None:
+    """`cdc spark-merge` killed once the first copied file of the new version shows, then rerun: the lake is the
+    model's (the half-written version is never switched to, and the rerun writes it whole)."""
+    rows = 210_000  # past SMALL_LAKE_ROWS: the table is merged on its own, where the copy is made
+    state = StateDir(tmp_path / "state").ensure()
+    SchemaHistory(state.schema).record(TableSchema("bench", "t", (
+        Column("id", "bigint(20)", "bigint", nullable=False), Column("name", "varchar(64)", "varchar")), ("id",),
+        "0000000001:000000000004:b000000000000"))
+    _lines(SegmentWriter(state.changelog, owner="test"), 10, [("r", k, f"n{k}") for k in range(rows)])
+    merge(state, spark=spark)
+    changes = [("u", k, f"u{k}") for k in range(0, rows, 7)] + [("d", k, None) for k in range(3, rows, 11)] \
+        + [("c", k, f"c{k}") for k in range(rows, rows + 5_000)]
+    _lines(SegmentWriter(state.changelog, owner="test"), 10 + rows, changes)
+    expected = {k: f"n{k}" for k in range(rows)}
+    for _, key, name in changes:
+        if name is None:
+            expected.pop(key, None)
+        else:
+            expected[key] = name
+    version = table_dir(state.root / "lake", "bench", "t") / "v000000000002"
+    checkpoint = state.checkpoint_path("merge").read_bytes()
+    command = [sys.executable, "-m", "cdc", "spark-merge", "--state-dir", str(state.root), "--master", "local[2]",
+               "--driver-memory", "1g", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not list(version.glob(f"{lake_copy.PREFIX}*")):
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # the kill must land mid-merge (the checkpoint as the first merge left it), else this test tests nothing
+    assert proc.returncode == -signal.SIGKILL and state.checkpoint_path("merge").read_bytes() == checkpoint
+    rerun = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert list(version.glob(f"{lake_copy.PREFIX}*"))  # the rerun copied too
+    found = read_lake_table(state.root / "lake", "bench", "t")
+    assert found is not None and {r["id"]: r["name"] for r in found.rows} == expected
