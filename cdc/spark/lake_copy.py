@@ -13,7 +13,8 @@ the rows Spark's join would give, taken only where the two cannot differ:
   bytes' in both engines (a float's is not: Spark makes -0.0 equal 0.0 and NaN equal NaN);
 - the files Spark writes for the kept rows have the previous version's column types, which the copies then carry.
 Anything else keeps Spark's own join. The rows copied must number what the counts say (the lake's rows less the
-touched keys it held), or the merge stops: a lake version is never left short or long.
+touched keys it held); where they do not, or Arrow fails on a row (a null where the kept rows' files say none can
+be), the version is written by Spark's join after all (cdc.spark.table_merge), with a warning.
 """
 
 from __future__ import annotations

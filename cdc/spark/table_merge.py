@@ -6,6 +6,7 @@ small tables take cdc.spark.small_tables instead, which reuses the same compacti
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,12 +14,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc.errors import DataError
 from cdc.schema import SchemaHistory, TableSchema
 from cdc.spark import batches, lake
 from cdc.spark.report import TableResult, timed
+
+log = logging.getLogger(__name__)
 
 # Up to this many touched keys, the anti join that copies the untouched lake rows broadcasts the keys
 # (the lake is then only scanned, never shuffled). ~1M keys is tens of MiB on the driver even for
@@ -152,7 +156,13 @@ def _lake_copy(changed: Any, base: Path, version: Path, final: TableSchema, unto
         return False
     key_columns = [F.col(f"c{final.column_names.index(k)}").alias(k) for k in keys]
     touched = changed.filter(F.col("_in_lake")).select(*key_columns).toArrow()
-    lake_copy.check_count(lake_copy.copy_untouched(base, version, touched, keys, written), untouched, version)
+    try:
+        lake_copy.check_count(lake_copy.copy_untouched(base, version, touched, keys, written), untouched, version)
+    except (DataError, pa.ArrowException) as exc:
+        # Spark's own join is the reference the copy stands in for: the version is written by it instead.
+        log.warning("spark-merge: %s: the untouched lake rows copied by Spark instead of pyarrow (%s)", version, exc)
+        shutil.rmtree(version, ignore_errors=True)
+        return False
     return True
 
 
