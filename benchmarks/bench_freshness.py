@@ -5,10 +5,10 @@
 Starts a throwaway MariaDB (tests/rig), moto's server (the S3 bucket `ship-s3` writes to) and fakesnow's
 server (the Snowflake stand-in, in a process of its own: benchmarks/snowflake_stand_in.py), snapshots --tables
 tables of --rows rows each, then runs `cdc run --follow --json` as a subprocess, as a user runs it. Once its
-first cycle has loaded Snowflake, a steady workload commits --rate transactions per second for --seconds: each
-one statement on a random table, an insert (40%), an update (35%), a delete (15%) or a primary-key change
-(10%). Every transaction writes a global sequence number into the row (`v`, and `note` = "n<v>"), so a value
-seen anywhere names its transaction.
+first snowflake-apply has loaded the snapshot, a steady workload commits --rate transactions per second for
+--seconds: each one statement on a random table, an insert (40%), an update (35%), a delete (15%) or a
+primary-key change (10%). Every transaction writes a global sequence number into the row (`v`, and `note` =
+"n<v>"), so a value seen anywhere names its transaction.
 
 A --sample fraction of the inserted / updated / re-keyed rows are followed (and never written again):
 - commit -> sealed segment: a watcher sees their line in a sealed change-log segment (every 20 ms);
@@ -19,8 +19,11 @@ A --sample fraction of the inserted / updated / re-keyed rows are followed (and 
   looks every 100 ms instead, as the benchmark did up to 2026-12-02: the stand-in runs on the measured machine
   and serves one statement at a time, so a look every 100 ms (~130 ms of its time for 16 tables here) held back
   the apply being measured; a Snowflake warehouse serves its readers on its own machines.
-Printed: p50/p95/p99/max of each, the load average at start and end, and where `cdc run`'s cycles spent
-their time (each stage's median and max seconds in the cycles that did work).
+Printed: p50/p95/p99/max of each, the load average at start and end, the CPU seconds of `cdc run` (with its
+JVM) and of the stand-in during the workload (a real warehouse's CPU is not this machine's), where `cdc run`'s
+cycles spent their time (each stage's median and max seconds in the cycles that did work) and how many
+statements each apply sent (Snowflake's own time per statement is what a real apply adds up). `--lines FILE`
+writes the run's stage lines as a timeline (start, end, cycle, stage, status).
 """
 
 from __future__ import annotations
@@ -71,7 +74,9 @@ class Book:
     samples: dict[int, Sample] = field(default_factory=dict)
     stages: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    first_cycle: threading.Event = field(default_factory=threading.Event)
+    # The snapshot is in Snowflake: the first snowflake-apply is done. Not the first cycle's end: with an apply run
+    # beside the next cycle (tried 2026-12-05), that came first, and the workload's first rows timed the snapshot's.
+    loaded: threading.Event = field(default_factory=threading.Event)
     applied: threading.Event = field(default_factory=threading.Event)  # a snowflake-apply reported done
     # Each sequence number's (segment, first seen) once sealed: tail may seal a commit before the workload has
     # recorded it as followed (within 0.5 s since tail runs beside the cycles), and it must still be matched.
@@ -164,10 +169,9 @@ def read_run(stdout: Any, book: Book) -> None:
         now = time.monotonic()
         with book.lock:
             book.stages.append((now, event))
-            if event.get("event") == "cycle":
-                book.first_cycle.set()
             if event.get("stage") == "snowflake-apply" and event["status"] == "done":
                 book.applied.set()
+                book.loaded.set()
             if event.get("stage") == "spark-merge" and event["status"] == "done":
                 last = event["detail"]["segments"][-1]
                 for sample in book.samples.values():
@@ -226,9 +230,9 @@ def _look(conn: Any, pending: dict[str, list[Sample]], book: Book) -> None:
 
 
 @contextmanager
-def snowflake_stand_in(workdir: Path) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
-    """fakesnow's server in a process of its own (benchmarks/snowflake_stand_in.py): SNOWFLAKE_HOME for `cdc`, and
-    the connect parameters for the poller."""
+def snowflake_stand_in(workdir: Path) -> Iterator[tuple[dict[str, str], dict[str, Any], int]]:
+    """fakesnow's server in a process of its own (benchmarks/snowflake_stand_in.py): SNOWFLAKE_HOME for `cdc`, the
+    connect parameters for the poller, and its pid (its CPU is counted apart)."""
     import snowflake.connector
 
     server = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "snowflake_stand_in.py")],
@@ -249,7 +253,7 @@ def snowflake_stand_in(workdir: Path) -> Iterator[tuple[dict[str, str], dict[str
         conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {SF_DATABASE}")
         conn.cursor().execute(f"CREATE SCHEMA IF NOT EXISTS {SF_DATABASE}.{SF_SCHEMA}")
         conn.close()
-        yield {"SNOWFLAKE_HOME": str(home)}, params
+        yield {"SNOWFLAKE_HOME": str(home)}, params, server.pid
     finally:
         if server.stdin:
             server.stdin.close()
@@ -271,6 +275,21 @@ def write_config(workdir: Path, server: MariaDB, moto: MotoServer) -> Path:
     return path
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its live descendants (cdc run: its JVM), from /proc."""
+    total, todo = 0.0, [pid]
+    while todo:
+        at = todo.pop()
+        try:
+            fields = Path(f"/proc/{at}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{at}/task").iterdir():
+                todo += [int(child) for child in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):  # ended meanwhile
+            continue
+    return total
+
+
 def percentiles(values: list[float]) -> str:
     if not values:
         return f"{'-':>8} {'-':>8} {'-':>8} {'-':>8}"
@@ -279,7 +298,8 @@ def percentiles(values: list[float]) -> str:
     return " ".join(f"{v:>8.2f}" for v in pick)
 
 
-def report(book: Book, transactions: int, args: argparse.Namespace, loads: list[tuple[float, ...]]) -> None:
+def report(book: Book, transactions: int, args: argparse.Namespace, loads: list[tuple[float, ...]],
+           cpu: dict[str, float]) -> None:
     samples = list(book.samples.values())
     print(f"\n{transactions} transactions in {args.seconds:.0f} s over {args.tables} tables "
           f"({transactions / args.seconds:.1f}/s), {len(samples)} followed rows")
@@ -292,6 +312,9 @@ def report(book: Book, transactions: int, args: argparse.Namespace, loads: list[
     if missing:
         print(f"NOT VISIBLE in Snowflake by the end: {len(missing)} rows, e.g. {missing[:3]}")
     print("load average (1, 5, 15 min): " + "; ".join(" ".join(f"{x:.2f}" for x in load) for load in loads))
+    # Snowflake runs its statements on its own machines; the stand-in's share here is this machine's, not cdc's.
+    print("CPU seconds from the workload's start to the last row seen: "
+          + ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu.items()))
     print("\n`cdc run` cycles that did work (seconds per stage):")
     print(f"{'stage':<22} {'runs':>5} {'median':>8} {'max':>8}")
     per_stage: dict[str, list[float]] = {}
@@ -306,6 +329,10 @@ def report(book: Book, transactions: int, args: argparse.Namespace, loads: list[
               if e.get("stage") == "spark-merge" and e["status"] == "done"]
     if merges:
         print(f"spark-merge phases, last run: {merges[-1]}")
+    statements = sorted(e["detail"].get("statements", 0) for _, e in book.stages
+                        if e.get("stage") == "snowflake-apply" and e["status"] == "done")
+    if statements:  # Snowflake's own time per statement (compile, queue, run) is what a real apply adds up
+        print(f"snowflake-apply statements per run: median {statements[len(statements) // 2]}, max {statements[-1]}")
     print(f"cycles: {len(cycles)}")
 
 
@@ -315,7 +342,7 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         live = load_source(server, args.tables, args.rows)
         moto = stack.enter_context(MotoServer())
         moto.client("s3").create_bucket(Bucket=BUCKET)
-        snowflake_env, params = stack.enter_context(snowflake_stand_in(workdir))
+        snowflake_env, params, stand_in = stack.enter_context(snowflake_stand_in(workdir))
         config = write_config(workdir, server, moto)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "SNOWFLAKE_", "MYSQL_"))}
         env.update(moto.env, **snowflake_env, PYTHONPATH=str(ROOT))
@@ -331,11 +358,14 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         for t in threads:
             t.start()
         try:
-            if not book.first_cycle.wait(900):
-                raise SystemExit(f"cdc run did not finish a cycle: {(workdir / 'run.err').read_text()[-3000:]}")
-            print(f"first cycle done (snapshot of {args.tables} x {args.rows} rows loaded); workload starts",
+            if not book.loaded.wait(900):
+                raise SystemExit("cdc run did not load the snapshot into Snowflake: "
+                                 f"{(workdir / 'run.err').read_text()[-3000:]}")
+            print(f"first apply done (snapshot of {args.tables} x {args.rows} rows loaded); workload starts",
                   flush=True)
             loads = [os.getloadavg()]
+            pids = {"cdc run with its JVM": cdc.pid, "the Snowflake stand-in": stand_in}
+            began = {name: tree_cpu(pid) for name, pid in pids.items()}
             transactions = workload(server, book, live, args, stop)
             deadline = time.monotonic() + args.drain
             while time.monotonic() < deadline and cdc.poll() is None:
@@ -344,15 +374,29 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
                         break
                 time.sleep(0.2)
             loads.append(os.getloadavg())
+            cpu = {name: tree_cpu(pid) - began[name] for name, pid in pids.items()}
         finally:
             stop.set()
             cdc.send_signal(signal.SIGTERM)
             cdc.wait(120)
             for t in threads[1:]:
                 t.join(10)
-        report(book, transactions, args, loads)
+        report(book, transactions, args, loads, cpu)
+        if args.lines:
+            write_lines(book, Path(args.lines))
         if cdc.returncode not in (0, 130, 143):
             print(f"cdc run exited {cdc.returncode}: {(workdir / 'run.err').read_text()[-3000:]}")
+
+
+def write_lines(book: Book, path: Path) -> None:
+    """The run's stage lines as a timeline: start and end (seconds since the first line), cycle, stage, status."""
+    first = book.stages[0][0] if book.stages else 0.0
+    with path.open("w", encoding="utf-8") as out:
+        for seen, event in book.stages:
+            if event.get("event") == "stage":
+                end = seen - first
+                out.write(f"{end - event['seconds']:9.2f} {end:9.2f} {event['cycle']:>5} {event['stage']:<20} "
+                          f"{event['status']}\n")
 
 
 def main() -> None:
@@ -366,6 +410,7 @@ def main() -> None:
     parser.add_argument("--drain", type=float, default=300.0, help="seconds to wait for the last rows after it")
     parser.add_argument("--look", choices=("after-apply", "poll"), default="after-apply",
                         help="when Snowflake is looked at: after each snowflake-apply, or every 100 ms")
+    parser.add_argument("--lines", help="write a timeline of the run's stage lines to this file")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (state, run.err)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="cdc-fresh-"))
