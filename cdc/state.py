@@ -218,13 +218,18 @@ class StateDir:
     def manifest_path(self, batch_id: str) -> Path:
         return self.batch_dir(batch_id) / "manifest.json"
 
-    def sealed_batches(self) -> list[str]:
-        """Ids of the batches whose manifest is written, in id (= time) order; a folder without one is a run
-        in progress (the manifest is written last) and is not a batch yet."""
+    def batch_ids(self) -> list[str]:
+        """Ids of every batch folder, sealed or not, in id (= time) order: names only, nothing read or stat'ed."""
         if not self.batches.is_dir():
             return []
-        return sorted(p.name for p in self.batches.iterdir()
-                      if p.name.startswith(BATCH_PREFIX) and self.manifest_path(p.name).is_file())
+        return sorted(name for name in os.listdir(self.batches) if name.startswith(BATCH_PREFIX))
+
+    def sealed_batches(self, after: str | None = None) -> list[str]:
+        """Ids of the batches whose manifest is written, in id (= time) order (only those after `after`: a long
+        --follow run seals one every few seconds, and looks only at the new ones); a folder without one is a run
+        in progress (the manifest is written last) and is not a batch yet."""
+        return [batch for batch in self.batch_ids()
+                if (after is None or batch > after) and self.manifest_path(batch).is_file()]
 
     def checkpoint_path(self, stage: str) -> Path:
         return self.root / f"{stage}.json"

@@ -64,6 +64,7 @@ class Context:
     snowflake_used: float = 0.0  # time.monotonic() of its last use
     applier: Any = None  # snowflake-apply's Applier on that connection: its start-up reads paid once (issue #25)
     applier_schema: tuple[Any, ...] | None = None  # the schema history (files) when it was made: it caches them
+    manifests: dict[str, Any] = field(default_factory=dict)  # sealed batches' manifests read (they never change)
     bootstrapped: tuple[Any, ...] | None = None  # the schema history (files) the last bootstrap of this run saw
     tailed: bool = False  # tail ran once in this run (caught up with the backlog there was at the start)
     follow: bool = False  # run --follow: the SparkSession lives as long as the run (its JVM bounded for that)
@@ -198,11 +199,9 @@ def spark_merge(ctx: Context) -> Outcome:
 
 
 def pending_batches(state: StateDir) -> list[str]:
-    """Sealed batches after snowflake-apply's checkpoint (written after the bookkeeping row, so none is lost)."""
-    from cdc.snowflake import list_batches
-
-    last = _applied_batch(state) or ""
-    return [b.batch_id for b in list_batches(state) if b.batch_id > last]
+    """Sealed batches after snowflake-apply's checkpoint (written after the bookkeeping row, so none is lost): their
+    ids only, no manifest read (a long --follow run holds a batch for every few seconds it ran)."""
+    return state.sealed_batches(after=_applied_batch(state) or "")
 
 
 def _applied_batch(state: StateDir) -> str | None:
@@ -259,6 +258,7 @@ def snowflake_apply(ctx: Context) -> Outcome:
         conn, seen = ctx.snowflake_connection(), _schema_files(ctx.state)
         if ctx.applier is None or ctx.applier.conn is not conn or ctx.applier_schema != seen:
             ctx.applier, ctx.applier_schema = Applier(conn, ctx.state), seen
+            ctx.applier.known = ctx.manifests  # a new Applier (new tables or columns) reads no manifest again
         summary = apply_batches(conn, ctx.state, stop=ctx.stop, on_batch=on_batch, applier=ctx.applier)
     except BaseException:
         ctx.drop_snowflake()

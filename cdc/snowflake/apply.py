@@ -39,16 +39,26 @@ _Q = sql.quote_ident
 METADATA = (names.ACTION, names.IS_UPDATE, names.CDC_POSITION, names.CDC_COMMIT_TS, names.CDC_OP)
 
 
-def list_batches(state: StateDir) -> list[Batch]:
-    """Sealed batches (manifest written last) in batch-id = time order, with their manifests."""
+def list_batches(state: StateDir, *, known: dict[str, Batch] | None = None) -> list[Batch]:
+    """Sealed batches (manifest written last) in batch-id = time order, with their manifests.
+
+    known: batches read before, by id, filled in with those read now. A sealed batch's manifest never changes, so a
+    kept Applier (`cdc run --follow`, a batch every few seconds) reads each once, not every batch at every pass.
+    """
     found = []
-    for batch_id in state.sealed_batches():
-        path = state.manifest_path(batch_id)
-        manifest = read_json(path)
-        if manifest is not None:
+    for batch_id in state.batch_ids():
+        batch = None if known is None else known.get(batch_id)
+        if batch is None:
+            path = state.manifest_path(batch_id)
+            manifest = read_json(path)
+            if manifest is None:  # not sealed yet: its merge is running
+                continue
             if manifest.get("version", 0) > 1:
                 raise PreconditionError(f"batch manifest {path} has a newer version than this cdc")
-            found.append(Batch(batch_id, state.batch_dir(batch_id), manifest))
+            batch = Batch(batch_id, state.batch_dir(batch_id), manifest)
+            if known is not None:
+                known[batch_id] = batch
+        found.append(batch)
     return found
 
 
@@ -68,7 +78,8 @@ class Applier:
         self.checkpoint: ApplyCheckpoint | None = None  # the apply checkpoint as this Applier last saw or wrote it
         self._transactional: bool | None = None  # probed once per connection
         self._remove_refused = False  # the engine has no REMOVE (fakesnow): not asked again
-        self.manifests: list[Batch] | None = None  # every sealed batch, read again by each pass of run()
+        self.manifests: list[Batch] | None = None  # every sealed batch, listed again by each pass of run()
+        self.known: dict[str, Batch] = {}  # the sealed batches' manifests read so far (they never change)
         self._vacated: set[str] = set()  # Snowflake names the batch being applied renamed a table away from
 
     def execute(self, statement: str, params: Any = None, *, fetch: bool = True) -> list[tuple[Any, ...]]:
@@ -297,7 +308,7 @@ class Applier:
     def _applied_position(self, batch: Batch, key: str) -> str | None:
         """The schema position of the table in the last batch before `batch` that had it (all applied by now)."""
         if self.manifests is None:
-            self.manifests = list_batches(self.state)
+            self.manifests = list_batches(self.state, known=self.known)
         # A renamed table's earlier batches are under the names it had then (each for the positions it had it).
         held = [(f"{d}.{t}", start, end) for d, t, start, end in self.history.lineage(*key.partition(".")[::2])]
         for earlier in reversed(self.manifests):
@@ -343,8 +354,10 @@ def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: floa
         before = applier.cursor.statements
         try:
             applied = applier.resume()
-            while not _apply_new(applier, applied, stop, on_batch):
-                applier.summary.last_batch = max(applier.summary.applied + applier.summary.skipped, default=None)
+            done = applier.checkpoint.last_batch if applier.checkpoint is not None else None
+            while not _apply_new(applier, applied, stop, on_batch, done):
+                summary = applier.summary
+                summary.last_batch = max([*summary.applied, *summary.skipped, *filter(None, [done])], default=None)
                 if not follow or stop.wait(poll_interval):
                     break
             if own:
@@ -355,14 +368,21 @@ def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: floa
 
 
 def _apply_new(applier: Applier, applied: set[str], stop: threading.Event,
-               on_batch: Callable[[str, dict[str, Counts]], None] | None) -> bool:
-    """One pass over the sealed batches, applying those not applied yet; True if a stop came first."""
+               on_batch: Callable[[str, dict[str, Counts]], None] | None, done: str | None = None) -> bool:
+    """One pass over the sealed batches, applying those not applied yet; True if a stop came first.
+
+    done: the apply checkpoint when the run started. A batch after it found in the bookkeeping table is reported
+    as skipped (another run applied it, or one was killed before its checkpoint); those up to it are not: listed
+    in every run, they made a long --follow's lines grow with every batch ever applied."""
     summary = applier.summary
-    applier.manifests = batches = list_batches(applier.state)  # what evolution looks back on (new ones included)
+    # What evolution looks back on (new ones included); only the new ones' manifests are read.
+    applier.manifests = batches = list_batches(applier.state, known=applier.known)
+    listed = {*summary.skipped, *summary.applied}
     for batch in batches:
         if batch.batch_id in applied:
-            if batch.batch_id not in summary.skipped and batch.batch_id not in summary.applied:
+            if (done is None or batch.batch_id > done) and batch.batch_id not in listed:
                 summary.skipped.append(batch.batch_id)
+                listed.add(batch.batch_id)
             continue
         if stop.is_set():
             summary.stopped = True
