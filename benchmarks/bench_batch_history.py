@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from cdc.checkpoints import ApplyCheckpoint  # noqa: E402
 from cdc.pipeline.run_stages import pending_batches  # noqa: E402
-from cdc.snowflake.apply import Batch, list_batches  # noqa: E402
+from cdc.snowflake.sealed import list_batches  # noqa: E402
+from cdc.snowflake.staging import Batch  # noqa: E402
 from cdc.state import StateDir  # noqa: E402
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from cdc.lazy import exports
 
 if TYPE_CHECKING:
-    from cdc.snowflake.apply import Applier, list_batches
+    from cdc.snowflake.apply import Applier
     from cdc.snowflake.apply import run as apply_batches
     from cdc.snowflake.bootstrap import Options as BootstrapOptions
     from cdc.snowflake.bootstrap import bootstrap_history, existing_columns
@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from cdc.snowflake.connect import cursor as snowflake_cursor
     from cdc.snowflake.ddl import Target, build_target
     from cdc.snowflake.names import BOOKKEEPING_TABLE, CDC_DELETED, snowflake_name
+    from cdc.snowflake.sealed import list_batches
 
-_HOMES = {"Applier": "cdc.snowflake.apply", "list_batches": "cdc.snowflake.apply", "apply_batches": "cdc.snowflake.apply:run",
+_HOMES = {"Applier": "cdc.snowflake.apply", "list_batches": "cdc.snowflake.sealed", "apply_batches": "cdc.snowflake.apply:run",
           "BootstrapOptions": "cdc.snowflake.bootstrap:Options", "bootstrap_history": "cdc.snowflake.bootstrap",
           "existing_columns": "cdc.snowflake.bootstrap", "connect_snowflake": "cdc.snowflake.connect:connect",
           "snowflake_cursor": "cdc.snowflake.connect:cursor",

@@ -32,34 +32,12 @@ from cdc.snowflake import ddl, evolve, moves, names, outcome, rekey, staging
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import cursor as guarded_cursor
 from cdc.snowflake.outcome import Counts, Summary
+from cdc.snowflake.sealed import list_batches
 from cdc.snowflake.staging import Batch
-from cdc.state import StateDir, read_json
+from cdc.state import StateDir
 
 _Q = sql.quote_ident
 METADATA = (names.ACTION, names.IS_UPDATE, names.CDC_POSITION, names.CDC_COMMIT_TS, names.CDC_OP)
-
-
-def list_batches(state: StateDir, *, known: dict[str, Batch] | None = None) -> list[Batch]:
-    """Sealed batches (manifest written last) in batch-id = time order, with their manifests.
-
-    known: batches read before, by id, filled in with those read now. A sealed batch's manifest never changes, so a
-    kept Applier (`cdc run --follow`, a batch every few seconds) reads each once, not every batch at every pass.
-    """
-    found = []
-    for batch_id in state.batch_ids():
-        batch = None if known is None else known.get(batch_id)
-        if batch is None:
-            path = state.manifest_path(batch_id)
-            manifest = read_json(path)
-            if manifest is None:  # not sealed yet: its merge is running
-                continue
-            if manifest.get("version", 0) > 1:
-                raise PreconditionError(f"batch manifest {path} has a newer version than this cdc")
-            batch = Batch(batch_id, state.batch_dir(batch_id), manifest)
-            if known is not None:
-                known[batch_id] = batch
-        found.append(batch)
-    return found
 
 
 class Applier:

@@ -1,0 +1,36 @@
+"""The sealed batches of a state directory, with their manifests: what snowflake-apply applies and looks back on.
+
+spark-merge writes a batch's manifest last, so a batch folder without one is a merge still running, and a sealed
+batch's manifest never changes afterwards: a kept Applier (`cdc run --follow`, a batch every few seconds) reads each
+one once, not every batch at every pass (docs/performance.md, "Session of 2026-12-05").
+"""
+
+from __future__ import annotations
+
+from cdc.errors import PreconditionError
+from cdc.snowflake.staging import Batch
+from cdc.state import StateDir, read_json
+
+
+def list_batches(state: StateDir, *, known: dict[str, Batch] | None = None) -> list[Batch]:
+    """Sealed batches (manifest written last) in batch-id = time order, with their manifests.
+
+    known: batches read before, by id, filled in with those read now. A sealed batch's manifest never changes, so a
+    kept Applier (`cdc run --follow`, a batch every few seconds) reads each once, not every batch at every pass.
+    """
+    found = []
+    for batch_id in state.batch_ids():
+        batch = None if known is None else known.get(batch_id)
+        if batch is None:
+            path = state.manifest_path(batch_id)
+            manifest = read_json(path)
+            if manifest is None:  # not sealed yet: its merge is running
+                continue
+            if manifest.get("version", 0) > 1:
+                raise PreconditionError(f"batch manifest {path} has a newer version than this cdc",
+                                        hint="apply it with the cdc version that merged it, or a newer one")
+            batch = Batch(batch_id, state.batch_dir(batch_id), manifest)
+            if known is not None:
+                known[batch_id] = batch
+        found.append(batch)
+    return found
