@@ -16,11 +16,13 @@ from typing import Any
 import orjson
 
 from cdc.errors import PositionError
-from cdc.state import disk_full_as_error, disk_full_error, fsync_dir, start_writeback
+from cdc.state import disk_full_as_error, disk_full_error, fsync_dir, read_json, start_writeback, write_json_atomic
 
 LINE_VERSION = 1
 SEGMENT_PREFIX = "seg-"
 SEGMENT_SUFFIX = ".jsonl"
+# Written by `cdc prune` (cdc.pipeline.prune) before it deletes: the newest segment name it may have deleted.
+PRUNED_MARKER = "pruned.json"
 _FILE_SEQ = re.compile(r"\.(\d+)$")
 # A segment's pages start on their way to disk every this many bytes, so sealing a big one (a snapshot
 # chunk of wide rows, a huge transaction) waits for the last few MiB only, not for all of it at once.
@@ -167,14 +169,48 @@ class SegmentWriter:
         self._written_back = 0
 
 
-def list_segments(directory: Path, after: str | None = None) -> list[Path]:
-    """Sealed segments in source order, optionally only those whose name sorts after `after`."""
+def list_segments(directory: Path, after: str | None = None, *, reader: str | None = None) -> list[Path]:
+    """Sealed segments in source order, optionally only those whose name sorts after `after`.
+
+    A `reader` (a consuming stage, reading from `after` on) is refused if the log it needs was pruned.
+    """
+    if reader is not None:
+        check_not_pruned(directory, reader, after)
     if not directory.exists():
         return []
     names = sorted(
         p.name for p in directory.iterdir() if p.name.startswith(SEGMENT_PREFIX) and p.name.endswith(SEGMENT_SUFFIX)
     )
     return [directory / name for name in names if after is None or name > after]
+
+
+def pruned_through(directory: Path) -> str | None:
+    """The newest segment name `cdc prune` may have deleted from this change log (None: never pruned)."""
+    document = read_json(directory / PRUNED_MARKER)
+    through = None if document is None else document.get("through")
+    if document is not None and not (isinstance(through, str) and through.startswith(SEGMENT_PREFIX)):
+        raise PositionError(f"{directory / PRUNED_MARKER} is corrupt (no segment name under \"through\")",
+                            hint="restore it from a backup; cdc prune writes it before it deletes anything")
+    return through
+
+
+def mark_pruned(directory: Path, through: str, *, at: float) -> None:
+    """Record (durably, before any deletion) that segments up to `through` may be gone."""
+    write_json_atomic(directory / PRUNED_MARKER, {"version": 1, "through": through, "at": at})
+
+
+def check_not_pruned(directory: Path, reader: str, after: str | None) -> None:
+    """Refuse a reader whose next segment may have been pruned: it would skip changes without a word."""
+    through = pruned_through(directory)
+    if through is None or (after is not None and after >= through):
+        return
+    where = "has no checkpoint (it would read the log from its start)" if after is None else f"is at {after}"
+    raise PositionError(
+        f"{reader} {where}, but the change log up to {through} was pruned (cdc prune, or cdc run by "
+        "changelog.keep): what it has not read is gone from this state directory",
+        hint=f"start {reader} in a new state directory from a fresh snapshot (cdc snapshot), or restore the pruned "
+             "segments from a backup; configure every reader before the log is pruned (or keep it longer)",
+    )
 
 
 def read_segment(path: Path) -> Iterator[dict[str, Any]]:

@@ -7,15 +7,15 @@ import re
 
 from cdc.errors import UsageError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_duration(text: str, option: str = "duration") -> float:
-    """`500ms`, `5s`, `10m`, `2h` or plain seconds -> seconds."""
+    """`500ms`, `5s`, `10m`, `2h`, `7d` or plain seconds -> seconds."""
     match = _DURATION.match(text)
     if not match:
-        raise UsageError(f"{option} {text!r} is not a duration", hint="write e.g. 500ms, 5s, 10m or 2h")
+        raise UsageError(f"{option} {text!r} is not a duration", hint="write e.g. 500ms, 5s, 10m, 2h or 7d")
     return float(match[1]) * _UNITS[match[2]]
 
 

@@ -115,6 +115,19 @@ class SnowflakeSettings:
 
 
 @dataclass(frozen=True)
+class ChangelogSettings:
+    """The local change log's retention: `cdc run` and `cdc prune` delete sealed segments every consumer has read
+    once they are older than `keep` (cdc.pipeline.prune); "off": `cdc run` never prunes."""
+
+    keep: str = "24h"
+
+    def keep_seconds(self) -> float | None:
+        if self.keep.strip().lower() == "off":
+            return None
+        return parse_duration(self.keep, "changelog.keep")
+
+
+@dataclass(frozen=True)
 class LogSettings:
     """The logs of the long-running commands (commands/logs.py sets them up; the library only logs)."""
 
@@ -134,6 +147,7 @@ class Settings:
     spark: SparkSettings = SparkSettings()
     snowflake: SnowflakeSettings = SnowflakeSettings()
     log: LogSettings = LogSettings()
+    changelog: ChangelogSettings = ChangelogSettings()
     # "mysql.port" -> "flag --port" / "environment CDC_MYSQL_PORT" / "cdc.toml" / "option file" / "default"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -147,12 +161,14 @@ SECTIONS: dict[str, type] = {
     "spark": SparkSettings,
     "snowflake": SnowflakeSettings,
     "log": LogSettings,
+    "changelog": ChangelogSettings,
 }
 
 
 def validate_settings(settings: Settings) -> None:
     """Refuse a value no section accepts, naming where it came from."""
     validate_log(settings)
+    _validate_keep(settings)
     mysql = settings.mysql
     if not 0 < mysql.port < 65536:
         raise ConfigError(f"mysql.port = {mysql.port} (from {settings.source_of('mysql.port')}) is not a TCP port")
@@ -228,3 +244,11 @@ def validate_log(settings: Settings) -> None:
         raise ConfigError(f"log.status_interval = {log.status_interval!r} (from {settings.source_of('log.status_interval')}) "
                           "is not a duration", hint="write e.g. 30s, 2m, or 0 for no status lines") from None
 
+
+
+def _validate_keep(settings: Settings) -> None:
+    try:
+        settings.changelog.keep_seconds()
+    except CdcError:
+        raise ConfigError(f"changelog.keep = {settings.changelog.keep!r} (from {settings.source_of('changelog.keep')}) "
+                          "is not a duration", hint="write e.g. 24h, 7d, or off (cdc run never prunes)") from None

@@ -35,6 +35,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("status", "status", "status"),
     ("verify", "verify", "verify"),
     ("wait", "wait", "wait"),
+    ("prune", "prune", "prune_command"),
     ("init", "init", "init"),
 ]
 

@@ -51,9 +51,10 @@ from cdc.capture import StartRequest
 from cdc.config import Settings
 from cdc.durations import backoff
 from cdc.errors import CdcError, ExitCode, UsageError
-from cdc.pipeline import failures, run_stages
+from cdc.pipeline import failures, prune, run_stages
 from cdc.pipeline.auto_resnapshot import STAGE as AUTO_RESNAPSHOT
 from cdc.pipeline.auto_resnapshot import AutoResnapshot
+from cdc.pipeline.prune import Pruner
 from cdc.pipeline.run_stages import Context, Outcome, StageProgress
 from cdc.pipeline.ship_beside import ShipBeside
 from cdc.pipeline.tail_beside import TailBeside
@@ -198,6 +199,7 @@ def run_pipeline(
     summary = RunSummary(chain, options.follow)
     began, finished = time.monotonic(), False
     repairs = _repairs(ctx, chain, options)
+    pruner = _pruner(ctx, chain)
     beside = TailBeside(ctx) if options.follow and "tail" in chain else None
     retry = _Retry(options.transient_timeout if options.follow else 0.0)
     report = on_stage or (lambda _r: None)
@@ -216,6 +218,8 @@ def run_pipeline(
             summary.seconds = time.monotonic() - began
             if on_cycle:
                 on_cycle(summary)
+            if pruner is not None:
+                pruner.maybe()
             # --until-now goes on while a re-snapshot it started runs (cdc.pipeline.auto_resnapshot).
             repairing = repairs is not None and repairs.poll(finished)
             if not (options.follow or repairing) or stop.is_set() or (not busy and _pause(ctx, beside, options)):
@@ -225,6 +229,8 @@ def run_pipeline(
             _last_tail(beside, summary, report)
         if repairs is not None:
             repairs.close()
+        if pruner is not None:
+            pruner.close()
         ctx.close()
     # --until-now: a signal that came after the last stage finished does not make the run incomplete.
     summary.stopped = SIGNALLED if (stop.is_set() if options.follow else not finished) else CAUGHT_UP
@@ -253,6 +259,14 @@ def _repairs(ctx: Context, chain: list[str], options: RunOptions) -> AutoResnaps
         return None
     return AutoResnapshot(ctx.settings, ctx.state, ctx.stop, follow=options.follow,
                           on_failure=lambda exc: _record(ctx, AUTO_RESNAPSHOT, exc))
+
+
+def _pruner(ctx: Context, chain: list[str]) -> Pruner | None:
+    """The change log's retention ([changelog] keep), for the readers this run feeds and those with a checkpoint."""
+    keep = ctx.settings.changelog.keep_seconds()
+    if keep is None:
+        return None
+    return Pruner(ctx.state, keep, [stage for stage in chain if stage in prune.READERS])
 
 
 class _Retry:

@@ -180,7 +180,7 @@ def spark_merge(ctx: Context) -> Outcome:
     from cdc.spark import merge
 
     checkpoint = MergeCheckpoint.read(ctx.state) or MergeCheckpoint()
-    pending = list_segments(ctx.state.changelog, after=checkpoint.last_segment)
+    pending = list_segments(ctx.state.changelog, after=checkpoint.last_segment, reader=MergeCheckpoint.STAGE)
     if not pending:
         return Outcome(NOTHING, checkpoint.last_batch, unit="changes")
     input_bytes = sum(p.stat().st_size for p in pending)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from cdc.changelog import list_segments, read_raw_lines
+from cdc.changelog import check_not_pruned, list_segments, read_raw_lines
 from cdc.checkpoints import ShipKinesisCheckpoint, ShipS3Checkpoint
 from cdc.errors import PositionError
 from cdc.sinks.s3_batches import Batch, pending_batch, plan_batch
@@ -134,6 +134,7 @@ def _own_checkpoint(state: StateDir, sink: Sink | BatchSink, kind: type[ShipChec
             f"shipping from it would skip every segment up to {checkpoint.last_segment}",
             hint="use a separate --state-dir per destination, or remove the checkpoint to ship everything again",
         )
+    check_not_pruned(state.changelog, sink.stage, checkpoint.last_segment)  # before any call to AWS
     return checkpoint
 
 
@@ -174,7 +175,7 @@ def _ship_segments(
     last = checkpoint.last_segment
     first: str | None = None
     while not stop.is_set():
-        pending = list_segments(state.changelog, after=last)
+        pending = list_segments(state.changelog, after=last, reader=sink.stage)
         if not pending:
             if not follow:
                 break
@@ -204,7 +205,7 @@ def _ship_batches(
     first: str | None = None
     batch = pending_batch(state.changelog, checkpoint, ShipS3Checkpoint.path(state))
     while not stop.is_set():
-        sealed = list_segments(state.changelog, after=checkpoint.last_segment)
+        sealed = list_segments(state.changelog, after=checkpoint.last_segment, reader=sink.stage)
         progress.segments_total = progress.segments_done + len(sealed)
         if batch is None:
             segments, wait = plan_batch(sealed, sink.options.roll, final=not follow, now=time.time())

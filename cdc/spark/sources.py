@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from cdc.changelog import list_segments
+from cdc.checkpoints import MergeCheckpoint
 from cdc.config import AWSSettings
 from cdc.errors import DataError, PositionError
 from cdc.state import StateDir, write_bytes_atomic
@@ -37,7 +38,8 @@ class Segment:
 def list_input(state: StateDir, source: str | None, after: str | None, aws: AWSSettings | None = None) -> list[Segment]:
     """Sealed segments whose name sorts after `after`, in source order."""
     if source in (None, "", "changelog"):
-        return [Segment(p.name, (str(p),), p.stat().st_size) for p in list_segments(state.changelog, after)]
+        sealed = list_segments(state.changelog, after, reader=MergeCheckpoint.STAGE)
+        return [Segment(p.name, (str(p),), p.stat().st_size) for p in sealed]
     if source.startswith(("s3://", "s3a://")):
         return _list_s3(state, source, after, aws or AWSSettings())
     directory = Path(source)

@@ -30,7 +30,7 @@ def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "5 minutes", "-1s", "1d", "s"])
+@pytest.mark.parametrize("text", ["", "5 minutes", "-1s", "1w", "s"])
 def test_bad_duration_is_a_usage_error(text: str) -> None:
     with pytest.raises(UsageError, match="is not a duration"):
         parse_duration(text)

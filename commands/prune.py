@@ -1,0 +1,55 @@
+"""`cdc prune`: delete the change-log segments every reader has passed, once older than the retention window."""
+
+# No `from __future__ import annotations`: typer must see real types.
+
+from typing import Annotated, Optional
+
+import typer
+
+from cdc.commands import ui
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
+from cdc.durations import parse_duration
+from cdc.errors import ExitCode, UsageError
+from cdc.pipeline.prune import READERS, PrunePlan, plan_prune, prune
+from cdc.pipeline.run import RunOptions, plan_stages
+from cdc.state import StateDir
+
+
+def prune_command(
+    keep: Annotated[Optional[str], typer.Option(
+        "--keep", help="Keep segments sealed less than this long ago (24h, 7d, 0s); default: changelog.keep in cdc.toml.")]
+    = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; delete nothing.")] = False,
+    config: ConfigOpt = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete sealed change-log segments that every reader (ship, spark-merge, snowflake-apply) has passed."""
+    settings = settings_from(config, state_dir)
+    seconds = parse_duration(keep, "--keep") if keep is not None else settings.changelog.keep_seconds()
+    if seconds is None:
+        raise UsageError("changelog.keep is off, so there is no retention to prune by",
+                         hint="pass --keep (e.g. --keep 24h), or set [changelog] keep in cdc.toml")
+    state = StateDir(settings.state_dir)
+    # The configured readers count even before their first run: one without a checkpoint holds everything back.
+    expected = [stage for stage in plan_stages(settings, RunOptions()) if stage in READERS]
+    plan = plan_prune(state, keep=seconds, expected=expected)
+    if dry_run:
+        _show(plan.to_dict() | {"dry_run": True}, plan, as_json, verb="would delete")
+    else:
+        result = prune(state, plan)
+        _show(result.to_dict() | {"dry_run": False}, plan, as_json, verb="deleted")
+    raise typer.Exit(int(ExitCode.OK))
+
+
+def _show(document: dict[str, object], plan: PrunePlan, as_json: bool, *, verb: str) -> None:
+    if as_json:
+        ui.print_json(document)
+    elif plan.reason is not None:
+        ui.note(f"nothing to prune: {plan.reason}; {plan.kept:,} segments kept")
+    elif not plan.segments:
+        ui.note(f"nothing to prune: no segment up to {plan.horizon} (held by {plan.held_by}) is older than --keep; "
+                f"{plan.kept:,} segments kept")
+    else:
+        ui.note(f"{verb} {len(plan.segments):,} segments ({plan.bytes / 2**20:,.1f} MiB), {plan.segments[0].name} "
+                f"to {plan.segments[-1].name}; {plan.kept:,} kept, held at {plan.horizon} by {plan.held_by}")

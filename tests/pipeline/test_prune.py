@@ -1,0 +1,154 @@
+"""`cdc prune` and `cdc run`'s retention of the change log: only what every reader has passed goes, and a reader
+whose changes are gone refuses to start instead of skipping them (cdc.pipeline.prune, cdc.changelog)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.changelog import PRUNED_MARKER, list_segments, pruned_through
+from cdc.checkpoints import MergeCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
+from cdc.errors import ExitCode, PositionError
+from cdc.pipeline.prune import plan_prune, prune
+from cdc.state import StateDir
+from tests.pipeline.cli import run
+from tests.pipeline.conftest import BINLOG, change, checkpoint, write_segments
+from tests.pipeline.run_rig import assert_replicated, cdc_run, create_source, more_writes, write_config
+from tests.rig import MariaDB
+
+DAY = 86400.0
+
+
+def segments(state: StateDir, count: int) -> list[Path]:
+    return write_segments(state, ([change(100 + 10 * n, n)] for n in range(count)))
+
+
+def age(paths: list[Path], seconds: float) -> None:
+    then = time.time() - seconds
+    for path in paths:
+        os.utime(path, (then, then))
+
+
+def readers(state: StateDir, *, kinesis: Path, merge: Path, tail: Path) -> None:
+    ShipKinesisCheckpoint("kinesis:orders", kinesis.name, 1, 1).write(state)
+    MergeCheckpoint(merge.name, "b000001", None).write(state)
+    TailCheckpoint(BINLOG, 999, last_segment=tail.name, server_uuid="u").write(state)
+
+
+def test_only_segments_every_reader_passed_and_older_than_keep_go(state: StateDir) -> None:
+    sealed = segments(state, 7)
+    age(sealed, 2 * DAY)
+    age(sealed[2:3], 60)  # sealed a minute ago: kept by --keep 24h although every reader passed it
+    readers(state, kinesis=sealed[4], merge=sealed[5], tail=sealed[6])
+
+    plan = plan_prune(state, keep=DAY, expected=["spark-merge"])
+    # sealed[4] is the horizon and a checkpoint names it; sealed[5] and [6] are after it
+    assert [p.name for p in plan.segments] == [sealed[0].name, sealed[1].name, sealed[3].name]
+    assert (plan.horizon, plan.held_by, plan.kept) == (sealed[4].name, "ship-kinesis", 4)
+    result = prune(state, plan)
+    assert result.deleted == 3 and result.freed == plan.bytes > 0
+    assert [p.name for p in list_segments(state.changelog)] == [p.name for p in (sealed[2], *sealed[4:])]
+    assert pruned_through(state.changelog) == sealed[3].name
+
+    # The readers that were counted read on; one that would start before the marker is refused, whoever it is.
+    assert [p.name for p in list_segments(state.changelog, sealed[4].name, reader="ship-kinesis")] == \
+        [sealed[5].name, sealed[6].name]
+    for after in (None, sealed[1].name):
+        with pytest.raises(PositionError, match=f"ship-s3 .*up to {sealed[3].name} was pruned"):
+            list_segments(state.changelog, after, reader="ship-s3")
+
+
+def test_a_second_prune_only_moves_the_marker_forward(state: StateDir) -> None:
+    sealed = segments(state, 5)
+    age(sealed, 2 * DAY)
+    readers(state, kinesis=sealed[2], merge=sealed[3], tail=sealed[4])
+    prune(state, plan_prune(state, keep=DAY))
+    assert pruned_through(state.changelog) == sealed[1].name
+    ShipKinesisCheckpoint("kinesis:orders", sealed[4].name, 1, 1).write(state)
+    MergeCheckpoint(sealed[4].name, "b000002", None).write(state)
+    result = prune(state, plan_prune(state, keep=DAY))
+    assert [p.name for p in result.plan.segments] == [sealed[2].name, sealed[3].name]
+    assert pruned_through(state.changelog) == sealed[3].name
+    assert prune(state, plan_prune(state, keep=DAY)).deleted == 0
+    assert pruned_through(state.changelog) == sealed[3].name
+
+
+@pytest.mark.parametrize("case", ["no reader", "configured reader without checkpoint", "snapshot unfinished",
+                                  "re-snapshot unfinished"])
+def test_nothing_goes_while_a_reader_or_a_snapshot_may_still_need_it(state: StateDir, case: str) -> None:
+    sealed = segments(state, 4)
+    age(sealed, 2 * DAY)
+    expected: list[str] = []
+    if case != "no reader":
+        readers(state, kinesis=sealed[2], merge=sealed[2], tail=sealed[3])
+    if case == "configured reader without checkpoint":
+        expected = [ShipS3Checkpoint.STAGE]
+    if case == "snapshot unfinished":
+        checkpoint(state, "snapshot", status="running", handover={"file": BINLOG, "pos": 4, "gtid": None})
+    if case == "re-snapshot unfinished":
+        checkpoint(state, "resnapshot", run="r20261205120000-1a2b3c4d", status="running",
+                   started_at="2026-12-05T12:00:00Z", next_chunk=1, tables=[])
+    plan = plan_prune(state, keep=0.0, expected=expected)
+    assert plan.segments == [] and plan.reason is not None and plan.kept == 4
+    assert prune(state, plan).deleted == 0 and not (state.changelog / PRUNED_MARKER).exists()
+
+
+def test_a_corrupt_marker_stops_the_readers(state: StateDir) -> None:
+    segments(state, 1)
+    (state.changelog / PRUNED_MARKER).write_text('{"version": 1, "through": 7}', encoding="utf-8")
+    with pytest.raises(PositionError, match="pruned.json is corrupt"):
+        list_segments(state.changelog, reader="spark-merge")
+
+
+def test_cdc_prune_dry_run_then_prune_then_a_new_reader_is_refused(state: StateDir, tmp_path: Path) -> None:
+    sealed = segments(state, 4)
+    age(sealed, 2 * DAY)
+    readers(state, kinesis=sealed[2], merge=sealed[2], tail=sealed[3])
+    base = ["--state-dir", str(state.root)]
+
+    dry = run("prune", *base, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    document: dict[str, Any] = json.loads(dry.stdout)
+    assert (document["dry_run"], document["segments"], document["held_by"]) == (True, 2, "ship-kinesis")
+    assert len(list_segments(state.changelog)) == 4
+
+    done = run("prune", *base, "--keep", "1d")
+    assert done.exit_code == 0, done.output
+    assert "deleted 2 segments" in done.stderr and len(list_segments(state.changelog)) == 2
+
+    # A destination never shipped to would start from the log's beginning: exit 5 before any call to AWS.
+    refused = run("ship", *base, "--to", "s3://lake/cdc", "--endpoint-url", "http://127.0.0.1:9", "--region", "us-east-1")
+    assert refused.exit_code == ExitCode.POSITION, refused.output
+    assert "ship-s3 has no checkpoint" in refused.stderr and "was pruned" in refused.stderr
+
+    assert run("prune", *base, "--keep", "soon").exit_code == ExitCode.USAGE
+
+
+def test_run_prunes_what_the_chain_read_and_stays_exact(
+        tmp_path: Path, mariadb: MariaDB, fresh_db: str, aws_env: dict[str, str], bucket: str,
+        snowflake_env: dict[str, str], sf: Any) -> None:
+    """`cdc run` with `[changelog] keep = "0s"`: each run prunes what ship-s3, spark-merge and snowflake-apply have
+    all passed, the next run goes on from there, and Snowflake equals MySQL row for row."""
+    create_source(mariadb, fresh_db)
+    state = StateDir(tmp_path / "state")
+    config = write_config(tmp_path / "cdc.toml", mariadb, fresh_db, aws_env, bucket, state.root)
+    config.write_text(config.read_text(encoding="utf-8") + '\n[changelog]\nkeep = "0s"\n', encoding="utf-8")
+
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+    first = pruned_through(state.changelog)
+    assert first is not None, "nothing was pruned"
+    assert all(p.name > first for p in list_segments(state.changelog))
+    more_writes(mariadb, fresh_db)
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+    assert_replicated(mariadb, fresh_db, sf)
+    second = pruned_through(state.changelog)
+    assert second is not None and second > first
+    # Only what a checkpoint names is left, besides what came after the readers.
+    assert len(list_segments(state.changelog)) <= 2
