@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cdc.commands import ui
-from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, settings_from
+from cdc.commands.options import ConfigOpt, JsonOpt, StateDirOpt, choices, settings_from
 from cdc.durations import parse_duration
 from cdc.errors import ExitCode, UsageError
 from cdc.pipeline.prune import READERS, PrunePlan, plan_prune, prune
@@ -18,6 +18,10 @@ from cdc.state import StateDir
 def prune_command(
     keep: Annotated[Optional[str], typer.Option(
         "--keep", help="Keep segments sealed less than this long ago (24h, 7d, 0s); default: changelog.keep in cdc.toml.")]
+    = None,
+    readers: Annotated[Optional[list[str]], typer.Option(
+        "--reader", help=f"A reader to wait for even before its first run (repeatable; {' | '.join(READERS)}); "
+        "default: the configured ones. Those with a checkpoint always count.", autocompletion=choices(READERS))]
     = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; delete nothing.")] = False,
     config: ConfigOpt = None,
@@ -32,7 +36,11 @@ def prune_command(
                          hint="pass --keep (e.g. --keep 24h), or set [changelog] keep in cdc.toml")
     state = StateDir(settings.state_dir)
     # The configured readers count even before their first run: one without a checkpoint holds everything back.
-    expected = [stage for stage in plan_stages(settings, RunOptions()) if stage in READERS]
+    expected = readers if readers is not None else [s for s in plan_stages(settings, RunOptions()) if s in READERS]
+    unknown = sorted(set(expected) - set(READERS))
+    if unknown:
+        raise UsageError(f"--reader {', '.join(unknown)}: not a reader of the change log",
+                         hint=f"name one of {', '.join(READERS)}")
     plan = plan_prune(state, keep=seconds, expected=expected)
     if dry_run:
         _show(plan.to_dict() | {"dry_run": True}, plan, as_json, verb="would delete")

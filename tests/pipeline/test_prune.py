@@ -127,6 +127,19 @@ def test_cdc_prune_dry_run_then_prune_then_a_new_reader_is_refused(state: StateD
     assert "ship-s3 has no checkpoint" in refused.stderr and "was pruned" in refused.stderr
 
     assert run("prune", *base, "--keep", "soon").exit_code == ExitCode.USAGE
+    assert run("prune", *base, "--reader", "tail").exit_code == ExitCode.USAGE
+
+
+def test_cdc_prune_waits_for_the_configured_readers_unless_told_which(state: StateDir, tmp_path: Path) -> None:
+    """spark-merge is always configured: a pipeline that only ships to Kinesis names its readers."""
+    sealed = segments(state, 3)
+    age(sealed, 2 * DAY)
+    ShipKinesisCheckpoint("kinesis:orders", sealed[2].name, 3, 3).write(state)
+    base = ["--state-dir", str(state.root), "--keep", "0s", "--json"]
+    held = json.loads(run("prune", *base).stdout)
+    assert held["segments"] == 0 and "spark-merge has not read the change log yet" in held["reason"]
+    done = json.loads(run("prune", *base, "--reader", "ship-kinesis").stdout)
+    assert (done["deleted"], done["held_by"]) == (2, "ship-kinesis")
 
 
 def test_run_prunes_what_the_chain_read_and_stays_exact(
