@@ -16,16 +16,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench_batch_history import timed  # noqa: E402  (the median of --repeat calls)
 
 from cdc.changelog import encode_line, list_segments, position_string, segment_name  # noqa: E402
 from cdc.checkpoints import MergeCheckpoint, ShipS3Checkpoint, TailCheckpoint  # noqa: E402
@@ -57,15 +57,6 @@ def fill(state: StateDir, count: int) -> list[str]:
 def cycle_looks(state: StateDir, after: str) -> None:
     for reader in ("spark-merge", "ship-s3", "spark-merge"):
         list_segments(state.changelog, after, reader=reader)
-
-
-def timed(call: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
 
 
 def main() -> None:
