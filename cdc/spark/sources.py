@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,23 @@ def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> 
         if isinstance(exc, (DataError, PositionError)):
             raise
         raise map_error(exc, f"reading s3://{bucket}/{head}", missing_hint="check --source, --region, --endpoint-url") from None
+    if scheme != "s3a":
+        _drop_merged(cache, {path for segment in segments for path in segment.files})
     return segments
+
+
+def _drop_merged(cache: Path, wanted: set[str]) -> None:
+    """Delete the cached objects this merge does not read: those of segments an earlier merge took (its checkpoint
+    is past them, under the merge's lock), which the cache would otherwise keep for ever."""
+    if not cache.is_dir():
+        return
+    for folder, _, files in os.walk(cache, topdown=False):
+        for name in files:
+            path = os.path.join(folder, name)
+            if path not in wanted:
+                os.unlink(path)
+        if folder != str(cache) and not os.listdir(folder):
+            os.rmdir(folder)
 
 
 def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
