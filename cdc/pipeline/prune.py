@@ -108,8 +108,10 @@ def plan_prune(state: StateDir, *, keep: float, expected: Iterable[str] = (), no
     return PrunePlan(chosen, size, len(local.segments) - len(chosen), horizon, held_by, None, positions)
 
 
-def prune(state: StateDir, plan: PrunePlan, *, now: float | None = None) -> PruneResult:
-    """Delete what `plan` chose: the marker first, then the files (the folder fsynced once at the end)."""
+def prune(state: StateDir, plan: PrunePlan, *, now: float | None = None,
+          stop: threading.Event | None = None) -> PruneResult:
+    """Delete what `plan` chose: the marker first, then the files (the folder fsynced once at the end). A `stop`
+    ends it early: what is left stays listed, behind the marker, for the next prune."""
     began = time.monotonic()
     through = pruned_through(state.changelog)
     if plan.segments:
@@ -119,6 +121,8 @@ def prune(state: StateDir, plan: PrunePlan, *, now: float | None = None) -> Prun
             through = newest
     deleted = freed = 0
     for path in plan.segments:
+        if stop is not None and stop.is_set():
+            break
         try:
             size = path.stat().st_size
             path.unlink()
@@ -130,8 +134,9 @@ def prune(state: StateDir, plan: PrunePlan, *, now: float | None = None) -> Prun
     return PruneResult(plan, deleted, freed, time.monotonic() - began, through)
 
 
-def prune_changelog(state: StateDir, *, keep: float, expected: Iterable[str] = ()) -> PruneResult:
-    return prune(state, plan_prune(state, keep=keep, expected=expected))
+def prune_changelog(state: StateDir, *, keep: float, expected: Iterable[str] = (),
+                    stop: threading.Event | None = None) -> PruneResult:
+    return prune(state, plan_prune(state, keep=keep, expected=expected), stop=stop)
 
 
 def _unfinished(state: StateDir, local: LocalState) -> str | None:
@@ -154,8 +159,9 @@ class Pruner:
     """`cdc run`'s pruning, on a thread of its own at most once per `every` seconds: a first prune of a log kept for
     days unlinks for seconds, and the cycles go on meanwhile (it deletes only what every reader has passed)."""
 
-    def __init__(self, state: StateDir, keep: float, expected: Iterable[str], every: float = RUN_PRUNE_EVERY) -> None:
-        self.state, self.keep, self.expected, self.every = state, keep, tuple(expected), every
+    def __init__(self, state: StateDir, keep: float, expected: Iterable[str], stop: threading.Event,
+                 every: float = RUN_PRUNE_EVERY) -> None:
+        self.state, self.keep, self.expected, self.stop, self.every = state, keep, tuple(expected), stop, every
         self.last: PruneResult | None = None
         self._thread: threading.Thread | None = None
         self._started: float | None = None
@@ -176,7 +182,7 @@ class Pruner:
 
     def _prune(self) -> None:
         try:
-            result = prune_changelog(self.state, keep=self.keep, expected=self.expected)
+            result = prune_changelog(self.state, keep=self.keep, expected=self.expected, stop=self.stop)
         except Exception as exc:  # noqa: BLE001 - housekeeping: the run goes on, the next prune tries again
             log.warning("pruning the change log failed: %s", exc)
             return

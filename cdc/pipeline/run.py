@@ -266,7 +266,8 @@ def _pruner(ctx: Context, chain: list[str]) -> Pruner | None:
     keep = ctx.settings.changelog.keep_seconds()
     if keep is None:
         return None
-    return Pruner(ctx.state, keep, [stage for stage in chain if stage in prune.READERS])
+    # The run's stop ends a long first prune early (Ctrl-C waits for no unlinks): the rest goes at the next one.
+    return Pruner(ctx.state, keep, [stage for stage in chain if stage in prune.READERS], ctx.stop)
 
 
 class _Retry:

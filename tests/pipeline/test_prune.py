@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,18 @@ def test_a_second_prune_only_moves_the_marker_forward(state: StateDir) -> None:
     assert pruned_through(state.changelog) == sealed[3].name
     assert prune(state, plan_prune(state, keep=DAY)).deleted == 0
     assert pruned_through(state.changelog) == sealed[3].name
+
+
+def test_a_stopped_prune_leaves_the_rest_behind_the_marker_for_the_next(state: StateDir) -> None:
+    sealed = segments(state, 5)
+    age(sealed, 2 * DAY)
+    readers(state, kinesis=sealed[3], merge=sealed[3], tail=sealed[4])
+    stop = threading.Event()
+    stop.set()
+    stopped = prune(state, plan_prune(state, keep=DAY), stop=stop)
+    assert stopped.deleted == 0 and pruned_through(state.changelog) == sealed[2].name
+    assert [p.name for p in list_segments(state.changelog, sealed[3].name, reader="spark-merge")] == [sealed[4].name]
+    assert prune(state, plan_prune(state, keep=DAY)).deleted == 3
 
 
 @pytest.mark.parametrize("case", ["no reader", "configured reader without checkpoint", "snapshot unfinished",
