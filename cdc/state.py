@@ -37,6 +37,8 @@ DEFAULT_STATE_DIR = ".cdc"
 # snapshot reader's, the Spark JVM started from here — not only the ones that pass a mode.
 PRIVATE_UMASK = 0o077
 BATCH_PREFIX = "b"  # batch ids are b<run, zero-padded>; spark-merge's staging folders start with "."
+# batches/pruned.json: {"version": 1, "through": batch id, "done": batch id | null} (cdc.pipeline.prune_batches).
+BATCHES_PRUNED = "pruned.json"
 SERVER_RECORD_VERSION = 1
 
 
@@ -121,7 +123,8 @@ def disk_full_error(exc: OSError, path: Path) -> CdcError | None:
     if not is_disk_full(exc):
         return None
     return CdcError(f"no space left on device writing {path}; the checkpoint was not advanced",
-                    hint=f"free space on the filesystem of {path.parent} (df -h), then rerun the same command")
+                    hint=f"free space on the filesystem of {path.parent} (df -h; `cdc prune` deletes what every stage has "
+                         "read), then rerun the same command")
 
 
 @contextmanager
@@ -230,6 +233,22 @@ class StateDir:
         in progress (the manifest is written last) and is not a batch yet."""
         return [batch for batch in self.batch_ids()
                 if (after is None or batch > after) and self.manifest_path(batch).is_file()]
+
+    def batches_pruned(self) -> tuple[str | None, str | None]:
+        """(through, done): the data files of the batches up to `through` may be gone, of those up to `done` are (their
+        manifests stay). (None, None): never pruned."""
+        path = self.batches / BATCHES_PRUNED
+        document = read_json(path)
+        if document is None:
+            return None, None
+        through, done = document.get("through"), document.get("done")
+        if not isinstance(through, str) or not (done is None or isinstance(done, str)):
+            raise PositionError(f"{path} is corrupt (\"through\" and \"done\" must be batch ids)",
+                                hint="restore it from a backup; cdc prune writes it before it deletes anything")
+        return through, done
+
+    def mark_batches_pruned(self, through: str, done: str | None) -> None:
+        write_json_atomic(self.batches / BATCHES_PRUNED, {"version": 1, "through": through, "done": done})
 
     def checkpoint_path(self, stage: str) -> Path:
         return self.root / f"{stage}.json"

@@ -28,7 +28,7 @@ def prune_command(
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete sealed change-log segments that every reader (ship, spark-merge, snowflake-apply) has passed."""
+    """Delete the change log every reader (ship, spark-merge, snowflake-apply) has passed, and applied batches' files."""
     settings = settings_from(config, state_dir)
     seconds = parse_duration(keep, "--keep") if keep is not None else settings.changelog.keep_seconds()
     if seconds is None:
@@ -53,7 +53,18 @@ def prune_command(
 def _show(document: dict[str, object], plan: PrunePlan, as_json: bool, *, verb: str) -> None:
     if as_json:
         ui.print_json(document)
-    elif plan.reason is not None:
+        return
+    _show_segments(plan, verb)
+    batches = plan.batches
+    if batches.batches:
+        ui.note(f"{verb} the data files of {len(batches.batches):,} applied batches ({batches.bytes / 2**20:,.1f} MiB), "
+                f"{batches.batches[0]} to {batches.batches[-1]}; their manifests stay")
+    elif batches.reason is not None:
+        ui.note(f"no batch to prune: {batches.reason}")
+
+
+def _show_segments(plan: PrunePlan, verb: str) -> None:
+    if plan.reason is not None:
         ui.note(f"nothing to prune: {plan.reason}; {plan.kept:,} segments kept")
     elif not plan.segments:
         ui.note(f"nothing to prune: no segment up to {plan.horizon} (held by {plan.held_by}) is older than --keep; "

@@ -15,6 +15,7 @@ What may go, and what never does:
 The newest name to go is recorded in the change log's marker first (fsynced), then the files are unlinked; a
 reader whose position is before the marker refuses to start (cdc.changelog.check_not_pruned) instead of skipping
 what is gone. A crash midway leaves some of them on disk, listed again by the next prune.
+The same prune deletes the data files of the batches snowflake-apply has applied (cdc.pipeline.prune_batches).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from cdc.checkpoints import (
     SnapshotStatus,
 )
 from cdc.pipeline.local import LocalState, read_local
+from cdc.pipeline.prune_batches import BatchPlan, plan_batches, prune_batches
 from cdc.state import StateDir, fsync_dir
 
 log = logging.getLogger(__name__)
@@ -55,12 +57,13 @@ class PrunePlan:
     held_by: str | None  # the reader at the horizon
     reason: str | None  # why nothing may go, when nothing may
     positions: dict[str, str | None] = field(default_factory=dict)  # each reader's last segment
+    batches: BatchPlan = BatchPlan([], [], None, None)  # the batches whose data files go
 
     def to_dict(self) -> dict[str, object]:
         return {"segments": len(self.segments), "bytes": self.bytes, "kept": self.kept, "horizon": self.horizon,
                 "held_by": self.held_by, "reason": self.reason, "readers": dict(self.positions),
                 "first": self.segments[0].name if self.segments else None,
-                "last": self.segments[-1].name if self.segments else None}
+                "last": self.segments[-1].name if self.segments else None, **self.batches.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -70,16 +73,20 @@ class PruneResult:
     freed: int  # bytes
     seconds: float
     through: str | None  # the change log's pruned marker after this prune
+    batches_pruned: int = 0
+    batches_freed: int = 0  # bytes
 
     def to_dict(self) -> dict[str, object]:
         return {**self.plan.to_dict(), "deleted": self.deleted, "freed": self.freed,
-                "seconds": round(self.seconds, 3), "through": self.through}
+                "seconds": round(self.seconds, 3), "through": self.through, "batches_pruned": self.batches_pruned,
+                "batches_freed": self.batches_freed}
 
 
 def plan_prune(state: StateDir, *, keep: float, expected: Iterable[str] = (), now: float | None = None) -> PrunePlan:
     """What a prune would delete now (reads only)."""
     local = read_local(state)
     now = time.time() if now is None else now
+    batches = plan_batches(state, local, keep=keep, expected=expected, now=now)
     positions = {stage: local.last_segment(stage) for stage in READERS
                  if local.has(stage) or stage in set(expected)}
     reason = _unfinished(state, local)
@@ -89,7 +96,7 @@ def plan_prune(state: StateDir, *, keep: float, expected: Iterable[str] = (), no
     if reason is None and missing:
         reason = f"{', '.join(missing)} has not read the change log yet (it would read it from its start)"
     if reason is not None:
-        return PrunePlan([], 0, len(local.segments), None, None, reason, positions)
+        return PrunePlan([], 0, len(local.segments), None, None, reason, positions, batches)
     horizon, held_by = min((at, stage) for stage, at in positions.items() if at is not None)
     named = _named_by_checkpoints(local)
     chosen, size = [], 0
@@ -105,7 +112,7 @@ def plan_prune(state: StateDir, *, keep: float, expected: Iterable[str] = (), no
         if stat.st_mtime <= now - keep:
             chosen.append(path)
             size += stat.st_size
-    return PrunePlan(chosen, size, len(local.segments) - len(chosen), horizon, held_by, None, positions)
+    return PrunePlan(chosen, size, len(local.segments) - len(chosen), horizon, held_by, None, positions, batches)
 
 
 def prune(state: StateDir, plan: PrunePlan, *, now: float | None = None,
@@ -131,7 +138,8 @@ def prune(state: StateDir, plan: PrunePlan, *, now: float | None = None,
         deleted, freed = deleted + 1, freed + size
     if deleted:
         fsync_dir(state.changelog)
-    return PruneResult(plan, deleted, freed, time.monotonic() - began, through)
+    batches, batch_bytes = prune_batches(state, plan.batches, stop=stop)
+    return PruneResult(plan, deleted, freed, time.monotonic() - began, through, batches, batch_bytes)
 
 
 def prune_changelog(state: StateDir, *, keep: float, expected: Iterable[str] = (),
@@ -191,3 +199,6 @@ class Pruner:
             log.info("pruned %d change-log segments (%.1f MiB) through %s; %d kept, held at %s by %s",
                      result.deleted, result.freed / 2**20, result.through, result.plan.kept, result.plan.horizon,
                      result.plan.held_by)
+        if result.batches_pruned:
+            log.info("pruned the data files of %d applied batches (%.1f MiB), up to %s", result.batches_pruned,
+                     result.batches_freed / 2**20, result.plan.batches.batches[-1])

@@ -32,7 +32,7 @@ from cdc.snowflake import ddl, evolve, moves, names, outcome, rekey, staging
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import cursor as guarded_cursor
 from cdc.snowflake.outcome import Counts, Summary
-from cdc.snowflake.sealed import list_batches
+from cdc.snowflake.sealed import list_batches, refuse_pruned
 from cdc.snowflake.staging import Batch
 from cdc.state import StateDir
 
@@ -119,6 +119,7 @@ class Applier:
 
     def apply(self, batch: Batch) -> dict[str, Counts]:
         """Load and merge one batch, record it; returns the MERGE counts per table."""
+        refuse_pruned(self.state, batch.batch_id)
         run = lambda statement: self.execute(statement, fetch=False)  # noqa: E731
         renamed = moves.renamed_tables(batch.manifest)
         self.summary.evolved += moves.move_tables(run, self.existing, batch.batch_id, renamed)

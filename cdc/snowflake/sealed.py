@@ -7,7 +7,8 @@ one once, not every batch at every pass (docs/performance.md, "Session of 2026-1
 
 from __future__ import annotations
 
-from cdc.errors import PreconditionError
+from cdc.errors import PositionError, PreconditionError
+from cdc.snowflake import names
 from cdc.snowflake.staging import Batch
 from cdc.state import StateDir, read_json
 
@@ -34,3 +35,15 @@ def list_batches(state: StateDir, *, known: dict[str, Batch] | None = None) -> l
                 known[batch_id] = batch
         found.append(batch)
     return found
+
+
+def refuse_pruned(state: StateDir, batch_id: str) -> None:
+    """A batch whose data files `cdc prune` deleted (it was applied, to the target that then was) cannot be applied
+    to one that lacks it: said so, rather than failing on a missing file."""
+    through, _ = state.batches_pruned()
+    if through is not None and batch_id <= through:
+        raise PositionError(
+            f"batch {batch_id} is not in this Snowflake target's {names.BOOKKEEPING_TABLE}, but its data files were "
+            f"pruned (cdc prune, or cdc run by changelog.keep: every batch up to {through} was applied before)",
+            hint="a new target (or an emptied bookkeeping table) needs the whole history: build it from a new state "
+                 "directory and a fresh snapshot (cdc run), or point this one back at the target it was applied to")

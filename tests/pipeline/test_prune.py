@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,12 +15,14 @@ from typing import Any
 import pytest
 
 from cdc.changelog import PRUNED_MARKER, list_segments, pruned_through
-from cdc.checkpoints import MergeCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
+from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
 from cdc.errors import ExitCode, PositionError
+from cdc.pipeline.local import read_local
 from cdc.pipeline.prune import plan_prune, prune
+from cdc.snowflake.sealed import refuse_pruned
 from cdc.state import StateDir
 from tests.pipeline.cli import run
-from tests.pipeline.conftest import BINLOG, change, checkpoint, write_segments
+from tests.pipeline.conftest import BINLOG, change, checkpoint, sealed_batch, write_segments
 from tests.pipeline.run_rig import assert_replicated, cdc_run, create_source, more_writes, write_config
 from tests.rig import MariaDB
 
@@ -91,6 +95,67 @@ def test_a_stopped_prune_leaves_the_rest_behind_the_marker_for_the_next(state: S
     assert prune(state, plan_prune(state, keep=DAY)).deleted == 3
 
 
+def seal_batches(state: StateDir, count: int) -> list[str]:
+    """`count` sealed batches as spark-merge leaves them: a folder of Parquet per table, and the manifest."""
+    ids = []
+    for number in range(1, count + 1):
+        batch = f"b{number:012d}"
+        for table in ("shop.a", "shop.b"):
+            (state.batch_dir(batch) / table).mkdir(parents=True)
+            (state.batch_dir(batch) / table / "part-00000.parquet").write_bytes(b"PAR1" * 256)
+        sealed_batch(state, batch, (f"seg-{number}", f"seg-{number}"))
+        ids.append(batch)
+    return ids
+
+
+def test_applied_batches_lose_their_data_files_and_keep_their_manifests(state: StateDir) -> None:
+    ids = seal_batches(state, 4)
+    age([state.manifest_path(b) for b in ids], 2 * DAY)
+    ApplyCheckpoint.applied(ids[1], time.time()).write(state)
+    MergeCheckpoint("seg-4", ids[3], None).write(state)
+
+    plan = plan_prune(state, keep=DAY, expected=["snowflake-apply"])
+    assert (plan.batches.batches, plan.batches.bytes) == (ids[:2], 2 * 2 * 1024)
+    result = prune(state, plan)
+    assert (result.batches_pruned, result.batches_freed) == (2, 4096)
+    assert [sorted(os.listdir(state.batch_dir(b))) for b in ids] == [["manifest.json"]] * 2 + [
+        ["manifest.json", "shop.a", "shop.b"]] * 2
+    assert state.batches_pruned() == (ids[1], ids[1])
+    assert read_local(state).last_segment("snowflake-apply") == "seg-2"  # read from the kept manifest
+    with pytest.raises(PositionError, match=f"batch {ids[0]} .*data files were pruned"):
+        refuse_pruned(state, ids[0])
+    refuse_pruned(state, ids[2])
+    assert prune(state, plan_prune(state, keep=DAY, expected=["snowflake-apply"])).batches_pruned == 0
+
+
+@pytest.mark.parametrize("apply_expected", [True, False])
+def test_batches_without_an_apply_checkpoint(state: StateDir, apply_expected: bool) -> None:
+    """snowflake-apply configured but not run yet: every batch waits for it. Neither: nothing reads the batches,
+    and what spark-merge sealed (older than keep) goes."""
+    ids = seal_batches(state, 3)
+    age([state.manifest_path(b) for b in ids[:2]], 2 * DAY)
+    MergeCheckpoint("seg-3", ids[2], None).write(state)
+    plan = plan_prune(state, keep=DAY, expected=["snowflake-apply"] if apply_expected else [])
+    if apply_expected:
+        assert plan.batches.batches == [] and plan.batches.reason == "snowflake-apply has not applied a batch yet"
+    else:
+        assert plan.batches.batches == ids[:2]  # the third is younger than keep
+
+
+def test_a_stopped_batch_prune_is_taken_up_again(state: StateDir) -> None:
+    ids = seal_batches(state, 2)
+    age([state.manifest_path(b) for b in ids], 2 * DAY)
+    ApplyCheckpoint.applied(ids[1], time.time()).write(state)
+    stop = threading.Event()
+    stop.set()
+    assert prune(state, plan_prune(state, keep=DAY), stop=stop).batches_pruned == 0
+    assert state.batches_pruned() == (ids[1], None)
+    with pytest.raises(PositionError):
+        refuse_pruned(state, ids[0])  # the marker came first: a batch it covers is refused even before it goes
+    assert prune(state, plan_prune(state, keep=DAY)).batches_pruned == 2
+    assert state.batches_pruned() == (ids[1], ids[1])
+
+
 @pytest.mark.parametrize("case", ["no reader", "configured reader without checkpoint", "snapshot unfinished",
                                   "re-snapshot unfinished"])
 def test_nothing_goes_while_a_reader_or_a_snapshot_may_still_need_it(state: StateDir, case: str) -> None:
@@ -159,7 +224,8 @@ def test_run_prunes_what_the_chain_read_and_stays_exact(
         tmp_path: Path, mariadb: MariaDB, fresh_db: str, aws_env: dict[str, str], bucket: str,
         snowflake_env: dict[str, str], sf: Any) -> None:
     """`cdc run` with `[changelog] keep = "0s"`: each run prunes what ship-s3, spark-merge and snowflake-apply have
-    all passed, the next run goes on from there, and Snowflake equals MySQL row for row."""
+    all passed, and the applied batches' files; the next run goes on from there, and Snowflake equals MySQL row
+    for row."""
     create_source(mariadb, fresh_db)
     state = StateDir(tmp_path / "state")
     config = write_config(tmp_path / "cdc.toml", mariadb, fresh_db, aws_env, bucket, state.root)
@@ -178,3 +244,14 @@ def test_run_prunes_what_the_chain_read_and_stays_exact(
     assert second is not None and second > first
     # Only what a checkpoint names is left, besides what came after the readers.
     assert len(list_segments(state.changelog)) <= 2
+    # The applied batches keep only their manifests (the second run's, applied, too).
+    batches = state.sealed_batches()
+    assert len(batches) >= 2 and state.batches_pruned()[1] == batches[-1]
+    assert all(os.listdir(state.batch_dir(b)) == ["manifest.json"] for b in batches)
+
+    # A target that lacks the history (here: its bookkeeping emptied) is refused, not half-built from what is left.
+    sf.cursor().execute('DELETE FROM "_CDC_APPLIED_BATCHES"')
+    done = subprocess.run([sys.executable, "-m", "cdc", "snowflake-apply", "--config", str(config)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == ExitCode.POSITION, done.stderr
+    assert f"batch {batches[0]} is not in this Snowflake target" in done.stderr and "pruned" in done.stderr
