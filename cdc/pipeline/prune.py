@@ -3,7 +3,8 @@
 The change log is the buffer between the writers (snapshot, tail) and the stages that read it (ship-kinesis,
 ship-s3, spark-merge; `cdc wait` and `cdc verify` look at snowflake-apply's place in it too). A segment behind
 all of them is read by nothing again, yet it holds every row change of its seconds (~350 bytes a line) and every
-reader lists the folder on every cycle: a `--follow` run at 50 transactions/s seals ~170,000 segments a day.
+reader lists the folder on every cycle: a `--follow` run seals one per flush interval (0.5 s) while rows come, up
+to 172,800 a day (listing a day of them cost a cycle 0.84 s: docs/performance.md).
 
 What may go, and what never does:
 - only segments at or before the lowest position of the readers: those with a checkpoint, and those `expected`
