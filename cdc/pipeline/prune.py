@@ -43,8 +43,10 @@ from cdc.pipeline.prune_batches import BatchPlan, plan_batches, prune_batches
 from cdc.state import StateDir, fsync_dir
 
 log = logging.getLogger(__name__)
-# `cdc run`: a prune at most this often (and at the end of an --until-now run).
+# `cdc run`: a prune at most this often (and at the end of an --until-now run); with a short keep, more often:
+# a 24th of it, so the log holds little more than asked, yet at most one prune every 10 s.
 RUN_PRUNE_EVERY = 600.0
+RUN_PRUNE_EVERY_MIN = 10.0
 # The stages whose place in the change log holds it back, in pipeline order.
 READERS = (ShipKinesisCheckpoint.STAGE, ShipS3Checkpoint.STAGE, MergeCheckpoint.STAGE, ApplyCheckpoint.STAGE)
 
@@ -168,9 +170,9 @@ class Pruner:
     """`cdc run`'s pruning, on a thread of its own at most once per `every` seconds: a first prune of a log kept for
     days unlinks for seconds, and the cycles go on meanwhile (it deletes only what every reader has passed)."""
 
-    def __init__(self, state: StateDir, keep: float, expected: Iterable[str], stop: threading.Event,
-                 every: float = RUN_PRUNE_EVERY) -> None:
-        self.state, self.keep, self.expected, self.stop, self.every = state, keep, tuple(expected), stop, every
+    def __init__(self, state: StateDir, keep: float, expected: Iterable[str], stop: threading.Event) -> None:
+        self.state, self.keep, self.expected, self.stop = state, keep, tuple(expected), stop
+        self.every = min(RUN_PRUNE_EVERY, max(RUN_PRUNE_EVERY_MIN, keep / 24))
         self.last: PruneResult | None = None
         self._thread: threading.Thread | None = None
         self._started: float | None = None
