@@ -245,7 +245,6 @@ def validate_log(settings: Settings) -> None:
                           "is not a duration", hint="write e.g. 30s, 2m, or 0 for no status lines") from None
 
 
-
 def _validate_keep(settings: Settings) -> None:
     try:
         settings.changelog.keep_seconds()

@@ -22,7 +22,6 @@ The same prune deletes the data files of the batches snowflake-apply has applied
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterable
@@ -38,6 +37,7 @@ from cdc.checkpoints import (
     ShipS3Checkpoint,
     SnapshotStatus,
 )
+from cdc.checkpoints.resnapshot import RUNNING
 from cdc.pipeline.local import LocalState, read_local
 from cdc.pipeline.prune_batches import BatchPlan, plan_batches, prune_batches
 from cdc.state import StateDir, fsync_dir
@@ -155,7 +155,7 @@ def _unfinished(state: StateDir, local: LocalState) -> str | None:
     if snapshot is not None and not snapshot.is_done:
         return "a snapshot is unfinished (a resumed one reads back its last sealed segment)"
     resnapshot = ResnapshotCheckpoint.read(state)
-    if resnapshot is not None and resnapshot.status == "running":
+    if resnapshot is not None and resnapshot.status == RUNNING:
         return "a re-snapshot is unfinished (a resumed one reads back its last sealed segment)"
     return None
 
@@ -163,7 +163,7 @@ def _unfinished(state: StateDir, local: LocalState) -> str | None:
 def _named_by_checkpoints(local: LocalState) -> set[str]:
     """Segments a checkpoint names: tail's last one, and every reader's."""
     names = {local.last_segment(stage) for stage in local.checkpoints}
-    return {name for name in names if name is not None and name.startswith("seg-") and os.sep not in name}
+    return {name for name in names if name is not None}
 
 
 class Pruner:
@@ -173,7 +173,6 @@ class Pruner:
     def __init__(self, state: StateDir, keep: float, expected: Iterable[str], stop: threading.Event) -> None:
         self.state, self.keep, self.expected, self.stop = state, keep, tuple(expected), stop
         self.every = min(RUN_PRUNE_EVERY, max(RUN_PRUNE_EVERY_MIN, keep / 24))
-        self.last: PruneResult | None = None
         self._thread: threading.Thread | None = None
         self._started: float | None = None
 
@@ -197,7 +196,6 @@ class Pruner:
         except Exception as exc:  # noqa: BLE001 - housekeeping: the run goes on, the next prune tries again
             log.warning("pruning the change log failed: %s", exc)
             return
-        self.last = result
         if result.deleted:
             log.info("pruned %d change-log segments (%.1f MiB) through %s; %d kept, held at %s by %s",
                      result.deleted, result.freed / 2**20, result.through, result.plan.kept, result.plan.horizon,

@@ -267,7 +267,15 @@ def _pruner(ctx: Context, chain: list[str]) -> Pruner | None:
     if keep is None:
         return None
     # The run's stop ends a long first prune early (Ctrl-C waits for no unlinks): the rest goes at the next one.
-    return Pruner(ctx.state, keep, [stage for stage in chain if stage in prune.READERS], ctx.stop)
+    return Pruner(ctx.state, keep, prune_readers(ctx.settings, chain), ctx.stop)
+
+
+def prune_readers(settings: Settings, chain: list[str]) -> list[str]:
+    """The readers a run's pruning waits for even before their first run: its chain's, and the destinations
+    cdc.toml configures (a bucket, a stream, a Snowflake connection) when this run skips them. spark-merge, which
+    counts as configured everywhere, only when the run merges: a run that only ships would never prune."""
+    configured = set(plan_stages(settings, RunOptions())) - {"spark-merge"}
+    return [stage for stage in prune.READERS if stage in chain or stage in configured]
 
 
 class _Retry:

@@ -16,9 +16,11 @@ import pytest
 
 from cdc.changelog import PRUNED_MARKER, list_segments, pruned_through
 from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
+from cdc.config import AWSSettings, Settings
 from cdc.errors import ExitCode, PositionError
 from cdc.pipeline.local import read_local
 from cdc.pipeline.prune import plan_prune, prune
+from cdc.pipeline.run import prune_readers
 from cdc.snowflake.sealed import refuse_pruned
 from cdc.state import StateDir
 from tests.pipeline.cli import run
@@ -255,3 +257,12 @@ def test_run_prunes_what_the_chain_read_and_stays_exact(
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == ExitCode.POSITION, done.stderr
     assert f"batch {batches[0]} is not in this Snowflake target" in done.stderr and "pruned" in done.stderr
+
+
+def test_a_run_waits_for_the_destinations_configured_even_when_it_skips_them() -> None:
+    """`cdc run --skip-stage ship-s3` with a bucket configured: a ship-s3 that has not run yet still holds the log
+    back (else it would be refused once it runs); a run that only ships does not wait for spark-merge."""
+    shipping = Settings(aws=AWSSettings(bucket="lake"))
+    assert prune_readers(shipping, ["tail", "spark-merge"]) == ["ship-s3", "spark-merge"]
+    assert prune_readers(shipping, ["tail", "ship-s3"]) == ["ship-s3"]
+    assert prune_readers(Settings(), ["tail", "spark-merge"]) == ["spark-merge"]
