@@ -231,8 +231,9 @@ class StateDir:
         """Ids of the batches whose manifest is written, in id (= time) order (only those after `after`: a long
         --follow run seals one every few seconds, and looks only at the new ones); a folder without one is a run
         in progress (the manifest is written last) and is not a batch yet."""
+        base = str(self.batches)  # strings, not Paths: a long run's folder holds a day of batches
         return [batch for batch in self.batch_ids()
-                if (after is None or batch > after) and self.manifest_path(batch).is_file()]
+                if (after is None or batch > after) and os.path.isfile(f"{base}/{batch}/manifest.json")]
 
     def batches_pruned(self) -> tuple[str | None, str | None]:
         """(through, done): the data files of the batches up to `through` may be gone, of those up to `done` are (their

@@ -58,9 +58,12 @@ def _show(document: dict[str, object], plan: PrunePlan, as_json: bool, *, verb: 
     batches = plan.batches
     if batches.batches:
         ui.note(f"{verb} the data files of {len(batches.batches):,} applied batches ({batches.bytes / 2**20:,.1f} MiB), "
-                f"{batches.batches[0]} to {batches.batches[-1]}; their manifests stay")
+                f"{batches.batches[0]} to {batches.batches[-1]}")
     elif batches.reason is not None:
         ui.note(f"no batch to prune: {batches.reason}")
+    if batches.folds:
+        ui.note(f"{verb} the folders of {len(batches.folds):,} applied batches, {batches.folds[0]} to "
+                f"{batches.folds[-1]}, their manifests folded into batches/folded.json")
 
 
 def _show_segments(plan: PrunePlan, verb: str) -> None:

@@ -92,6 +92,8 @@ def _summary(report: StatusReport) -> list[str]:
         lines.append(f"server: [bold red]not reachable[/] - {ui.escape(report.server_error.message)}")
     if report.runway is not None:
         lines.append(_runway_line(report))
+    if report.kept:
+        lines.append(_kept_line(report.kept))
     for s in report.stages:
         if s.last_error is not None:
             e = s.last_error
@@ -103,6 +105,15 @@ def _summary(report: StatusReport) -> list[str]:
         lines.append(f"[yellow]{ui.escape(flag['table'])} needs a re-snapshot[/]: {ui.escape(flag['reason'])}"
                      f"\n  fix: {ui.escape(flag['repair'])}")
     return lines
+
+
+def _kept_line(kept: dict[str, Any]) -> str:
+    pruned = kept["pruned_through"]
+    folded = kept["batches_folded_through"]
+    return (f"kept: {kept['segments']:,} change-log segment(s) ("
+            + (f"pruned through {ui.escape(pruned)}" if pruned else "never pruned")
+            + f"), {kept['batches']:,} batch(es) ("
+            + (f"folded through {ui.escape(folded)}" if folded else "none folded") + ")")
 
 
 def _pending(stage: StageView, report: StatusReport) -> str:

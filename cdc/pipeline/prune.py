@@ -16,7 +16,8 @@ What may go, and what never does:
 The newest name to go is recorded in the change log's marker first (fsynced), then the files are unlinked; a
 reader whose position is before the marker refuses to start (cdc.changelog.check_not_pruned) instead of skipping
 what is gone. A crash midway leaves some of them on disk, listed again by the next prune.
-The same prune deletes the data files of the batches snowflake-apply has applied (cdc.pipeline.prune_batches).
+The same prune deletes the data files of the batches snowflake-apply has applied, then the folders of the older
+ones, their manifests folded into one small file (cdc.pipeline.prune_batches).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from cdc.checkpoints import (
 )
 from cdc.checkpoints.resnapshot import RUNNING
 from cdc.pipeline.local import LocalState, read_local
-from cdc.pipeline.prune_batches import BatchPlan, plan_batches, prune_batches
+from cdc.pipeline.prune_batches import BatchPlan, fold_batches, plan_batches, prune_batches
 from cdc.state import StateDir, fsync_dir
 
 log = logging.getLogger(__name__)
@@ -78,11 +79,12 @@ class PruneResult:
     through: str | None  # the change log's pruned marker after this prune
     batches_pruned: int = 0
     batches_freed: int = 0  # bytes
+    batches_folded: int = 0  # folders removed, their manifests folded (cdc.snowflake.folded)
 
     def to_dict(self) -> dict[str, object]:
         return {**self.plan.to_dict(), "deleted": self.deleted, "freed": self.freed,
                 "seconds": round(self.seconds, 3), "through": self.through, "batches_pruned": self.batches_pruned,
-                "batches_freed": self.batches_freed}
+                "batches_freed": self.batches_freed, "batches_folded": self.batches_folded}
 
 
 def plan_prune(state: StateDir, *, keep: float, expected: Iterable[str] = (), now: float | None = None) -> PrunePlan:
@@ -142,7 +144,8 @@ def prune(state: StateDir, plan: PrunePlan, *, now: float | None = None,
     if deleted:
         fsync_dir(state.changelog)
     batches, batch_bytes = prune_batches(state, plan.batches, stop=stop)
-    return PruneResult(plan, deleted, freed, time.monotonic() - began, through, batches, batch_bytes)
+    folded = fold_batches(state, plan.batches, stop=stop) if stop is None or not stop.is_set() else 0
+    return PruneResult(plan, deleted, freed, time.monotonic() - began, through, batches, batch_bytes, folded)
 
 
 def prune_changelog(state: StateDir, *, keep: float, expected: Iterable[str] = (),
@@ -203,3 +206,6 @@ class Pruner:
         if result.batches_pruned:
             log.info("pruned the data files of %d applied batches (%.1f MiB), up to %s", result.batches_pruned,
                      result.batches_freed / 2**20, result.plan.batches.batches[-1])
+        if result.batches_folded:
+            log.info("folded %d applied batches' manifests into batches/folded.json, their folders removed",
+                     result.batches_folded)

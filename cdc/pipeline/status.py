@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cdc.changelog import pruned_through
 from cdc.checkpoints import (
     PIPELINE,
     ApplyCheckpoint,
@@ -39,6 +40,7 @@ from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_li
 from cdc.pipeline.probe import RunwayView, ServerView, bytes_behind, event_time, measure_runway, read_server_view
 from cdc.pipeline.rates import WINDOW, RowRates
 from cdc.schema import SchemaHistory
+from cdc.snowflake import read_folded
 from cdc.state import StateDir
 
 DEFAULT_MIN_RUNWAY_HOURS = 6.0
@@ -92,6 +94,8 @@ class StatusReport:
     # Tables whose older rows the binlog cannot reproduce (an ALTER-time default): table, reason, repair.
     needs_resnapshot: list[dict[str, str]] = field(default_factory=list)
     resnapshot: dict[str, Any] | None = None  # `cdc resnapshot`'s last run (resnapshot.json), None if none ran
+    # What the state directory keeps of the change log and the batches, and how far cdc prune went (retained()).
+    kept: dict[str, Any] = field(default_factory=dict)
 
     @property
     def runway_low(self) -> bool:
@@ -112,7 +116,7 @@ class StatusReport:
             "min_runway_seconds": self.min_runway_seconds, "notes": list(self.notes),
             "server_error": None if self.server_error is None else str(self.server_error),
             "rows_per_second_window": WINDOW, "resnapshot": self.resnapshot,
-            "needs_resnapshot": list(self.needs_resnapshot),
+            "needs_resnapshot": list(self.needs_resnapshot), "kept": dict(self.kept),
         }
 
 
@@ -145,6 +149,7 @@ def collect_status(settings: Settings, *, offline: bool = False, min_runway_hour
     if not Path(settings.state_dir).is_dir():
         report.notes.append(f"state directory {settings.state_dir} does not exist: no stage has run here")
     report.needs_resnapshot = flagged_tables(state)
+    report.kept = retained(state, local)
     report.resnapshot, note = resnapshot_view(state)
     if note:
         report.notes.append(note)
@@ -156,6 +161,13 @@ def collect_status(settings: Settings, *, offline: bool = False, min_runway_hour
     report.stages = _with_figures(report, local, (rates or RowRates()).measure(local, now),
                                   current_failures(state, report.notes), now)
     return report
+
+
+def retained(state: StateDir, local: LocalState) -> dict[str, Any]:
+    """The sealed segments and batches kept (names already listed: nothing more is read but two small markers),
+    and the newest of each cdc prune removed (None: none)."""
+    return {"segments": len(local.segments), "pruned_through": pruned_through(state.changelog),
+            "batches": len(local.batches), "batches_folded_through": read_folded(state).through}
 
 
 def flagged_tables(state: StateDir) -> list[dict[str, str]]:

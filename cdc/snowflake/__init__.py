@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from cdc.snowflake.connect import connect as connect_snowflake
     from cdc.snowflake.connect import cursor as snowflake_cursor
     from cdc.snowflake.ddl import Target, build_target
+    from cdc.snowflake.folded import fold as fold_batches_into
+    from cdc.snowflake.folded import read_folded
     from cdc.snowflake.names import BOOKKEEPING_TABLE, CDC_DELETED, snowflake_name
     from cdc.snowflake.sealed import list_batches
 
@@ -25,10 +27,11 @@ _HOMES = {"Applier": "cdc.snowflake.apply", "list_batches": "cdc.snowflake.seale
           "existing_columns": "cdc.snowflake.bootstrap", "connect_snowflake": "cdc.snowflake.connect:connect",
           "snowflake_cursor": "cdc.snowflake.connect:cursor",
           "Target": "cdc.snowflake.ddl", "build_target": "cdc.snowflake.ddl", "BOOKKEEPING_TABLE": "cdc.snowflake.names",
-          "CDC_DELETED": "cdc.snowflake.names", "snowflake_name": "cdc.snowflake.names"}
+          "CDC_DELETED": "cdc.snowflake.names", "snowflake_name": "cdc.snowflake.names",
+          "read_folded": "cdc.snowflake.folded", "fold_batches_into": "cdc.snowflake.folded:fold"}
 
 __all__ = ["Applier", "BOOKKEEPING_TABLE", "BootstrapOptions", "CDC_DELETED", "Target", "apply_batches", "bootstrap_history",
-           "build_target", "connect_snowflake", "existing_columns", "list_batches", "snowflake_cursor",
-           "snowflake_name"]
+           "build_target", "connect_snowflake", "existing_columns", "fold_batches_into", "list_batches", "read_folded",
+           "snowflake_cursor", "snowflake_name"]
 
 __getattr__ = exports(__name__, _HOMES)

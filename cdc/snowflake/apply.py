@@ -31,8 +31,9 @@ from cdc.schema import TableSchema
 from cdc.snowflake import ddl, evolve, moves, names, outcome, rekey, staging
 from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import cursor as guarded_cursor
+from cdc.snowflake.folded import Folded, look_back, read_folded
 from cdc.snowflake.outcome import Counts, Summary
-from cdc.snowflake.sealed import list_batches, refuse_pruned
+from cdc.snowflake.sealed import list_batches, refuse_folded, refuse_pruned
 from cdc.snowflake.staging import Batch
 from cdc.state import StateDir
 
@@ -58,6 +59,7 @@ class Applier:
         self._remove_refused = False  # the engine has no REMOVE (fakesnow): not asked again
         self.manifests: list[Batch] | None = None  # every sealed batch, listed again by each pass of run()
         self.known: dict[str, Batch] = {}  # the sealed batches' manifests read so far (they never change)
+        self.folded = Folded()  # what cdc prune kept of the batches whose folders it removed
         self._vacated: set[str] = set()  # Snowflake names the batch being applied renamed a table away from
 
     def execute(self, statement: str, params: Any = None, *, fetch: bool = True) -> list[tuple[Any, ...]]:
@@ -79,6 +81,7 @@ class Applier:
             self._transactional = self._probe_transactions()
         self.summary.transactional = self._transactional
         applied = {str(r[0]) for r in self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}')}
+        refuse_folded(self.state, applied)
         for batch_id in applied:  # a run killed after a batch with renames was recorded left its marker
             moves.finish(lambda statement: self.execute(statement, fetch=False), self.existing, batch_id)
         self.applied = applied
@@ -287,15 +290,10 @@ class Applier:
     def _applied_position(self, batch: Batch, key: str) -> str | None:
         """The schema position of the table in the last batch before `batch` that had it (all applied by now)."""
         if self.manifests is None:
-            self.manifests = list_batches(self.state, known=self.known)
+            self.manifests, self.folded = list_batches(self.state, known=self.known), read_folded(self.state)
         # A renamed table's earlier batches are under the names it had then (each for the positions it had it).
         held = [(f"{d}.{t}", start, end) for d, t, start, end in self.history.lineage(*key.partition(".")[::2])]
-        for earlier in reversed(self.manifests):
-            for name, start, end in held if earlier.batch_id < batch.batch_id else ():
-                found = str((earlier.manifest.get("tables", {}).get(name) or {}).get("schema_position") or "")
-                if found and found >= start and (end is None or found < end):
-                    return found
-        return None
+        return look_back(self.manifests, self.folded, held, batch.batch_id)
 
     def _merge(self, target: ddl.Target, table: str) -> Counts:
         have = self.existing.get(target.name, {})
@@ -356,6 +354,7 @@ def _apply_new(applier: Applier, applied: set[str], stop: threading.Event,
     summary = applier.summary
     # What evolution looks back on (new ones included); only the new ones' manifests are read.
     applier.manifests = batches = list_batches(applier.state, known=applier.known)
+    applier.folded = read_folded(applier.state)
     listed = {*summary.skipped, *summary.applied}
     for batch in batches:
         if batch.batch_id in applied:

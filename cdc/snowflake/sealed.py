@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from cdc.errors import PositionError, PreconditionError
 from cdc.snowflake import names
+from cdc.snowflake.folded import read_folded
 from cdc.snowflake.staging import Batch
 from cdc.state import StateDir, read_json
+
+NEW_TARGET_HINT = ("a new target (or an emptied bookkeeping table) needs the whole history: build it from a new state "
+                   "directory and a fresh snapshot (cdc run), or point this one back at the target it was applied to")
 
 
 def list_batches(state: StateDir, *, known: dict[str, Batch] | None = None) -> list[Batch]:
@@ -20,7 +24,11 @@ def list_batches(state: StateDir, *, known: dict[str, Batch] | None = None) -> l
     kept Applier (`cdc run --follow`, a batch every few seconds) reads each once, not every batch at every pass.
     """
     found = []
-    for batch_id in state.batch_ids():
+    ids = state.batch_ids()
+    if known is not None and len(known) > len(ids):  # folded away by cdc prune: a kept Applier holds them no longer
+        for gone in known.keys() - set(ids):
+            del known[gone]
+    for batch_id in ids:
         batch = None if known is None else known.get(batch_id)
         if batch is None:
             path = state.manifest_path(batch_id)
@@ -45,5 +53,15 @@ def refuse_pruned(state: StateDir, batch_id: str) -> None:
         raise PositionError(
             f"batch {batch_id} is not in this Snowflake target's {names.BOOKKEEPING_TABLE}, but its data files were "
             f"pruned (cdc prune, or cdc run by changelog.keep: every batch up to {through} was applied before)",
-            hint="a new target (or an emptied bookkeeping table) needs the whole history: build it from a new state "
-                 "directory and a fresh snapshot (cdc run), or point this one back at the target it was applied to")
+            hint=NEW_TARGET_HINT)
+
+
+def refuse_folded(state: StateDir, applied: set[str]) -> None:
+    """A target that lacks the newest batch `cdc prune` folded away (cdc.snowflake.folded) lacks history whose data
+    and manifests are gone: said so, rather than applying what is left on top of nothing."""
+    through = read_folded(state).through
+    if through is not None and through not in applied:
+        raise PositionError(
+            f"batch {through} is not in this Snowflake target's {names.BOOKKEEPING_TABLE}, but it and the batches "
+            "before it were pruned (cdc prune, or cdc run by changelog.keep: they had been applied before)",
+            hint=NEW_TARGET_HINT)

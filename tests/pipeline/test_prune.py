@@ -21,6 +21,7 @@ from cdc.errors import ExitCode, PositionError
 from cdc.pipeline.local import read_local
 from cdc.pipeline.prune import plan_prune, prune
 from cdc.pipeline.run import prune_readers
+from cdc.snowflake.folded import read_folded
 from cdc.snowflake.sealed import refuse_pruned
 from cdc.state import StateDir
 from tests.pipeline.cli import run
@@ -110,17 +111,20 @@ def seal_batches(state: StateDir, count: int) -> list[str]:
     return ids
 
 
-def test_applied_batches_lose_their_data_files_and_keep_their_manifests(state: StateDir) -> None:
+def test_applied_batches_lose_their_data_files_then_their_folders(state: StateDir) -> None:
+    """The applied batches' data files go; so do the folders of those before the one the apply checkpoint names,
+    their manifests folded into batches/folded.json."""
     ids = seal_batches(state, 4)
     age([state.manifest_path(b) for b in ids], 2 * DAY)
     ApplyCheckpoint.applied(ids[1], time.time()).write(state)
     MergeCheckpoint("seg-4", ids[3], None).write(state)
 
     plan = plan_prune(state, keep=DAY, expected=["snowflake-apply"])
-    assert (plan.batches.batches, plan.batches.bytes) == (ids[:2], 2 * 2 * 1024)
+    assert (plan.batches.batches, plan.batches.bytes, plan.batches.folds) == (ids[:2], 2 * 2 * 1024, ids[:1])
     result = prune(state, plan)
-    assert (result.batches_pruned, result.batches_freed) == (2, 4096)
-    assert [sorted(os.listdir(state.batch_dir(b))) for b in ids] == [["manifest.json"]] * 2 + [
+    assert (result.batches_pruned, result.batches_freed, result.batches_folded) == (2, 4096, 1)
+    assert not state.batch_dir(ids[0]).exists() and read_folded(state).through == ids[0]
+    assert [sorted(os.listdir(state.batch_dir(b))) for b in ids[1:]] == [["manifest.json"]] + [
         ["manifest.json", "shop.a", "shop.b"]] * 2
     assert state.batches_pruned() == (ids[1], ids[1])
     assert read_local(state).last_segment("snowflake-apply") == "seg-2"  # read from the kept manifest
@@ -246,17 +250,52 @@ def test_run_prunes_what_the_chain_read_and_stays_exact(
     assert second is not None and second > first
     # Only what a checkpoint names is left, besides what came after the readers.
     assert len(list_segments(state.changelog)) <= 2
-    # The applied batches keep only their manifests (the second run's, applied, too).
+    # Of the applied batches, only the one the apply checkpoint names is left, as its manifest; the others' are
+    # folded into batches/folded.json.
     batches = state.sealed_batches()
-    assert len(batches) >= 2 and state.batches_pruned()[1] == batches[-1]
-    assert all(os.listdir(state.batch_dir(b)) == ["manifest.json"] for b in batches)
+    assert batches == [state.batches_pruned()[1]] and os.listdir(state.batch_dir(batches[0])) == ["manifest.json"]
+    folded = read_folded(state).through
+    assert folded is not None and folded < batches[0]
+    shown = run("status", "--config", str(config), "--offline", "--json")
+    assert json.loads(shown.stdout)["kept"] == {"segments": len(list_segments(state.changelog)),
+                                                "pruned_through": second, "batches": 1,
+                                                "batches_folded_through": folded}, shown.stdout
 
     # A target that lacks the history (here: its bookkeeping emptied) is refused, not half-built from what is left.
     sf.cursor().execute('DELETE FROM "_CDC_APPLIED_BATCHES"')
     done = subprocess.run([sys.executable, "-m", "cdc", "snowflake-apply", "--config", str(config)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == ExitCode.POSITION, done.stderr
-    assert f"batch {batches[0]} is not in this Snowflake target" in done.stderr and "pruned" in done.stderr
+    assert f"batch {folded} is not in this Snowflake target" in done.stderr and "pruned" in done.stderr
+
+
+def test_a_column_renamed_after_its_tables_batches_were_folded_arrives_exact(
+        tmp_path: Path, mariadb: MariaDB, fresh_db: str, aws_env: dict[str, str], bucket: str,
+        snowflake_env: dict[str, str], sf: Any) -> None:
+    """A table untouched since its batches were folded away, then a column renamed and one row updated: apply's
+    look-back finds the table's last schema position in folded.json, so the values move to the new name (without
+    it, the new column would be filled for the updated row only)."""
+    create_source(mariadb, fresh_db)
+    mariadb.execute("CREATE TABLE notes (id INT PRIMARY KEY, body VARCHAR(40))", database=fresh_db)
+    mariadb.execute("INSERT INTO notes VALUES (1, 'one'), (2, 'two'), (3, NULL)", database=fresh_db)
+    state = StateDir(tmp_path / "state")
+    config = write_config(tmp_path / "cdc.toml", mariadb, fresh_db, aws_env, bucket, state.root)
+    config.write_text(config.read_text(encoding="utf-8") + '\n[changelog]\nkeep = "0s"\n', encoding="utf-8")
+    assert cdc_run(config, "--until-now")[0] == 0
+    more_writes(mariadb, fresh_db)  # notes untouched: its batches go in this run's prune
+    assert cdc_run(config, "--until-now")[0] == 0
+    assert all(f"{fresh_db}.notes" not in json.loads(state.manifest_path(b).read_text(encoding="utf-8"))["tables"]
+               for b in state.sealed_batches())
+    assert f"{fresh_db}.notes" in read_folded(state).tables
+
+    mariadb.execute("ALTER TABLE notes RENAME COLUMN body TO text", database=fresh_db)
+    mariadb.execute("UPDATE notes SET text = 'two!' WHERE id = 2", database=fresh_db)
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+    assert_replicated(mariadb, fresh_db, sf)
+    rows = sf.cursor().execute('SELECT "ID", "TEXT" FROM "NOTES" ORDER BY "ID"').fetchall()
+    assert [tuple(r) for r in rows] == [tuple(r) for r in mariadb.execute(
+        "SELECT id, text FROM notes ORDER BY id", database=fresh_db)] == [(1, "one"), (2, "two!"), (3, None)]
 
 
 def test_a_run_waits_for_the_destinations_configured_even_when_it_skips_them() -> None:

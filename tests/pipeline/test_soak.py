@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from cdc.changelog import pruned_through
+from cdc.snowflake.folded import read_folded
 from cdc.state import StateDir
 from tests.pipeline.campaign import Writer
 from tests.pipeline.soak import Supervisor, assert_bounded, soak, table
@@ -120,6 +121,7 @@ def test_short_soak_pruning_as_it_goes_stays_exact(campaign_setup: dict[str, Any
     state = StateDir(campaign_setup["state"])
     assert figures["kills"] >= 1 and figures["rows_compared"] > 0
     assert pruned_through(state.changelog) is not None and state.batches_pruned()[1] is not None
+    assert read_folded(state).through is not None  # the applied batches' folders went too
 
 
 @pytest.mark.slow

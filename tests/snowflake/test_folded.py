@@ -1,0 +1,101 @@
+"""The schema positions cdc prune keeps of the batches whose folders it removed (cdc.snowflake.folded): apply's
+look-back finds in them what it found in the manifests themselves."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from cdc.errors import PositionError
+from cdc.snowflake.folded import FOLDED, Folded, Held, fold, look_back, read_folded
+from cdc.snowflake.sealed import list_batches, refuse_folded
+from cdc.snowflake.staging import Batch
+from cdc.state import StateDir, write_json_atomic
+
+
+def manifest(tables: dict[str, str]) -> dict[str, object]:
+    return {"version": 1, "segments": ["seg-1", "seg-1"],
+            "tables": {name: {"rows": 1, "schema_position": position} for name, position in tables.items()}}
+
+
+def history(seed: int, count: int = 40) -> list[Batch]:
+    """Batches over a few names whose schema positions only grow, a name given up (RENAME away) and later reused
+    by another table: the cases lineage look-backs meet."""
+    rng = random.Random(seed)
+    positions = {"shop.a": 100, "shop.b": 100, "shop.old": 100, "shop.new": 100}
+    found = []
+    for number in range(1, count + 1):
+        tables = {}
+        for name in rng.sample(sorted(positions), rng.randint(0, 3)):
+            if rng.random() < 0.2:  # a DDL on it: a later position (zero-padded: positions compare as strings)
+                positions[name] += rng.randint(1, 50)
+            tables[name] = f"binlog.000001:{positions[name]:010d}"
+        batch_id = f"b{number:012d}"
+        found.append(Batch(batch_id, Path(batch_id), manifest(tables)))
+    return found
+
+
+HELD: list[list[Held]] = [
+    [("shop.a", "", None)],
+    [("shop.new", "binlog.000001:0000000150", None), ("shop.old", "", "binlog.000001:0000000150")],
+    [("shop.old", "binlog.000001:0000000120", "binlog.000001:0000000180")],
+    [("shop.b", "binlog.000001:9999999999", None)],  # never there
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_look_back_finds_the_same_position_whatever_was_folded(seed: int) -> None:
+    batches = history(seed)
+    for cut in range(0, len(batches) + 1, 3):
+        folded = Folded()
+        for batch in batches[:cut]:
+            folded.add(batch.batch_id, batch.manifest)
+        for held in HELD:
+            # Only batches after the folded ones are ever applied: a folded one's folder is gone.
+            for before in [b.batch_id for b in batches[cut:]] + ["b999999999999"]:
+                assert look_back(batches[cut:], folded, held, before) == look_back(batches, Folded(), held, before), \
+                    (cut, held, before)
+
+
+def test_the_fold_file_round_trips_and_folding_again_changes_nothing(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    state.batches.mkdir()
+    batches = history(7, count=12)
+    fold(state, [(b.batch_id, b.manifest) for b in batches[:8]])
+    once = read_folded(state)
+    fold(state, [(b.batch_id, b.manifest) for b in batches[4:8]])  # a prune killed before its folders went
+    assert read_folded(state) == once and once.through == batches[7].batch_id
+    assert (state.batches / FOLDED).stat().st_mode & 0o077 == 0
+
+
+def test_a_corrupt_fold_file_is_refused_by_name(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    write_json_atomic(state.batches / FOLDED, {"version": 1, "through": 7, "tables": {}})
+    with pytest.raises(PositionError, match="folded.json is corrupt"):
+        read_folded(state)
+
+
+def test_a_target_lacking_the_folded_batches_is_refused(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    state.batches.mkdir()
+    refuse_folded(state, set())  # nothing folded: any target will do
+    fold(state, [("b000000000003", manifest({"shop.a": "p1"}))])
+    refuse_folded(state, {"b000000000001", "b000000000003"})
+    with pytest.raises(PositionError, match="batch b000000000003 is not in this Snowflake target"):
+        refuse_folded(state, {"b000000000001"})
+
+
+def test_a_kept_listing_lets_go_of_the_batches_whose_folders_went(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    for number in range(1, 5):
+        write_json_atomic(state.manifest_path(f"b{number:012d}"), manifest({"shop.a": "p1"}))
+    known: dict[str, Batch] = {}
+    assert len(list_batches(state, known=known)) == 4 and len(known) == 4
+    for number in (1, 2):
+        for path in state.batch_dir(f"b{number:012d}").iterdir():
+            path.unlink()
+        state.batch_dir(f"b{number:012d}").rmdir()
+    assert [b.batch_id for b in list_batches(state, known=known)] == ["b000000000003", "b000000000004"]
+    assert sorted(known) == ["b000000000003", "b000000000004"]
