@@ -33,7 +33,7 @@ from cdc.snowflake.bootstrap import existing_columns
 from cdc.snowflake.connect import cursor as guarded_cursor
 from cdc.snowflake.folded import Folded, look_back, read_folded
 from cdc.snowflake.outcome import Counts, Summary
-from cdc.snowflake.sealed import list_batches, refuse_folded, refuse_pruned
+from cdc.snowflake.sealed import forget_folded, list_batches, refuse_folded, refuse_pruned
 from cdc.snowflake.staging import Batch
 from cdc.state import StateDir
 
@@ -80,10 +80,13 @@ class Applier:
         if self._transactional is None:
             self._transactional = self._probe_transactions()
         self.summary.transactional = self._transactional
-        applied = {str(r[0]) for r in self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}')}
+        # The batches before the newest folded one are never listed again (their folders are gone): not fetched.
+        through = read_folded(self.state).through
+        applied = {str(r[0]) for r in self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}' + (
+            ' WHERE "BATCH_ID" >= ?' if through else ""), (through,) if through else None)}
         refuse_folded(self.state, applied)
-        for batch_id in applied:  # a run killed after a batch with renames was recorded left its marker
-            moves.finish(lambda statement: self.execute(statement, fetch=False), self.existing, batch_id)
+        moves.finish_recorded(lambda statement: self.execute(statement, fetch=False), self.existing,
+                              lambda batch_id: batch_id in applied or (through is not None and batch_id < through))
         self.applied = applied
         self.checkpoint = ApplyCheckpoint.read(self.state)
         return applied
@@ -355,6 +358,7 @@ def _apply_new(applier: Applier, applied: set[str], stop: threading.Event,
     # What evolution looks back on (new ones included); only the new ones' manifests are read.
     applier.manifests = batches = list_batches(applier.state, known=applier.known)
     applier.folded = read_folded(applier.state)
+    forget_folded(applied, applier.folded.through)
     listed = {*summary.skipped, *summary.applied}
     for batch in batches:
         if batch.batch_id in applied:

@@ -84,6 +84,16 @@ def move_tables(execute: Callable[[str], Any], existing: dict[str, dict[str, str
     return done
 
 
+def finish_recorded(execute: Callable[[str], Any], existing: dict[str, dict[str, str]],
+                    recorded: Callable[[str], bool]) -> None:
+    """Drop the markers a run killed after recording its batch left (start(): its marker tables, not every batch
+    ever applied)."""
+    for table in [t for t in existing if t.startswith(MOVE_PREFIX) and t.endswith("_3")]:
+        batch_id = table[len(MOVE_PREFIX):-2].lower()
+        if recorded(batch_id):
+            finish(execute, existing, batch_id)
+
+
 def finish(execute: Callable[[str], Any], existing: dict[str, dict[str, str]], batch_id: str) -> None:
     """Drop the batch's marker once the batch is recorded as applied (a rerun then skips the whole batch)."""
     marker = _marker(batch_id, 3)

@@ -65,3 +65,10 @@ def refuse_folded(state: StateDir, applied: set[str]) -> None:
             f"batch {through} is not in this Snowflake target's {names.BOOKKEEPING_TABLE}, but it and the batches "
             "before it were pruned (cdc prune, or cdc run by changelog.keep: they had been applied before)",
             hint=NEW_TARGET_HINT)
+
+
+def forget_folded(applied: set[str], through: str | None) -> None:
+    """A kept Applier's applied ids before the newest folded batch: never listed again (their folders are gone),
+    so let go of, as the manifests are (list_batches)."""
+    if through is not None and applied and min(applied) < through:
+        applied.difference_update([batch_id for batch_id in applied if batch_id < through])

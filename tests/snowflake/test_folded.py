@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cdc.errors import PositionError
+from cdc.pipeline.prune import plan_prune, prune
+from cdc.snowflake import apply, bootstrap
 from cdc.snowflake.folded import FOLDED, Folded, Held, fold, look_back, read_folded
 from cdc.snowflake.sealed import list_batches, refuse_folded
 from cdc.snowflake.staging import Batch
 from cdc.state import StateDir, write_json_atomic
+from tests.snowflake.batches import record_schema, row, value, write_batch
+from tests.snowflake.stand_in import rows
 
 
 def manifest(tables: dict[str, str]) -> dict[str, object]:
@@ -99,3 +104,30 @@ def test_a_kept_listing_lets_go_of_the_batches_whose_folders_went(tmp_path: Path
         state.batch_dir(f"b{number:012d}").rmdir()
     assert [b.batch_id for b in list_batches(state, known=known)] == ["b000000000003", "b000000000004"]
     assert sorted(known) == ["b000000000003", "b000000000004"]
+
+
+def test_an_applier_fetches_and_keeps_only_the_batches_after_the_folded_ones(sf: Any, tmp_path: Path) -> None:
+    """The bookkeeping table gains a row per batch for ever, a long run's sealed batches a folder each: a new
+    Applier fetched every id ever applied, and a kept one added each to what it held. Those before the newest
+    folded batch are never listed again: neither fetched nor kept, and the target stays exact."""
+    schema = record_schema(tmp_path, "shop", "items")
+    options = bootstrap.Options()
+    bootstrap.run(sf, bootstrap.targets_for([schema], options), options)
+    ids = [f"b{n:012d}" for n in range(1, 6)]
+    for n in (1, 2, 3):
+        write_batch(tmp_path, n, {"shop.items": [row(n, n, "c", **value(n))]})
+    state = StateDir(tmp_path)
+    assert apply.run(sf, state).applied == ids[:3]
+    assert prune(state, plan_prune(state, keep=0, expected=["snowflake-apply"])).batches_folded == 2
+    applier = apply.Applier(sf, state)
+    try:
+        assert applier.start() == set(ids[1:3])  # from the newest folded one on
+        write_batch(tmp_path, 4, {"shop.items": [row(1, 4, "u", **value(40))]})
+        assert apply.run(sf, state, applier=applier).applied == [ids[3]]
+        assert prune(state, plan_prune(state, keep=0, expected=["snowflake-apply"])).batches_folded == 1
+        write_batch(tmp_path, 5, {"shop.items": [row(2, 5, "d")]})
+        assert apply.run(sf, state, applier=applier).applied == [ids[4]]
+        assert applier.applied == set(ids[2:])
+    finally:
+        applier.close()
+    assert rows(sf, 'SELECT "ID", "NAME" FROM "ITEMS" ORDER BY "ID"') == [(1, value(40)["name"]), (3, value(3)["name"])]
