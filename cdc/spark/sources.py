@@ -24,6 +24,11 @@ from cdc.errors import DataError, PositionError
 from cdc.state import StateDir, write_bytes_atomic
 
 MANIFESTS = "_manifests"
+# In an s3:// source's merge cache: the manifest keys its last listing found, by the segment each counts as, so
+# that the next one starts after the manifest the merge checkpoint ends at (ship writes one per batch, tens of
+# thousands a day: a listing from the start grew by a request per 1,000 with every merge).
+LISTED = ".listed.json"
+LISTED_KEEP = 10_000
 
 
 @dataclass(frozen=True)
@@ -102,11 +107,15 @@ def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> 
     client = make_client("s3", aws)
     cache = state.root / "merge-cache" / bucket / prefix
     segments = []
+    known = _listed(cache) if after is not None else {}
+    start = known.get(after or "")  # every manifest after it in merge order has a key sorting after its key
+    listed = {after: start} if after is not None and start is not None else {}
     try:
-        for key in _in_order(_keys(client, bucket, f"{head}{MANIFESTS}/")):
+        for key in _in_order(_keys(client, bucket, f"{head}{MANIFESTS}/", start)):
             name = _segment_name(key.rsplit("/", 1)[-1])
             if not name.startswith("seg-") or (after is not None and name <= after):
                 continue
+            listed[name] = key
             manifest = _manifest(client.get_object(Bucket=bucket, Key=key)["Body"].read(), f"s3://{bucket}/{key}")
             objects = manifest["objects"]
             if scheme == "s3a":
@@ -121,7 +130,20 @@ def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> 
         raise map_error(exc, f"reading s3://{bucket}/{head}", missing_hint="check --source, --region, --endpoint-url") from None
     if scheme != "s3a":
         _drop_merged(cache, {path for segment in segments for path in segment.files})
+    if listed != known:
+        write_bytes_atomic(cache / LISTED, orjson.dumps({"version": 1, "keys": dict(list(listed.items())[-LISTED_KEEP:])}))
     return segments
+
+
+def _listed(cache: Path) -> dict[str, str]:
+    """The keys an earlier listing of this source found (a hint: without it, or when the checkpoint is not among
+    them, e.g. it came from another source and a shipped batch may straddle it, the listing starts from the start)."""
+    try:
+        document = orjson.loads((cache / LISTED).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    keys = document.get("keys") if isinstance(document, dict) else None
+    return {str(k): str(v) for k, v in keys.items()} if isinstance(keys, dict) else {}
 
 
 def _drop_merged(cache: Path, wanted: set[str]) -> None:
@@ -132,15 +154,16 @@ def _drop_merged(cache: Path, wanted: set[str]) -> None:
     for folder, _, files in os.walk(cache, topdown=False):
         for name in files:
             path = os.path.join(folder, name)
-            if path not in wanted:
+            if path not in wanted and name != LISTED:
                 os.unlink(path)
         if folder != str(cache) and not os.listdir(folder):
             os.rmdir(folder)
 
 
-def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
+def _keys(client: Any, bucket: str, prefix: str, start_after: str | None = None) -> list[str]:
     keys: list[str] = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    where = {"StartAfter": start_after} if start_after else {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, **where):
         keys.extend(item["Key"] for item in page.get("Contents", []))
     return sorted(keys)
 

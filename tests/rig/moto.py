@@ -12,13 +12,17 @@ boto3's endpoint_url.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
+import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -88,7 +92,8 @@ class MotoServer:
             if self.port is None:
                 self.port = free_port()
             argv = [sys.executable, "-c", _LAUNCH, "-H", self.host, "-p", str(self.port)]
-            self._proc = spawn(argv, self.log)
+            # Its request recorder (off until recording()) writes here, not into the server's working directory.
+            self._proc = spawn(argv, self.log, env={**os.environ, "MOTO_RECORDER_FILEPATH": str(self.requests)})
             _RUNNING.add(self)
             if wait_until(self._answers, self.start_timeout) and self.is_running:
                 return self
@@ -115,6 +120,29 @@ class MotoServer:
     def reset(self) -> None:
         """Forget every bucket, stream and object (moto's /moto-api/reset)."""
         request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+    @property
+    def requests(self) -> Path:
+        return self.base_dir / "requests.jsonl"
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[dict[str, Any]]]:
+        """The requests the server answers inside the block (moto's recorder: method, url, headers), filled in
+        when the block ends."""
+        found: list[dict[str, Any]] = []
+        self._recorder("reset-recording")
+        self._recorder("start-recording")
+        try:
+            yield found
+        finally:
+            self._recorder("stop-recording")
+            if self.requests.exists():
+                found.extend(json.loads(line) for line in self.requests.read_text(encoding="utf-8").splitlines())
+
+    def _recorder(self, verb: str) -> None:
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/recorder/{verb}", method="POST")
         with urllib.request.urlopen(request, timeout=10):
             pass
 

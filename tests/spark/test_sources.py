@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -13,6 +14,7 @@ from cdc import sinks
 from cdc.config import AWSSettings
 from cdc.errors import DataError
 from cdc.spark import merge, read_lake_table
+from cdc.spark.sources import LISTED
 from cdc.state import StateDir
 from tests.rig import MotoServer
 from tests.sinks.changes import as_v1_manifest, read_s3_lines
@@ -54,18 +56,31 @@ def test_merge_from_s3_and_from_a_local_copy_equals_the_change_log(aws_env: dict
 
     # Two increments, each shipped as one batch of several segments: the second merge reads only the
     # batch whose manifest is new, and the merge checkpoint records a batch as its last segment.
+    # The listing starts after the manifest the merge checkpoint ends at: ship writes one per batch, and a
+    # listing from the start cost a request more per 1,000 batches ever shipped.
+    starts = []
     for lines in (w.lines[:half], w.lines[half:]):
         w.write_segments(lines, per_segment=60)
         _ship(shipper, aws, "s3://merge-src/shipped")
-        summary = merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark)
+        with moto_server.recording() as requests:
+            summary = merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark)
+        starts.append(_list_starts(requests))
         assert summary.batch_id is not None
         sealed = sorted(p.name for p in shipper.changelog.iterdir())
         assert summary.segments[1] == sealed[-1] and "_" in _manifest_keys(s3, "merge-src", "shipped/")[-1]
-    assert len(_manifest_keys(s3, "merge-src", "shipped/")) == 2
+    keys = _manifest_keys(s3, "merge-src", "shipped/")
+    assert len(keys) == 2 and starts == [[None], [keys[0]]]
     assert _lake(from_s3) == {t: model(w.lines, w.history)[t] for t in (T1, T2)}
-    assert merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark).batch_id is None
+    with moto_server.recording() as requests:
+        assert merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark).batch_id is None
+    assert _list_starts(requests) == [keys[1]]
+    for listed in (from_s3.root / "merge-cache").rglob(LISTED):  # lost (or a checkpoint from elsewhere): from the start
+        listed.write_text("{not json", encoding="utf-8")
+    with moto_server.recording() as requests:
+        assert merge(from_s3, source="s3://merge-src/shipped", aws=aws, spark=spark).batch_id is None
+    assert _list_starts(requests) == [None]
     # What the merges took is not kept in the download cache: it would grow with every object ever shipped.
-    assert not [p for p in (from_s3.root / "merge-cache").rglob("*") if p.is_file()]
+    assert not [p for p in (from_s3.root / "merge-cache").rglob("*") if p.is_file() and p.name != LISTED]
 
     # The same objects copied to a local directory (aws s3 sync s3://merge-src/shipped DIR).
     local = tmp_path / "synced"
@@ -113,6 +128,12 @@ def _ship_v1(state: StateDir, aws: AWSSettings, bucket: str, prefix: str) -> lis
         "version": 1, "destination": sink.destination, "last_segment": segments[-1].name,
         "segments": len(segments), "records": 0}))
     return segments
+
+
+def _list_starts(requests: list[dict[str, Any]]) -> list[str | None]:
+    """The start-after of each ListObjectsV2 request recorded (None: from the start)."""
+    queries = [parse_qs(urlsplit(r["url"]).query) for r in requests if r["method"] == "GET"]
+    return [(q.get("start-after") or [None])[0] for q in queries if q.get("list-type") == ["2"]]
 
 
 def _manifest_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
