@@ -358,9 +358,12 @@ def _apply_new(applier: Applier, applied: set[str], stop: threading.Event,
     # What evolution looks back on (new ones included); only the new ones' manifests are read.
     applier.manifests = batches = list_batches(applier.state, known=applier.known)
     applier.folded = read_folded(applier.state)
-    forget_folded(applied, applier.folded.through)
+    folded = applier.folded.through
+    forget_folded(applied, folded)
     listed = {*summary.skipped, *summary.applied}
     for batch in batches:
+        if folded is not None and batch.batch_id <= folded:
+            continue  # applied before it was folded; its folder is left by a prune stopped before it went
         if batch.batch_id in applied:
             if (done is None or batch.batch_id > done) and batch.batch_id not in listed:
                 summary.skipped.append(batch.batch_id)

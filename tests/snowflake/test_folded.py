@@ -3,6 +3,7 @@ look-back finds in them what it found in the manifests themselves."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from cdc.errors import PositionError
 from cdc.pipeline.prune import plan_prune, prune
+from cdc.pipeline.prune_batches import prune_batches
 from cdc.snowflake import apply, bootstrap
 from cdc.snowflake.folded import FOLDED, Folded, Held, fold, look_back, read_folded
 from cdc.snowflake.sealed import list_batches, refuse_folded
@@ -131,3 +133,29 @@ def test_an_applier_fetches_and_keeps_only_the_batches_after_the_folded_ones(sf:
     finally:
         applier.close()
     assert rows(sf, 'SELECT "ID", "NAME" FROM "ITEMS" ORDER BY "ID"') == [(1, value(40)["name"]), (3, value(3)["name"])]
+
+
+def test_batches_folded_by_a_prune_killed_before_their_folders_went_are_not_applied_again(sf: Any,
+                                                                                        tmp_path: Path) -> None:
+    """folded.json is written before the folders go: a prune killed in between leaves folded batches on disk. A new
+    Applier does not fetch their ids, a kept one lets go of them: neither takes them for batches to apply (their
+    data files are gone: that was exit 5, until the next prune)."""
+    schema = record_schema(tmp_path, "shop", "items")
+    options = bootstrap.Options()
+    bootstrap.run(sf, bootstrap.targets_for([schema], options), options)
+    for n in (1, 2, 3):
+        write_batch(tmp_path, n, {"shop.items": [row(n, n, "c", **value(n))]})
+    state = StateDir(tmp_path)
+    kept = apply.Applier(sf, state)
+    try:
+        assert apply.run(sf, state, applier=kept).applied == [f"b{n:012d}" for n in (1, 2, 3)]
+        plan = plan_prune(state, keep=0, expected=["snowflake-apply"]).batches
+        prune_batches(state, plan)  # the data files go; then the fold, and the kill before any folder goes
+        fold(state, [(batch, json.loads(state.manifest_path(batch).read_text())) for batch in plan.folds])
+        assert state.batch_dir("b000000000001").is_dir()
+        for applier in (kept, None):
+            again = apply.run(sf, state, applier=applier)
+            assert (again.applied, again.skipped) == ([], []), applier
+    finally:
+        kept.close()
+    assert rows(sf, 'SELECT "ID" FROM "ITEMS" ORDER BY "ID"') == [(1,), (2,), (3,)]
