@@ -140,7 +140,6 @@ def _drop_data(state: StateDir, batch: str) -> None:
             os.unlink(entry.path)
 
 
-
 def _manifest(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:

@@ -9,8 +9,9 @@ for each table name and schema position, the last batch that had it gives the sa
 follows the DDL, not the batches: `<state>/batches/folded.json`.
 
 `through` is the newest batch folded. Written (fsynced) before the folders go, it also tells apply that a target
-lacking that batch lacks history that is no longer on disk (cdc.snowflake.sealed.refuse_folded), as batches/pruned.json does for
-data files.
+lacking that batch lacks history that is no longer on disk (cdc.snowflake.sealed.refuse_folded), as
+batches/pruned.json does for data files, and that a folder still there up to it (a prune stopped before it went)
+holds a batch applied before.
 """
 
 from __future__ import annotations

@@ -131,7 +131,8 @@ def _list_s3(state: StateDir, url: str, after: str | None, aws: AWSSettings) -> 
     if scheme != "s3a":
         _drop_merged(cache, {path for segment in segments for path in segment.files})
     if listed != known:
-        write_bytes_atomic(cache / LISTED, orjson.dumps({"version": 1, "keys": dict(list(listed.items())[-LISTED_KEEP:])}))
+        newest = dict(list(listed.items())[-LISTED_KEEP:])
+        write_bytes_atomic(cache / LISTED, orjson.dumps({"version": 1, "keys": newest}))
     return segments
 
 
