@@ -84,7 +84,7 @@ class Applier:
         through = read_folded(self.state).through
         applied = {str(r[0]) for r in self.execute(f'SELECT "BATCH_ID" FROM {_Q(names.BOOKKEEPING_TABLE)}' + (
             ' WHERE "BATCH_ID" >= ?' if through else ""), (through,) if through else None)}
-        refuse_folded(self.state, applied)
+        refuse_folded(through, applied)
         moves.finish_recorded(lambda statement: self.execute(statement, fetch=False), self.existing,
                               lambda batch_id: batch_id in applied or (through is not None and batch_id < through))
         self.applied = applied

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from cdc.errors import PositionError, PreconditionError
 from cdc.snowflake import names
-from cdc.snowflake.folded import read_folded
 from cdc.snowflake.staging import Batch
 from cdc.state import StateDir, read_json
 
@@ -56,10 +55,9 @@ def refuse_pruned(state: StateDir, batch_id: str) -> None:
             hint=NEW_TARGET_HINT)
 
 
-def refuse_folded(state: StateDir, applied: set[str]) -> None:
-    """A target that lacks the newest batch `cdc prune` folded away (cdc.snowflake.folded) lacks history whose data
-    and manifests are gone: said so, rather than applying what is left on top of nothing."""
-    through = read_folded(state).through
+def refuse_folded(through: str | None, applied: set[str]) -> None:
+    """A target that lacks `through`, the newest batch `cdc prune` folded away (cdc.snowflake.folded), lacks history
+    whose data and manifests are gone: said so, rather than applying what is left on top of nothing."""
     if through is not None and through not in applied:
         raise PositionError(
             f"batch {through} is not in this Snowflake target's {names.BOOKKEEPING_TABLE}, but it and the batches "

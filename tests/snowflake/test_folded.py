@@ -87,11 +87,12 @@ def test_a_corrupt_fold_file_is_refused_by_name(tmp_path: Path) -> None:
 def test_a_target_lacking_the_folded_batches_is_refused(tmp_path: Path) -> None:
     state = StateDir(tmp_path)
     state.batches.mkdir()
-    refuse_folded(state, set())  # nothing folded: any target will do
+    refuse_folded(read_folded(state).through, set())  # nothing folded: any target will do
     fold(state, [("b000000000003", manifest({"shop.a": "p1"}))])
-    refuse_folded(state, {"b000000000001", "b000000000003"})
+    through = read_folded(state).through
+    refuse_folded(through, {"b000000000001", "b000000000003"})
     with pytest.raises(PositionError, match="batch b000000000003 is not in this Snowflake target"):
-        refuse_folded(state, {"b000000000001"})
+        refuse_folded(through, {"b000000000001"})
 
 
 def test_a_kept_listing_lets_go_of_the_batches_whose_folders_went(tmp_path: Path) -> None:
