@@ -1,6 +1,7 @@
 """End-to-end freshness: COMMIT in MariaDB -> the row, with its committed values, in Snowflake (p50/p95/p99/max).
 
     .venv/bin/python benchmarks/bench_freshness.py [--seconds 60] [--rate 50] [--tables 16] [--sample 0.2]
+        [--rtt 0.05] [--load-sessions 4]
 
 Starts a throwaway MariaDB (tests/rig), moto's server (the S3 bucket `ship-s3` writes to) and fakesnow's
 server (the Snowflake stand-in, in a process of its own: benchmarks/snowflake_stand_in.py), snapshots --tables
@@ -23,7 +24,10 @@ Printed: p50/p95/p99/max of each, the load average at start and end, the CPU sec
 JVM) and of the stand-in during the workload (a real warehouse's CPU is not this machine's), where `cdc run`'s
 cycles spent their time (each stage's median and max seconds in the cycles that did work) and how many
 statements each apply sent (Snowflake's own time per statement is what a real apply adds up). `--lines FILE`
-writes the run's stage lines as a timeline (start, end, cycle, stage, status).
+writes the run's stage lines as a timeline (start, end, cycle, stage, status). `--rtt S` puts a link of that
+round trip between `cdc run` and the stand-in (tests/rig/latency.py; the looks go straight to it), as a
+warehouse is a WAN away; `--load-sessions N` is `cdc run`'s `[snowflake] load_sessions` (its default when not
+given).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from cdc.changelog import list_segments  # noqa: E402
 from tests.rig import MariaDB, MotoServer  # noqa: E402
+from tests.rig.latency import LatencyProxy  # noqa: E402
 
 DB, BUCKET, SF_DATABASE, SF_SCHEMA = "fresh", "cdc-bench-lake", "BENCH", "REPLICA"
 
@@ -346,6 +351,11 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         config = write_config(workdir, server, moto)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "SNOWFLAKE_", "MYSQL_"))}
         env.update(moto.env, **snowflake_env, PYTHONPATH=str(ROOT))
+        if args.rtt:  # cdc's connections only (SNOWFLAKE_HOST/PORT override connections.toml's)
+            link = stack.enter_context(LatencyProxy(params["host"], int(params["port"]), one_way=args.rtt / 2))
+            env.update(SNOWFLAKE_HOST=link.host, SNOWFLAKE_PORT=str(link.port))
+        if args.load_sessions:
+            env["CDC_SNOWFLAKE_LOAD_SESSIONS"] = str(args.load_sessions)
         book, stop = Book(), threading.Event()
         cdc = subprocess.Popen([sys.executable, "-m", "cdc", "run", "--config", str(config), "--json", "--follow",
                                 "--poll-interval", str(args.poll_interval)], cwd=workdir, env=env,
@@ -412,10 +422,13 @@ def main() -> None:
                         help="when Snowflake is looked at: after each snowflake-apply, or every 100 ms")
     parser.add_argument("--lines", help="write a timeline of the run's stage lines to this file")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (state, run.err)")
+    parser.add_argument("--rtt", type=float, default=0.0, help="seconds each round trip to the stand-in takes more")
+    parser.add_argument("--load-sessions", type=int, help="cdc run's [snowflake] load_sessions (default: cdc's)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="cdc-fresh-"))
     os.chmod(workdir, 0o700)
-    print(f"work directory {workdir}; load average {os.getloadavg()}", flush=True)
+    print(f"work directory {workdir}; load average {os.getloadavg()}; added round trip {args.rtt} s; load sessions "
+          f"{args.load_sessions or 'default'}", flush=True)
     try:
         run(args, workdir)
     finally:

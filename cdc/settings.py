@@ -112,6 +112,12 @@ class SnowflakeSettings:
     schema: str | None = None
     warehouse: str | None = None
     role: str | None = None
+    # Sessions that stage a batch's tables at once in snowflake-apply (cdc.snowflake.loaders): its own and up to
+    # load_sessions - 1 more. 1: every statement on one session, one after the other.
+    load_sessions: int = 4
+
+
+MAX_LOAD_SESSIONS = 16  # a warehouse runs 8 queries at once by default (MAX_CONCURRENCY_LEVEL); more only queue
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,10 @@ def validate_settings(settings: Settings) -> None:
                           f"{settings.source_of('aws.read_timeout')}) is not a number of seconds above 0",
                           hint="e.g. 60, botocore's default")
     _validate_hosts(settings)
+    if not 1 <= settings.snowflake.load_sessions <= MAX_LOAD_SESSIONS:
+        raise ConfigError(f"snowflake.load_sessions = {settings.snowflake.load_sessions} (from "
+                          f"{settings.source_of('snowflake.load_sessions')}) is outside 1..{MAX_LOAD_SESSIONS}",
+                          hint="4 by default; 1 stages a batch's tables one after the other on one session")
     if not 0 <= mysql.server_id < 2**32:
         raise ConfigError(
             f"mysql.server_id = {mysql.server_id} (from {settings.source_of('mysql.server_id')}) "

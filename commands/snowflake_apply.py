@@ -38,6 +38,10 @@ def snowflake_apply(
     follow: Annotated[bool, typer.Option("--follow/--until-now", help="Keep applying new batches (poll) until "
                                          "SIGTERM/Ctrl-C, or apply what is sealed and exit.")] = False,
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between polls with --follow.")] = 2.0,
+    load_sessions: Annotated[Optional[int], typer.Option(
+        "--load-sessions", help="Snowflake sessions that stage a batch's tables at once (PUT, TRUNCATE, COPY): this "
+        "one and up to N-1 more (default 4; 1: one after the other; cdc.toml \\[snowflake] load_sessions).",
+        rich_help_panel=_SF)] = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
@@ -45,14 +49,16 @@ def snowflake_apply(
     """Load new spark-merge batches into Snowflake and MERGE them, recording each batch once."""
     settings = settings_from(config, state_dir, **{
         "snowflake.connection": connection_name, "snowflake.database": database, "snowflake.schema": schema,
-        "snowflake.warehouse": warehouse, "snowflake.role": role})
+        "snowflake.warehouse": warehouse, "snowflake.role": role, "snowflake.load_sessions": load_sessions})
     logs.add_secrets(secret_values(connection_params(settings.snowflake)))  # connections.toml's too
     runs_stage(settings, "snowflake-apply", "cdc snowflake-apply")
     conn = connect(settings.snowflake)
     try:
         with stop_on_signals() as stop:
             summary = sf_apply.run(conn, StateDir(settings.state_dir), follow=follow, poll_interval=poll_interval,
-                                   stop=stop, on_batch=None if as_json else _progress)
+                                   stop=stop, on_batch=None if as_json else _progress,
+                                   open_connection=lambda: connect(settings.snowflake),
+                                   load_sessions=settings.snowflake.load_sessions)
     finally:
         conn.close()
     _render(summary, as_json)

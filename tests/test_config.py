@@ -150,3 +150,16 @@ def test_aws_read_timeout_reaches_the_clients_and_is_checked(tmp_path: Path) -> 
     assert load_settings(env={"HOME": str(tmp_path)}, cwd=tmp_path / "none").aws.read_timeout == 60.0
     with pytest.raises(ConfigError, match=r"aws.read_timeout = 0.0 \(from environment CDC_AWS_READ_TIMEOUT\)"):
         load_settings(env={"HOME": str(tmp_path), "CDC_AWS_READ_TIMEOUT": "0"}, cwd=tmp_path)
+
+
+def test_snowflake_load_sessions_defaults_to_four_and_is_checked(tmp_path: Path) -> None:
+    """snowflake-apply stages a batch's tables on load_sessions sessions (issue #25): 1..16, from any layer."""
+    (tmp_path / "cdc.toml").write_text("[snowflake]\nload_sessions = 2\n")
+    assert load_settings(env={"HOME": str(tmp_path)}, cwd=tmp_path / "none").snowflake.load_sessions == 4
+    assert load_settings(env={"HOME": str(tmp_path)}, cwd=tmp_path).snowflake.load_sessions == 2
+    one = load_settings(env={"HOME": str(tmp_path), "CDC_SNOWFLAKE_LOAD_SESSIONS": "1"}, cwd=tmp_path)
+    assert one.snowflake.load_sessions == 1
+    for wrong in ("0", "17"):
+        with pytest.raises(ConfigError, match=rf"snowflake.load_sessions = {wrong} \(from environment "
+                                              r"CDC_SNOWFLAKE_LOAD_SESSIONS\) is outside 1..16"):
+            load_settings(env={"HOME": str(tmp_path), "CDC_SNOWFLAKE_LOAD_SESSIONS": wrong}, cwd=tmp_path)

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from cdc.capture import Filters, StartRequest, TailOptions, run_tail
@@ -93,9 +94,16 @@ class Context:
         self.snowflake_used = time.monotonic()
         return self.snowflake
 
+    def forget_applier(self) -> None:
+        """The next apply makes a new Applier; this one's extra sessions log out (its staging tables are left to the
+        next Applier's start, which drops them)."""
+        if self.applier is not None:
+            applier, self.applier = self.applier, None
+            applier.loaders.close()
+
     def drop_snowflake(self) -> None:
         """After a stage's failure: the next stage (or run) logs in afresh rather than reuse a doubtful session."""
-        self.applier = None
+        self.forget_applier()
         if self.snowflake is not None:
             conn, self.snowflake = self.snowflake, None
             try:
@@ -227,7 +235,7 @@ def snowflake_bootstrap(ctx: Context) -> Outcome:
         ctx.drop_snowflake()
         raise
     ctx.bootstrapped = seen
-    ctx.applier = None  # tables or columns may be new: the next apply reads the schema again
+    ctx.forget_applier()  # tables or columns may be new: the next apply reads the schema again
     changed = len(plan.created) + len(plan.added)
     detail = {"created": plan.created, "added_columns": plan.added, "type_drift": plan.type_drift}
     return Outcome(DONE if changed else NOTHING, None, changed, "objects", detail=detail)
@@ -244,7 +252,7 @@ def _schema_files(state: StateDir) -> tuple[Any, ...]:
 
 def snowflake_apply(ctx: Context) -> Outcome:
     """snowflake-apply --until-now of every sealed batch not yet recorded as applied."""
-    from cdc.snowflake import Applier, apply_batches
+    from cdc.snowflake import Applier, apply_batches, connect_snowflake
 
     if not pending_batches(ctx.state):
         return Outcome(NOTHING, _applied_batch(ctx.state), unit="changes")
@@ -257,7 +265,10 @@ def snowflake_apply(ctx: Context) -> Outcome:
     try:
         conn, seen = ctx.snowflake_connection(), _schema_files(ctx.state)
         if ctx.applier is None or ctx.applier.conn is not conn or ctx.applier_schema != seen:
-            ctx.applier, ctx.applier_schema = Applier(conn, ctx.state), seen
+            ctx.forget_applier()
+            ctx.applier = Applier(conn, ctx.state, open_connection=partial(connect_snowflake, ctx.settings.snowflake),
+                                  load_sessions=ctx.settings.snowflake.load_sessions)
+            ctx.applier_schema = seen
             ctx.applier.known = ctx.manifests  # a new Applier (new tables or columns) reads no manifest again
         summary = apply_batches(conn, ctx.state, stop=ctx.stop, on_batch=on_batch, applier=ctx.applier)
     except BaseException:

@@ -29,9 +29,10 @@ from cdc.errors import CdcError, PreconditionError, TransientError
 from cdc.masking import masked_history
 from cdc.schema import TableSchema
 from cdc.snowflake import ddl, evolve, moves, names, outcome, rekey, staging
-from cdc.snowflake.bootstrap import existing_columns
+from cdc.snowflake.bootstrap import existing_columns, not_null_columns
 from cdc.snowflake.connect import cursor as guarded_cursor
 from cdc.snowflake.folded import Folded, look_back, read_folded
+from cdc.snowflake.loaders import Loaders
 from cdc.snowflake.outcome import Counts, Summary
 from cdc.snowflake.sealed import forget_folded, list_batches, refuse_folded, refuse_pruned
 from cdc.snowflake.staging import Batch
@@ -44,7 +45,10 @@ METADATA = (names.ACTION, names.IS_UPDATE, names.CDC_POSITION, names.CDC_COMMIT_
 class Applier:
     """Apply batches over one Snowflake connection (current database and schema = the targets')."""
 
-    def __init__(self, conn: Any, state: StateDir, *, on_batch: Callable[[str, dict[str, Counts]], None] | None = None):
+    def __init__(self, conn: Any, state: StateDir, *, on_batch: Callable[[str, dict[str, Counts]], None] | None = None,
+                 open_connection: Callable[[], Any] | None = None, load_sessions: int = 1):
+        """open_connection, load_sessions: the batch's tables are staged on up to load_sessions sessions, this one and
+        more that open_connection opens when first needed (cdc.snowflake.loaders); close() logs them out."""
         self.conn = conn
         self.cursor = guarded_cursor(conn)
         self.state = state
@@ -61,6 +65,8 @@ class Applier:
         self.known: dict[str, Batch] = {}  # the sealed batches' manifests read so far (they never change)
         self.folded = Folded()  # what cdc prune kept of the batches whose folders it removed
         self._vacated: set[str] = set()  # Snowflake names the batch being applied renamed a table away from
+        self.loaders = Loaders(lambda statement, params=None: self.execute(statement, params), open_connection,
+                               load_sessions)
 
     def execute(self, statement: str, params: Any = None, *, fetch: bool = True) -> list[tuple[Any, ...]]:
         self.cursor.execute(statement, params)
@@ -103,12 +109,20 @@ class Applier:
         assert self.applied is not None
         return self.applied
 
+    @property
+    def statements(self) -> int:
+        """Statements sent so far, on every session (each at least one round trip to Snowflake)."""
+        return self.cursor.statements + self.loaders.statements
+
     def close(self) -> None:
-        """Drop this Applier's staging tables (housekeeping: a later start() drops them otherwise)."""
+        """Drop this Applier's staging tables (housekeeping: a later start() drops them otherwise), log out the
+        loaders' extra sessions."""
         try:
             self.staging.drop(lambda statement: self.execute(statement, fetch=False))
         except CdcError:
             self.summary.cleanup_skipped = True
+        finally:
+            self.loaders.close()
 
     def _probe_transactions(self) -> bool:
         """Can MERGE run inside BEGIN ... COMMIT here? (Snowflake: yes; fakesnow: no.)"""
@@ -170,24 +184,16 @@ class Applier:
             self.summary.cleanup_skipped = self._remove_refused = True
 
     def _stage(self, batch: Batch) -> list[tuple[str, ddl.Target, str]]:
-        """Every table's target made ready (evolved), all the batch's files in one PUT, each table COPYed into a
-        staging table: (key, target, staging table) per table."""
+        """Every table's target made ready (evolved), then staged (staging.load): all the batch's files in one PUT,
+        each table COPYed into a staging table, side by side on the loaders' sessions."""
         tables = []
-        for number, (key, spec) in enumerate(sorted(batch.manifest.get("tables", {}).items())):
+        for key, spec in sorted(batch.manifest.get("tables", {}).items()):
             files = staging.batch_files(batch, key, spec)
             arrow = pq.read_schema(files[0])
-            tables.append((key, spec, files, arrow, self._target(batch, key, spec, arrow), f"t{number:05d}-"))
+            tables.append(staging.Table(key, spec, files, arrow, self._target(batch, key, spec, arrow)))
         # Under the run's id: a killed earlier attempt's files (another file count) are never loaded with these.
-        location = f"@{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/{self.run_id}/"
-        if tables:  # a batch of renames only has no files (and a PUT matching nothing fails)
-            staging.put(self.execute, batch.path / ".put", [(prefix, files) for _, _, files, _, _, prefix in tables],
-                        location)
-        staged = []
-        for key, spec, _, arrow, target, prefix in tables:
-            table = self.staging.prepare(self.execute, key, arrow)
-            staging.copy(self.execute, batch, key, spec, table, location + prefix)
-            staged.append((key, target, table))
-        return staged
+        return staging.load(self.loaders, self.staging, batch, tables,
+                            f"@{_Q(names.INTERNAL_STAGE)}/{batch.batch_id}/{self.run_id}/")
 
     def _target(self, batch: Batch, key: str, spec: dict[str, Any], arrow: pa.Schema) -> ddl.Target:
         db, _, table = key.partition(".")
@@ -278,17 +284,10 @@ class Applier:
                 history[column.name] = column.type
 
     def _not_null(self, target: ddl.Target) -> list[str]:
-        """Non-key columns Snowflake holds NOT NULL (a bootstrap of an older cdc copied MySQL's): the likely cause
-        of a refused MERGE, since Snowflake's error does not name the column. [] if it cannot be asked."""
+        """The likely cause of a refused MERGE (bootstrap.not_null_columns), after rolling its transaction back."""
         if self.summary.transactional:
             self.execute("ROLLBACK")  # the failed transaction first; nothing of it stays
-        try:
-            found = self.execute("SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = "
-                                 "CURRENT_SCHEMA() AND TABLE_NAME = ? AND IS_NULLABLE = 'NO'", (target.name,))
-        except CdcError:
-            return []
-        ours = {name for name, _, not_null in ddl.CDC_COLUMNS if not_null}
-        return [str(r[0]) for r in found if str(r[0]) not in set(target.key) | ours]
+        return not_null_columns(self.execute, target)
 
     def _applied_position(self, batch: Batch, key: str) -> str | None:
         """The schema position of the table in the last batch before `batch` that had it (all applied by now)."""
@@ -322,16 +321,19 @@ class Applier:
 
 def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: float = 2.0,
         stop: threading.Event | None = None, on_batch: Callable[[str, dict[str, Counts]], None] | None = None,
-        applier: Applier | None = None) -> Summary:
+        applier: Applier | None = None, open_connection: Callable[[], Any] | None = None,
+        load_sessions: int = 1) -> Summary:
     """Apply every sealed batch not yet in the bookkeeping table; with follow, keep polling until stop.
 
     applier: one kept by the caller from an earlier run on this connection (`cdc run --follow`), closed by it;
-    without, a new one is made and its staging tables are dropped at the end."""
+    without, a new one is made (with open_connection and load_sessions, see Applier) and its staging tables are
+    dropped at the end."""
     stop = stop or threading.Event()
     with state.lock(ApplyCheckpoint.STAGE):
         own = applier is None
-        applier = applier or Applier(conn, state, on_batch=on_batch)
-        before = applier.cursor.statements
+        applier = applier or Applier(conn, state, on_batch=on_batch, open_connection=open_connection,
+                                     load_sessions=load_sessions)
+        before = applier.statements
         try:
             applied = applier.resume()
             done = applier.checkpoint.last_batch if applier.checkpoint is not None else None
@@ -343,7 +345,9 @@ def run(conn: Any, state: StateDir, *, follow: bool = False, poll_interval: floa
             if own:
                 applier.close()
         finally:
-            applier.summary.statements = applier.cursor.statements - before
+            if own:
+                applier.loaders.close()  # the extra sessions, after a failure too (close() above did it otherwise)
+            applier.summary.statements = applier.statements - before
         return applier.summary
 
 

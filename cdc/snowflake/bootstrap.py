@@ -8,13 +8,13 @@ MySQL is reported, never altered (Snowflake cannot change most types in place).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cdc import sql
 from cdc.config import MySQLSettings
-from cdc.errors import PreconditionError, UsageError
+from cdc.errors import CdcError, PreconditionError, UsageError
 from cdc.escapes import sql_comment, visible
 from cdc.masking import ColumnRules
 from cdc.s3keys import split_s3_url, table_component
@@ -250,6 +250,18 @@ def existing_columns(cursor: Any, schema: str) -> dict[str, dict[str, str]]:
     for table, column, kind in cursor.fetchall():
         found.setdefault(str(table), {})[str(column)] = str(kind)
     return found
+
+
+def not_null_columns(execute: Callable[..., list[tuple[Any, ...]]], target: ddl.Target) -> list[str]:
+    """Non-key columns Snowflake holds NOT NULL (a bootstrap of an older cdc copied MySQL's): the likely cause of a
+    refused MERGE, since Snowflake's error does not name the column. [] if it cannot be asked."""
+    try:
+        found = execute("SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = CURRENT_SCHEMA() "
+                        "AND TABLE_NAME = ? AND IS_NULLABLE = 'NO'", (target.name,))
+    except CdcError:
+        return []
+    ours = {name for name, _, not_null in ddl.CDC_COLUMNS if not_null}
+    return [str(r[0]) for r in found if str(r[0]) not in set(target.key) | ours]
 
 
 def run(conn: Any, targets: list[ddl.Target], options: Options, *, dry_run: bool = False) -> Plan:

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pyarrow as pa
 from cdc import sql
 from cdc.errors import DataError, TransientError
 from cdc.snowflake import ddl, names
+from cdc.snowflake.loaders import Loaders
 
 _Q = sql.quote_ident
 Execute = Callable[[str], list[tuple[Any, ...]]]
@@ -33,34 +35,88 @@ class Batch:
     manifest: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Table:
+    """One table of a batch, ready to stage: its manifest entry, files, Parquet schema and (evolved) target."""
+
+    key: str
+    spec: dict[str, Any]
+    files: list[Path]
+    arrow: pa.Schema
+    target: ddl.Target
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A staging table made ready for a table's files: `statement` empties it (TRUNCATE) or creates it."""
+
+    name: str  # quoted
+    statement: str
+    slot: tuple[str, str] | None  # a new table's (batch table, column definitions), recorded once it exists
+
+
 class StagingTables:
     """One Applier's staging tables: one per batch table and Parquet shape, created on first use and then reused
     batch after batch, emptied by TRUNCATE before each COPY. Creating and dropping one per table and batch cost two
     round trips more per table (issue #25). The names carry the run id, so a killed run's tables are left to the
-    next run's start (which drops every `_CDC_STG_` table) and never met by another run."""
+    next run's start (which drops every `_CDC_STG_` table) and never met by another run; and a serial number never
+    given twice, so a CREATE whose answer was lost never leaves a table of other columns under a name reused."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.tables: dict[tuple[str, str], str] = {}  # (batch table, column definitions) -> quoted name
+        self._serial = 0
 
-    def prepare(self, execute: Execute, key: str, arrow: pa.Schema) -> str:
-        """An empty staging table for table `key`'s files of this Parquet schema; its quoted name."""
+    def plan(self, key: str, arrow: pa.Schema) -> Prepared:
+        """The staging table for table `key`'s files of this Parquet schema, and the statement that readies it."""
         columns = ", ".join(f"{_Q(column_name(f.name))} {arrow_type(f.type, key)}" for f in arrow)
         name = self.tables.get((key, columns))
         if name is not None:
-            execute(f"TRUNCATE TABLE {name}")  # what an earlier batch (or a failed attempt of this one) loaded
-            return name
-        name = _Q(f"{names.STAGING_PREFIX}{self.run_id}_{len(self.tables) + 1}")
+            return Prepared(name, f"TRUNCATE TABLE {name}", None)  # what an earlier batch (or attempt) loaded
+        self._serial += 1
+        name = _Q(f"{names.STAGING_PREFIX}{self.run_id}_{self._serial}")
         # IF NOT EXISTS: the name is this run's own, so it exists only when the connector resent this very
         # statement after losing its answer (an HTTP 500 or a reset link); it is still empty then.
-        execute(f"CREATE TRANSIENT TABLE IF NOT EXISTS {name} ({columns})")
-        self.tables[(key, columns)] = name
-        return name
+        return Prepared(name, f"CREATE TRANSIENT TABLE IF NOT EXISTS {name} ({columns})", (key, columns))
+
+    def created(self, prepared: Prepared) -> None:
+        """`prepared`'s statement ran: a new table is reused from now on."""
+        if prepared.slot is not None:
+            self.tables[prepared.slot] = prepared.name
 
     def drop(self, execute: Execute) -> None:
         """Drop them all (the run is over); the next use creates them anew."""
         while self.tables:
             execute(f"DROP TABLE IF EXISTS {self.tables.popitem()[1]}")
+
+
+def load(loaders: Loaders, registry: StagingTables, batch: Batch, tables: list[Table],
+         location: str) -> list[tuple[str, ddl.Target, str]]:
+    """Stage every table of the batch: its files PUT to `location` in one statement on the apply's own session,
+    meanwhile each staging table readied on the other sessions, then each table's COPY, tables side by side
+    (cdc.snowflake.loaders). (key, target, staging table) per table."""
+    prefixes = [f"t{number:05d}-" for number in range(len(tables))]
+    prepared = [registry.plan(table.key, table.arrow) for table in tables]
+
+    def put_files() -> None:
+        if tables:  # a batch of renames only has no files (and a PUT matching nothing fails)
+            put(loaders.own, batch.path / ".put", [(p, t.files) for p, t in zip(prefixes, tables, strict=True)],
+                location)
+
+    loaders.run([partial(_run, p.statement) for p in prepared], beside=put_files)
+    for ready in prepared:
+        registry.created(ready)
+    loaders.run([partial(_copy, batch, t, p.name, location + prefix)
+                 for t, p, prefix in zip(tables, prepared, prefixes, strict=True)])
+    return [(t.key, t.target, p.name) for t, p in zip(tables, prepared, strict=True)]
+
+
+def _run(statement: str, execute: Execute) -> None:
+    execute(statement)
+
+
+def _copy(batch: Batch, table: Table, name: str, source: str, execute: Execute) -> None:
+    copy(execute, batch, table.key, table.spec, name, source)
 
 
 def put(execute: Execute, scratch: Path, groups: list[tuple[str, list[Path]]], location: str) -> None:

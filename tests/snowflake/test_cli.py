@@ -111,3 +111,9 @@ def test_follow_applies_new_batches_and_stops_cleanly_on_sigterm(sf: Any, tmp_pa
     assert summary["tables"] == {"shop.items": {"inserted": 2, "updated": 0, "deleted": 0}}
     assert rows(sf, 'SELECT "ID", "NAME" FROM "ITEMS" ORDER BY "ID"') == [(1, value(1)["name"]), (2, value(2)["name"])]
 
+
+
+def test_load_sessions_out_of_range_is_refused_before_any_login(tmp_path: Path) -> None:
+    result = cdc("snowflake-apply", "--state-dir", str(tmp_path), "--load-sessions", "0")
+    assert result.returncode == 3, result.stderr  # a configuration error
+    assert "snowflake.load_sessions = 0 (from flag --load-sessions) is outside 1..16" in result.stderr
