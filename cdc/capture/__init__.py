@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 from cdc.lazy import exports
 
 if TYPE_CHECKING:
-    from cdc.capture.events import Progress
     from cdc.capture.filters import Filters
+    from cdc.capture.lag import Progress
     from cdc.capture.start import StartRequest
     from cdc.capture.tail import TailOptions, TailSummary, run_tail
 
-_HOMES = {"Filters": "cdc.capture.filters", "Progress": "cdc.capture.events", "StartRequest": "cdc.capture.start",
+_HOMES = {"Filters": "cdc.capture.filters", "Progress": "cdc.capture.lag", "StartRequest": "cdc.capture.start",
           "TailOptions": "cdc.capture.tail", "TailSummary": "cdc.capture.tail", "run_tail": "cdc.capture.tail"}
 
 __all__ = ["Filters", "Progress", "StartRequest", "TailOptions", "TailSummary", "run_tail"]

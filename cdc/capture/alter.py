@@ -134,8 +134,8 @@ def parse_alter_columns(specs: str) -> AlterColumns:
                     found.dropped.append(rest[0].text)
         elif head.is_word("RENAME") and len(clause) >= 4 and clause[1].is_word("COLUMN") and clause[3].is_word("TO"):
             found.renamed.append((clause[2].text, clause[4].text))
-        elif head.is_word("MODIFY", "CONVERT"):
-            found.retyped = True
+        elif head.is_word("MODIFY") or (head.is_word("CONVERT") and len(clause) > 1 and clause[1].is_word("TO")):
+            found.retyped = True  # CONVERT TO CHARACTER SET; not CONVERT PARTITION / TABLE (cdc.capture.partitions)
         elif head.is_word("CHANGE"):
             found.retyped = True
             rest = _skip_if_exists(_skip(clause[1:], "COLUMN"))

@@ -7,7 +7,7 @@ a full parse: the new column list arrives with the next table map (binlog_row_me
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 _IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$\u0080-\uffff]+)"
 _NAME = rf"({_IDENT}(?:\s*\.\s*{_IDENT})?)"
@@ -34,6 +34,8 @@ class TableDdl:
     new_table: str | None = None
     # An ALTER's text after the table name (cdc.capture.alter reads its column changes); not part of its identity.
     clauses: str = field(default="", compare=False)
+    # Why the statement left the table's rows other than its row events say (cdc.capture.partitions); "" if not.
+    rows_changed: str = field(default="", compare=False)
 
 
 def _unquote(ident: str) -> str:
@@ -50,22 +52,23 @@ def _split_name(name: str, default_db: str) -> tuple[str, str]:
     return default_db, _unquote(parts[0])
 
 
-def _clean(sql: str) -> str:
+def clean_statement(sql: str) -> str:
+    """The statement without its comments (versioned comments' text kept), trimmed of spaces and a final ';'."""
     text = _VERSIONED.sub(r"\1", sql)
     return _COMMENT.sub(" ", text).strip().rstrip(";").strip()
 
 
 def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
     """The tables a statement changes, in statement order; [] for anything that is not table DDL."""
-    text = _clean(sql)
+    text = clean_statement(sql)
     if match := _ALTER.match(text):
         db, table = _split_name(match[1], default_db)
         renamed, others = _rename_clause(match[2])
         if renamed is None:
-            return [TableDdl("alter", db, table, clauses=match[2])]
+            return _partition_ddl(TableDdl("alter", db, table, clauses=match[2]), default_db)
         new_db, new_table = _split_name(renamed, db)
         # The other clauses act on the renamed table: after the move (their fills read under the new name).
-        rest = [TableDdl("alter", new_db, new_table, clauses=match[2])] if others else []
+        rest = _partition_ddl(TableDdl("alter", new_db, new_table, clauses=match[2]), default_db) if others else []
         return [TableDdl("rename", db, table, new_db, new_table), *rest]
     if match := _RENAME.match(text):
         found = []
@@ -82,6 +85,20 @@ def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
     if match := _CREATE.match(text):
         return [TableDdl("create", *_split_name(match[1], default_db))]
     return []
+
+
+def _partition_ddl(alter: TableDdl, default_db: str) -> list[TableDdl]:
+    """An ALTER with what its partition clauses did to rows: the altered table's reason, and the other table of
+    an EXCHANGE or CONVERT as a line of its own (its rows changed, were made or are gone)."""
+    from cdc.capture.partitions import partition_effects
+
+    effects = partition_effects(alter.clauses, alter.table)
+    if effects.truncated:
+        return [replace(alter, kind="truncate", clauses="")]
+    found = [replace(alter, rows_changed=effects.reason)]
+    for other in effects.others:  # unqualified: the session's default database, as the server reads it
+        found.append(TableDdl(other.kind, other.db or default_db, other.table, rows_changed=other.reason))
+    return found
 
 
 def _rename_clause(clauses: str) -> tuple[str | None, bool]:
@@ -114,3 +131,9 @@ def _split_top_level(text: str) -> list[str]:
     if "".join(current).strip():
         parts.append("".join(current).strip())
     return parts
+
+
+def opens_transaction(sql: str) -> bool:
+    """MySQL 8.0.21+ logs CREATE TABLE ... SELECT as one transaction, its CREATE ending in START TRANSACTION
+    (https://dev.mysql.com/doc/refman/8.0/en/create-table-select.html): rows and an Xid follow."""
+    return sql.rstrip().rstrip(";").upper().endswith("START TRANSACTION")

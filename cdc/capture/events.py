@@ -6,17 +6,17 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, BinaryIO
 
 import pymysql
 
 from cdc.capture.commit import Committer
-from cdc.capture.ddl import parse_ddl
+from cdc.capture.ddl import opens_transaction, parse_ddl
 from cdc.capture.decode_pool import DecodePool
 from cdc.capture.decoders import Decoders
 from cdc.capture.filters import Filters
-from cdc.capture.lag import LagMeter
+from cdc.capture.lag import LagMeter, Progress
 from cdc.capture.locked import LockedReads
 from cdc.capture.nativeblock import native_block
 from cdc.capture.rowblock import RowsMeta, first_row_after, line_template, rows_block
@@ -39,18 +39,6 @@ _MAX_QUEUED = 256  # decoded rows events (and the steps between them) waiting be
 # ... and the bytes of the change lines among them: 256 events of wide rows would otherwise hold megabytes
 # while one slow job (a loaded machine) holds the queue up.
 _MAX_QUEUED_BYTES = 2**20
-
-
-@dataclass(frozen=True)
-class Progress:
-    position: str
-    events: int
-    rows: int
-    transactions: int
-    events_per_second: float
-    lag_seconds: float | None  # age of the last transaction read; 0 once the server says we are at its end
-    segments: int
-    lag_bytes: int | None = None  # binlog bytes between our position and the server's end (None: unknown)
 
 
 class Capture:
@@ -144,6 +132,8 @@ class Capture:
         elif kind == "query":
             if not self._begun:  # DDL: after its GTID event, without BEGIN; its own transaction
                 self._on_statement(event)
+            else:  # a row change logged as its SQL text, never as row events (binlog_format STATEMENT or MIXED)
+                self._on_text_dml(event)
         elif kind == "rotate":
             self._file = event.sql or self._file
             if not self._in_txn:
@@ -272,9 +262,17 @@ class Capture:
         fill(self._add_marked)
         self.out.write_between()
 
+    def _on_text_dml(self, event: Event) -> None:
+        position = position_string(event.file, event.pos, 0, seq_offset=self.out.seq_offset)
+        self._later(self.schemas.at_text_dml, event.sql or "", event.db or "", position)
+
     def _on_statement(self, event: Event) -> None:
         """A statement outside a transaction: DDL (its own transaction) becomes control lines."""
         changes = [] if self._seen else parse_ddl(event.sql or "", event.db or "")
+        if not changes and not self._seen:  # a non-transactional table's row change is logged without BEGIN
+            self._on_text_dml(event)
+        elif changes:
+            self._later(self.schemas.forget_absent)
         skip = self.out.skip_until
         for change in changes:  # replayed or not: an open window must learn of it
             self._later(self.windows.on_ddl, change.db, change.table)
@@ -291,18 +289,19 @@ class Capture:
                                     "position": position}
             if change.kind == "rename":  # RENAME TABLE may move a table to another database
                 body["new_db"], body["new_table"] = change.new_db or change.db, change.new_table
-            src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index,
-                   "server_id": event.server_id}
+            src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index, "server_id": event.server_id}
             if change.kind == "alter":
                 self.schemas.at_alter(change, position)
             elif change.kind == "rename" and change.new_table and self.filters.wants(body["new_db"], change.new_table):
                 self.schemas.at_rename(change, body["new_db"], event, position)
+            if change.rows_changed:
+                self.schemas.at_rows_changed(change, position)
             self._later(self.out.txn.add, position, line_template(*split_line(body, src, change.table)), 1)
             if change.kind in ("alter", "create", "rename", "drop"):
                 self.schemas.refresh_foreign_keys(change.new_db or change.db, change.new_table or change.table,
                                                   position)
         self.decoders.clear()  # table ids may be reused for the changed tables
-        if self._grouped or _opens_transaction(event.sql or ""):
+        if self._grouped or opens_transaction(event.sql or ""):
             # CREATE TABLE ... SELECT: the rows it inserted and the commit follow in the same transaction (issue #30).
             self._begun = True
             return
@@ -390,10 +389,4 @@ class Capture:
         self._queued_bytes = 0
         self.out.close()
         self.schemas.close_control()
-
-
-def _opens_transaction(sql: str) -> bool:
-    """MySQL 8.0.21+ logs CREATE TABLE ... SELECT as one transaction, its CREATE ending in START TRANSACTION
-    (https://dev.mysql.com/doc/refman/8.0/en/create-table-select.html): rows and an Xid follow."""
-    return sql.rstrip().rstrip(";").upper().endswith("START TRANSACTION")
 

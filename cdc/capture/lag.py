@@ -1,9 +1,10 @@
-"""How far tail is behind the server in bytes of binlog (for the progress line and --json status lines)."""
+"""How far tail is behind the server in bytes of binlog, and the progress it reports (the status line, --json)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -14,6 +15,18 @@ from cdc.source.binlog import Position
 from cdc.source.connect import query
 
 _RETRY_AFTER_FAILURE = 10.0  # seconds
+
+
+@dataclass(frozen=True)
+class Progress:
+    position: str
+    events: int
+    rows: int
+    transactions: int
+    events_per_second: float
+    lag_seconds: float | None  # age of the last transaction read; 0 once the server says we are at its end
+    segments: int
+    lag_bytes: int | None = None  # binlog bytes between our position and the server's end (None: unknown)
 
 
 def bytes_behind(binlogs: list[tuple[str, int]], position: Position) -> int:

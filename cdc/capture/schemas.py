@@ -18,6 +18,7 @@ import pymysql
 from cdc.capture.ddl import TableDdl
 from cdc.capture.fills import alter_effects
 from cdc.capture.filters import Filters
+from cdc.capture.statements import statement_tables
 from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError
 from cdc.rows.table_map import schema_from_map
@@ -38,6 +39,9 @@ class SchemaRecorder:
         self._ctl: Any = control  # for schemas and lag; (re)opened on first use when None or closed
         # Reopened with every wait bounded (cdc.source.connect.bounded_waits): a query into a dead link must fail.
         self._ctl_options: dict[str, Any] = {} if control_timeout is None else bounded_waits(mysql, control_timeout)
+        # Names a statement logged as SQL text held that are no table (columns, keywords): not asked again until
+        # the next DDL, which may create one (forget_absent).
+        self._absent: set[tuple[str, str]] = set()
 
     # --- the control connection --------------------------------------------------------------------------
 
@@ -101,11 +105,39 @@ class SchemaRecorder:
             self.history.note_pending(change.db, change.table, position, effects.fills, effects.renamed,
                                       effects.resnapshot)
         if effects.resnapshot:
-            name = shlex.quote(f"{change.db}.{change.table}")
-            log.warning(f"{change.db}.{change.table}: {effects.resnapshot} (ALTER at {position}): the binlog cannot "
-                        f"carry what it did to the existing rows; they need `cdc resnapshot {name}` (`cdc run` "
-                        "starts it by itself; `cdc status` lists such tables)",
-                        extra={"stage": "tail", "position": position})
+            _warn_resnapshot(change.db, change.table, f"{effects.resnapshot} (ALTER at {position})", position)
+
+    def at_rows_changed(self, change: TableDdl, position: str) -> None:
+        """DDL changed the table's rows with no row event (partition maintenance): flag it for a re-snapshot."""
+        if self._flag(change.db, change.table, position, change.rows_changed):
+            _warn_resnapshot(change.db, change.table, f"{change.rows_changed} (ALTER at {position})", position)
+
+    def at_text_dml(self, sql: str, default_db: str, position: str) -> None:
+        """A row change the binlog holds as SQL text (binlog_format STATEMENT or MIXED in its session): its rows are
+        in no row event. Every captured table it names is flagged for a re-snapshot (cdc.capture.statements)."""
+        reason = "rows changed by a statement logged as SQL text (binlog_format STATEMENT or MIXED), not as row events"
+        for db, table in statement_tables(sql, default_db) or ():
+            if self.filters.wants(db, table) and self._flag(db, table, position, reason):
+                _warn_resnapshot(db, table, f"{reason} (at {position})", position)
+
+    def forget_absent(self) -> None:
+        """A DDL statement was read: a name that was no table may be one now."""
+        self._absent.clear()
+
+    def _flag(self, db: str, table: str, position: str, reason: str) -> bool:
+        """Flag a table for a re-snapshot; False if it does not exist (a word that names no table, or a table
+        dropped again since: then a later DROP line removes every row the flag was about).
+
+        A table tail has not recorded yet (made by the statement, or never changed since it was captured) gets
+        its shape from information_schema first, so that the flag has a table to belong to."""
+        if self.history.latest(db, table) is None:
+            current = None if (db, table) in self._absent else self.read_current(db, table)
+            if current is None:
+                self._absent.add((db, table))
+                return False
+            self.history.record(replace(current, position=position))
+        self.history.flag(db, table, position, reason)
+        return True
 
     def at_rename(self, change: TableDdl, new_db: str, event: Event, position: str) -> None:
         """The table goes on under its new name from the RENAME's position (spark-merge and apply follow it).
@@ -148,3 +180,10 @@ class SchemaRecorder:
                 keys = read_foreign_keys(self.control(), end_db, end_table)
             if (known.foreign_keys, known.referenced_by) != keys and known.position < position:
                 self.history.record(replace(known, position=position, foreign_keys=keys[0], referenced_by=keys[1]))
+
+
+def _warn_resnapshot(db: str, table: str, reason: str, position: str) -> None:
+    name = shlex.quote(f"{db}.{table}")
+    log.warning(f"{db}.{table}: {reason}: the binlog cannot carry what it did to the existing rows; they need "
+                f"`cdc resnapshot {name}` (`cdc run` starts it by itself; `cdc status` lists such tables)",
+                extra={"stage": "tail", "position": position})

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
 from cdc.capture.decode_pool import DEFAULT_LIMIT_BYTES, DecodePool, default_workers
-from cdc.capture.events import Capture, Progress
+from cdc.capture.events import Capture
 from cdc.capture.filters import Filters
+from cdc.capture.lag import Progress
 from cdc.capture.rebase import rebase_start
 from cdc.capture.start import Start, StartRequest, resolve_start
 from cdc.capture.startup import start_up
@@ -26,7 +27,7 @@ from cdc.config import MySQLSettings, Settings
 from cdc.durations import backoff
 from cdc.errors import CdcError, PositionError, TransientError
 from cdc.masking import bind_rules
-from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
+from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position, require_row_format
 from cdc.source.connect import bounded_waits, open_connection
 from cdc.source.gtids import state_at
 from cdc.source.server import ServerInfo, describe_server
@@ -187,7 +188,9 @@ def _open(state: StateDir, settings: Settings, options: TailOptions, pool: Decod
     conn = open_connection(settings.mysql, **bounded_waits(settings.mysql, options.read_timeout))
     try:
         info = describe_server(conn)
-        start = _start(state, options, conn, info, f"the server at {settings.mysql.describe()}")
+        where = f"the server at {settings.mysql.describe()}"
+        require_row_format(conn, where)
+        start = _start(state, options, conn, info, where)
         state.bind_server(info.identity(), rebase=options.rebase)
         bind_rules(state, options.filters.rules)  # the rules snapshot and earlier tails wrote with
         target = None if options.follow else current_position(conn)

@@ -24,6 +24,8 @@ from cdc.state import read_json, write_json_atomic
 # Also in 3, optional: a version's `origin` (the table arrived under this name by RENAME TABLE from that name, or
 # {} for a new table under a name an earlier table was renamed away from) and the document's `moved` (the
 # position of the last RENAME TABLE that took the table away from this name). Absent in older files: no renames.
+# Also in 3, optional: the document's `flags`, [{"position", "reason"}]: DDL that changed the table's rows with no
+# row event and no change of shape (partition maintenance, cdc.capture.partitions). Absent: none.
 HISTORY_VERSION = 3
 
 
@@ -40,6 +42,7 @@ class SchemaHistory:
     _repaired: dict[tuple[str, str], str] = field(default_factory=dict)  # mark_repaired: the last re-read cut
     _legacy: set[tuple[str, str]] = field(default_factory=set)  # read from a version 1 file: foreign keys unknown
     _moved: dict[tuple[str, str], str] = field(default_factory=dict)  # record_move: last rename away from the name
+    _flags: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)  # flag: (position, reason)
 
     def path(self, db: str, table: str) -> Path:
         return self.directory / f"{_safe(db)}.{_safe(table)}.json"
@@ -113,6 +116,8 @@ class SchemaHistory:
                 self._moved[(db, table)] = str(moved)
             if repaired := document.get("repaired"):
                 self._repaired[(db, table)] = str(repaired)
+            if flags := document.get("flags"):
+                self._flags[(db, table)] = [(str(f["position"]), str(f["reason"])) for f in flags]
             if note := document.get("pending"):
                 self._pending[(db, table)] = TableSchema(db, table, (), (), note["position"], fills=dict(note["fills"]),
                                                          resnapshot=note.get("resnapshot"),
@@ -213,6 +218,8 @@ class SchemaHistory:
             document["repaired"] = repaired
         if (moved := self._moved.get((db, table))) is not None:
             document["moved"] = moved
+        if flags := self._flags.get((db, table)):
+            document["flags"] = [{"position": position, "reason": reason} for position, reason in flags]
         if (note := self._pending.get((db, table))) is not None:
             document["pending"] = {"position": note.position, "fills": note.fills, "renamed": note.renamed,
                                    "resnapshot": note.resnapshot}
@@ -227,8 +234,24 @@ class SchemaHistory:
         """
         versions = self.own_versions(db, table)
         repaired = self._repaired.get((db, table), "")
-        reasons = [f"{v.resnapshot} (ALTER at {v.position})" for v in versions if v.resnapshot and v.position > repaired]
+        raised = [(v.position, f"{v.resnapshot} (ALTER at {v.position})") for v in versions if v.resnapshot]
+        raised += [(position, f"{reason} (at {position})") for position, reason in self._flags.get((db, table), [])]
+        reasons = [reason for position, reason in sorted(raised) if position > repaired]
         return "; ".join(reasons) or None
+
+    def flag(self, db: str, table: str, position: str, reason: str) -> None:
+        """A statement at `position` changed the table's rows with no row event and no new shape: it needs a
+        re-snapshot (answered as a version's flag is, by mark_repaired). One flag per reason, at its latest
+        position (a re-snapshot must read after the last such change; the file stays small when they repeat).
+        Idempotent for a replayed position."""
+        if self.mask is not None:
+            raise RuntimeError("a masked schema history is read-only")
+        self.own_versions(db, table)
+        flags = self._flags.setdefault((db, table), [])
+        if any(r == reason and p >= position for p, r in flags):
+            return
+        flags[:] = [(p, r) for p, r in flags if r != reason] + [(position, reason)]
+        self._write(db, table, list(self.own_versions(db, table)))
 
     def mark_repaired(self, db: str, table: str, cut: str) -> None:
         """A re-snapshot of the table read every row again after `cut` (tail at its end line): older flags are answered."""

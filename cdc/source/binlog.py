@@ -330,3 +330,19 @@ def current_position(conn: pymysql.Connection) -> Position:
     # Not a position problem: the server is not ready (exit 4, as snapshot and check-binlog say for the same server).
     raise PreconditionError("the server reports no binlog position: binary logging is off",
                             hint="run `cdc check-binlog` and enable log_bin")
+
+
+def require_row_format(conn: pymysql.Connection, where: str) -> None:
+    """Tail reads row events only: a server that logs row changes as statements (binlog_format STATEMENT or
+    MIXED, MariaDB's default) would have them pass unseen, so it is refused as not ready (exit 4)."""
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format")
+        row = cursor.fetchone()
+    log_bin, found = (row[0], str(row[1])) if row else (0, "")
+    if str(log_bin) in ("1", "ON") and found.upper() != "ROW":
+        raise PreconditionError(
+            f"{where} logs row changes as binlog_format={found}: tail reads row events only, and the changes it "
+            "logs as SQL text would never reach the change log",
+            hint="SET GLOBAL binlog_format = 'ROW'; and binlog_format=ROW under [mysqld] (RDS/Aurora: the parameter "
+                 "group), then reconnect the applications (a session keeps the format it started with); "
+                 "`cdc check-binlog` lists every setting")

@@ -197,3 +197,44 @@ def test_current_position_with_binlog_off_is_a_precondition_error() -> None:
     """The server is not ready (exit 4), as snapshot and check-binlog say for the same server; not a position problem."""
     with pytest.raises(PreconditionError, match="binary logging is off"):
         binlog.current_position(_Conn({"SHOW BINARY LOG STATUS": None}))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["MIXED", "STATEMENT"])
+def test_tail_refuses_a_server_that_logs_row_changes_as_statements(fmt: str, mariadb_factory: Any,
+                                                                    tmp_path: Path) -> None:
+    """MariaDB's default is MIXED: its INSERTs reach the binlog as SQL text, which tail would pass over as if
+    nothing changed ("caught up", 0 rows). Not ready (exit 4), before anything is written."""
+    from tests.capture.conftest import tail_once
+
+    server = mariadb_factory({"binlog-format": fmt})
+    server.execute("CREATE DATABASE m")
+    server.execute("CREATE TABLE m.t (id INT PRIMARY KEY)")
+    server.execute("INSERT INTO m.t VALUES (1)")
+    with pytest.raises(PreconditionError, match=f"binlog_format={fmt}") as raised:
+        tail_once(server, tmp_path / "state", "m")
+    assert "SET GLOBAL binlog_format = 'ROW'" in (raised.value.hint or "")
+    assert not (tmp_path / "state" / "tail.json").exists()
+
+
+@pytest.mark.parametrize(("sql", "tables", "not_names"), [
+    ("INSERT INTO t (a) VALUES ('x.y', \"`q`\")", [("d", "t")], [("d", "x"), ("x", "y"), ("d", "q")]),  # literals
+    ("/* app */ UPDATE `o``dd`.`t 1` SET c = 1 WHERE id = 2", [("o`dd", "t 1")], [("d", "app")]),  # comments
+    ("delete low_priority from x.t where k = 'a'", [("x", "t")], [("d", "a")]),
+    ("DELETE a, b FROM a JOIN s.b ON a.id = b.id", [("d", "a"), ("d", "b"), ("s", "b")], []),  # multi-table
+    ("REPLACE INTO t SELECT * FROM u", [("d", "t"), ("d", "u")], []),
+    ("LOAD DATA INFILE '/tmp/f' INTO TABLE t", [("d", "t")], [("d", "/tmp/f")]),
+])
+def test_statement_tables_names_every_table_a_dml_statement_may_change(
+        sql: str, tables: list[tuple[str, str]], not_names: list[tuple[str, str]]) -> None:
+    from cdc.capture.statements import statement_tables
+
+    found = statement_tables(sql, "d")
+    assert found is not None and len(found) == len(set(found))
+    assert set(tables) <= set(found) and not set(not_names) & set(found), found
+
+
+@pytest.mark.parametrize("sql", ["ALTER TABLE t ADD c INT", "BEGIN", "SAVEPOINT s", "SELECT * FROM t", "COMMIT"])
+def test_statement_tables_of_a_statement_that_is_no_row_change_is_none(sql: str) -> None:
+    from cdc.capture.statements import statement_tables
+
+    assert statement_tables(sql, "d") is None

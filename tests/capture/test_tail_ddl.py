@@ -43,6 +43,36 @@ def test_parse_ddl(sql: str, expected: list[TableDdl]) -> None:
     assert parse_ddl(sql, "d") == expected
 
 
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [  # (kind, db, table, whether its rows changed with no row event) per line
+        ("ALTER TABLE t TRUNCATE PARTITION p0, p1", [("alter", "d", "t", True)]),
+        ("ALTER TABLE t TRUNCATE PARTITION ALL", [("truncate", "d", "t", False)]),  # every row: a TRUNCATE's cut
+        ("ALTER TABLE x.t DROP PARTITION IF EXISTS p0", [("alter", "x", "t", True)]),
+        ("ALTER TABLE x.t EXCHANGE PARTITION p2 WITH TABLE `a``b`.`arch ive` WITHOUT VALIDATION",
+         [("alter", "x", "t", True), ("alter", "a`b", "arch ive", True)]),
+        ("/* retention */ ALTER TABLE t EXCHANGE PARTITION p WITH TABLE archive",  # the session's database
+         [("alter", "d", "t", True), ("alter", "d", "archive", True)]),
+        ("ALTER TABLE t CONVERT PARTITION p3 TO TABLE loose", [("alter", "d", "t", True), ("create", "d", "loose", True)]),
+        ("ALTER TABLE t CONVERT TABLE y.t2 TO PARTITION p3 VALUES LESS THAN (400)",
+         [("alter", "d", "t", True), ("drop", "y", "t2", False)]),
+        ("ALTER TABLE t IMPORT PARTITION p1 TABLESPACE", [("alter", "d", "t", True)]),
+        ("ALTER TABLE t IMPORT TABLESPACE", [("alter", "d", "t", True)]),
+        # Rows move between partitions, none changes: nothing to repair.
+        ("ALTER TABLE t REORGANIZE PARTITION pmax INTO (PARTITION p4 VALUES LESS THAN (500), PARTITION pmax "
+         "VALUES LESS THAN MAXVALUE)", [("alter", "d", "t", False)]),
+        ("ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES LESS THAN (900))", [("alter", "d", "t", False)]),
+        ("ALTER TABLE t COALESCE PARTITION 2", [("alter", "d", "t", False)]),
+        ("ALTER TABLE t REMOVE PARTITIONING", [("alter", "d", "t", False)]),
+        ("ALTER TABLE t PARTITION BY HASH (id) PARTITIONS 4", [("alter", "d", "t", False)]),
+        ("ALTER TABLE t DROP COLUMN `partition`", [("alter", "d", "t", False)]),
+        ("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", [("alter", "d", "t", False)]),
+    ],
+)
+def test_parse_ddl_partition_maintenance(sql: str, expected: list[tuple[str, str, str, bool]]) -> None:
+    assert [(c.kind, c.db, c.table, bool(c.rows_changed)) for c in parse_ddl(sql, "d")] == expected
+
+
 def test_ddl_control_lines_and_schema_history(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
     db = f"`{fresh_db}`"
     start = binlog_start(mariadb)
@@ -165,3 +195,22 @@ def test_tail_warns_when_an_alter_needs_a_resnapshot(mariadb: MariaDB, fresh_db:
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "cdc resnapshot" in r.getMessage()]
     assert len(warned) == 1, caplog.records
     assert f"cdc resnapshot '{fresh_db}.t 1'" in warned[0] and "created: DEFAULT CURRENT_TIMESTAMP" in warned[0]
+
+
+def test_a_flag_without_a_new_shape_persists_until_a_resnapshot_cut_passes_it(tmp_path: Path) -> None:
+    history = SchemaHistory(tmp_path)
+    assert history.resnapshot_reason("d", "t") is None
+    history.flag("d", "t", "000001:0000000100:00000", "DROP PARTITION deleted rows with no row event")
+    history.flag("d", "t", "000001:0000000100:00000", "DROP PARTITION deleted rows with no row event")  # replayed
+    history.flag("d", "t", "000001:0000000300:00000", "TRUNCATE PARTITION deleted rows with no row event")
+    history.flag("d", "t", "000001:0000000050:00000", "TRUNCATE PARTITION deleted rows with no row event")  # older
+    history.flag("d", "t", "000001:0000000200:00000", "TRUNCATE PARTITION deleted rows with no row event")
+    reread = SchemaHistory(tmp_path)  # from the file, as the next process reads it
+    assert reread.resnapshot_reason("d", "t") == (
+        "DROP PARTITION deleted rows with no row event (at 000001:0000000100:00000); "
+        "TRUNCATE PARTITION deleted rows with no row event (at 000001:0000000300:00000)")
+    reread.mark_repaired("d", "t", "000001:0000000200:00000")  # a re-snapshot read after the first only
+    assert SchemaHistory(tmp_path).resnapshot_reason("d", "t") == (
+        "TRUNCATE PARTITION deleted rows with no row event (at 000001:0000000300:00000)")
+    reread.mark_repaired("d", "t", "000001:0000000400:00000")
+    assert SchemaHistory(tmp_path).resnapshot_reason("d", "t") is None
