@@ -15,6 +15,7 @@ from typing import Any
 import pymysql
 
 from cdc.schema import ForeignKey
+from cdc.source.binlog_filters import BinlogFilters, captured_databases, read_filters, unlogged
 from cdc.source.connect import query, variables
 from cdc.source.flavour import binlog_status_statement, replicas_statement
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
@@ -136,6 +137,9 @@ class Facts:
     # Foreign keys whose child or parent is in scope, with ON DELETE / ON UPDATE rules (issue #24).
     foreign_keys: tuple[ForeignKey, ...] = ()
     watermark: WatermarkTable | None = None
+    # binlog-do-db / binlog-ignore-db (None: binlog off or unreadable) and the captured databases they leave out.
+    binlog_filters: BinlogFilters | None = None
+    unlogged_databases: tuple[str, ...] = ()
 
 
 def _watermark(conn: pymysql.Connection, name: tuple[str, str] | None) -> WatermarkTable | None:
@@ -160,6 +164,8 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
     grants = parse_grants(user, [str(next(iter(row.values()))) for row in query(conn, "SHOW GRANTS")])
     present = {str(r["s"]) for r in query(conn, "SELECT SCHEMA_NAME AS s FROM information_schema.SCHEMATA")}
     without_pk = _tables_without_pk(conn, databases)
+    filters = _try(errors, "binlog_filters", lambda: read_filters(conn, status)) if binlogs is not None else None
+    lost = unlogged(filters, captured_databases(databases, (), sorted(present - set(SYSTEM_SCHEMAS)))) if filters else []
     unique_keys = {f"{db}.{table}": key for db, table in without_pk
                    for key in [_unique_key(conn, db, table)] if key}
     return Facts(
@@ -170,6 +176,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
         binlogs=binlogs, position=position, position_statement=status, replica_ids=replica_ids, errors=errors,
         unique_keys=unique_keys, watermark=_watermark(conn, watermark),
         foreign_keys=_try(errors, "foreign_keys", lambda: _foreign_keys(conn, databases)) or (),
+        binlog_filters=filters, unlogged_databases=tuple(lost),
     )
 
 

@@ -53,7 +53,7 @@ def evaluate(facts: Facts, options: Options) -> list[Check]:
     checks = [check_server(facts.server)]
     if facts.server.flavour == AURORA_MYSQL:
         checks.append(check_aurora_writer(facts.server))
-    checks += [check_log_bin(facts), *check_row_settings(facts), check_compression(facts),
+    checks += [check_log_bin(facts), *check_row_settings(facts), check_compression(facts), check_binlog_filters(facts),
                check_retention(facts, options), check_server_id(facts), check_reader_id(facts, options),
                check_gtid(facts), *check_grants(facts), check_primary_keys(facts), check_foreign_keys(facts),
                check_binlogs(facts), check_position(facts)]
@@ -165,6 +165,20 @@ def check_compression(facts: Facts) -> Check:
     found = [f"{n}={facts.variables[n]}" for n in ("binlog_transaction_compression", "log_bin_compress")
              if n in facts.variables]
     return Check("binlog_compression", OK, ", ".join(found) or "not available", "OFF")
+
+
+def check_binlog_filters(facts: Facts) -> Check:
+    """binlog-do-db / binlog-ignore-db (cdc.source.binlog_filters): a captured database left out loses every change."""
+    found = facts.binlog_filters
+    if found is None or not found.any:
+        return Check("binlog_filters", OK, "none" if found is not None else "n/a", "none")
+    if facts.unlogged_databases:
+        return Check("binlog_filters", FAIL, found.describe(), "every captured database logged",
+                     f"remove binlog-do-db / binlog-ignore-db from the server's configuration and restart it (start-up "
+                     f"options), or leave {', '.join(facts.unlogged_databases)} out of [mysql] databases")
+    return Check("binlog_filters", WARN, found.describe(), "none",
+                 "DDL is filtered by the session's default database: ALTER, TRUNCATE or DROP a captured table only "
+                 "while a logged database is the default (USE), or remove the filters")
 
 
 def check_retention(facts: Facts, options: Options) -> Check:

@@ -152,3 +152,35 @@ def test_primary_keys_are_seen_by_the_least_privilege_reader(mariadb: MariaDB, f
     check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "primary_keys")
     assert (check["status"], check["value"]) == ("warn", f"1 table(s) without a primary key: {fresh_db}.bare; keyed "
                                                          f"by their UNIQUE NOT NULL key instead: {fresh_db}.uniq (id)"), check
+
+
+def test_a_captured_database_left_out_of_the_binlog_fails_check_binlog_and_tail(
+    mariadb_factory: Callable[..., MariaDB], cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """binlog-ignore-db / binlog-do-db (start-up options): a captured database's row changes never reach the
+    binlog, and tail would report "caught up" with none of them. Refused (exit 4) with the fix; a database the
+    filters log passes with a warning (DDL is filtered by the session's default database)."""
+    db = mariadb_factory({"binlog-ignore-db": "skip me"})
+    for name in ("skip me", "kept"):
+        db.execute(f"CREATE DATABASE `{name}`")
+        db.execute(f"CREATE TABLE `{name}`.t (id INT PRIMARY KEY)")
+    args = [*server_args(db), *READER_ID]
+
+    def verdict(database: str) -> tuple[int, dict[str, Any]]:
+        result = cli("check-binlog", *args, "--databases", database, "--json")
+        return result.exit_code, next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "binlog_filters")
+
+    code, check = verdict("skip me")
+    assert code == 4 and check["status"] == "fail" and check["value"] == "binlog_ignore_db=skip me", check
+    assert "leave skip me out of [mysql] databases" in check["fix"]
+    code, check = verdict("kept")
+    assert code == 0 and check["status"] == "warn" and "default database" in check["fix"], check
+
+    state = tmp_path / "state"
+    refused = cli("tail", "--until-now", *args, "--databases", "skip me", "--state-dir", str(state))
+    assert refused.exit_code == 4, refused.output
+    assert "leaves skip me out of its binlog (binlog_ignore_db=skip me)" in flat(refused.stderr)
+    assert not (state / "tail.json").exists()
+    db.execute("INSERT INTO `kept`.t VALUES (1)")
+    kept = cli("tail", "--until-now", *args, "--databases", "kept", "--state-dir", str(state), "--from-now")
+    assert kept.exit_code == 0, kept.output

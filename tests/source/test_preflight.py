@@ -11,6 +11,7 @@ import pytest
 from cdc.config import MySQLSettings, Settings
 from cdc.schema import ForeignKey
 from cdc.source import flavour, preflight
+from cdc.source.binlog_filters import BinlogFilters, captured_databases, unlogged
 from cdc.source.facts import Facts, parse_grants
 from cdc.source.key_checks import cascade_notes
 from cdc.source.preflight import Options, evaluate
@@ -91,9 +92,33 @@ def test_good_mysql8_passes_every_check() -> None:
     assert {c.status for c in checks.values()} == {"ok"}
     assert list(checks) == [
         "server", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
-        "binlog_compression", "binlog_retention", "server_id", "reader_server_id", "gtid", "grant_replication_slave",
-        "grant_replication_client", "grant_select", "primary_keys", "foreign_keys", "binlog_files", "binlog_position"]
+        "binlog_compression", "binlog_filters", "binlog_retention", "server_id", "reader_server_id", "gtid",
+        "grant_replication_slave", "grant_replication_client", "grant_select", "primary_keys", "foreign_keys",
+        "binlog_files", "binlog_position"]
     assert checks["binlog_retention"].value == "720h (binlog_expire_logs_seconds=2592000): runway 720h for a stopped pipeline"
+
+
+@pytest.mark.parametrize(("filters", "lost", "status"), [
+    (BinlogFilters(), (), "ok"),
+    (None, (), "ok"),  # binlog off: log_bin fails instead
+    (BinlogFilters(ignore=("scratch",)), (), "warn"),  # logged, but DDL follows the session's default database
+    (BinlogFilters(do=("shop",)), ("crm",), "fail"),
+])
+def test_binlog_filters_fail_when_a_captured_database_is_left_out(filters: BinlogFilters | None, lost: tuple[str, ...],
+                                                                  status: str) -> None:
+    check = verdicts(facts(binlog_filters=filters, unlogged_databases=lost))["binlog_filters"]
+    assert check.status == status and (status == "ok") == (check.fix == "")
+    if lost:
+        assert "leave crm out of [mysql] databases" in check.fix and check.value == "binlog_do_db=shop"
+
+
+def test_binlog_filters_left_out_databases() -> None:
+    both = BinlogFilters(do=("a", "b"), ignore=("b",))
+    assert unlogged(both, ["a", "b", "c"]) == ["b", "c"] and unlogged(BinlogFilters(), ["a"]) == []
+    present = ["crm", "shop", "shop_eu"]
+    assert captured_databases((), (), present) == present  # no filter: every user database
+    assert captured_databases(("shop*",), (), present) == ["shop", "shop_eu"]
+    assert captured_databases((), ("crm.orders", "shop_??.t"), present) == ["crm", "shop_eu"]
 
 
 def test_mysql8_fixes_use_set_persist() -> None:
