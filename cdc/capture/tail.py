@@ -32,6 +32,7 @@ from cdc.source.binlog_filters import require_logged
 from cdc.source.connect import bounded_waits, open_connection
 from cdc.source.flavour import binlog_status_statement
 from cdc.source.gtids import state_at
+from cdc.source.replica_updates import require_replica_updates
 from cdc.source.server import ServerInfo, describe_server
 from cdc.source.topology import choose, is_replaced, switch_to
 from cdc.state import StateDir
@@ -193,6 +194,7 @@ def _open(state: StateDir, settings: Settings, options: TailOptions, pool: Decod
         where = f"the server at {settings.mysql.describe()}"
         require_row_format(conn, where)
         require_logged(conn, binlog_status_statement(info), options.filters.databases, options.filters.tables, where)
+        require_replica_updates(conn, where)
         start = _start(state, options, conn, info, where)
         state.bind_server(info.identity(), rebase=options.rebase)
         bind_rules(state, options.filters.rules)  # the rules snapshot and earlier tails wrote with

@@ -21,6 +21,8 @@ from cdc.errors import ConfigError, ConnectError, PreconditionError, TransientEr
 _TRANSIENT_CODES = {2003, 2006, 2013, 2055}
 ACCESS_DENIED = 1045
 UNKNOWN_DATABASE = 1049
+# A statement refused for a missing privilege (specific, database, table) or an account refused.
+PRIVILEGE_DENIED = frozenset({1044, 1045, 1142, 1227})
 CR_SSL_CONNECTION_ERROR = 2026
 
 

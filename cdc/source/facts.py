@@ -18,6 +18,8 @@ from cdc.schema import ForeignKey
 from cdc.source.binlog_filters import BinlogFilters, captured_databases, read_filters, unlogged
 from cdc.source.connect import query, variables
 from cdc.source.flavour import binlog_status_statement, replicas_statement
+from cdc.source.replica_updates import NAMES as REPLICA_UPDATES
+from cdc.source.replica_updates import is_replica, writes_replicated
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
 from cdc.source.schema_reads import SYSTEM_SCHEMAS, read_table_schema, select_foreign_keys, user_databases
 from cdc.source.server import ServerInfo, describe_server
@@ -25,7 +27,7 @@ from cdc.source.server import ServerInfo, describe_server
 VARIABLES = [
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
     "binlog_transaction_compression", "log_bin_compress", "gtid_mode", "enforce_gtid_consistency", "gtid_executed",
-    "gtid_binlog_pos", "gtid_strict_mode", "read_only", *RETENTION_VARIABLES,
+    "gtid_binlog_pos", "gtid_strict_mode", "read_only", *RETENTION_VARIABLES, *REPLICA_UPDATES,
 ]
 
 
@@ -140,6 +142,7 @@ class Facts:
     # binlog-do-db / binlog-ignore-db (None: binlog off or unreadable) and the captured databases they leave out.
     binlog_filters: BinlogFilters | None = None
     unlogged_databases: tuple[str, ...] = ()
+    replica: bool | None = False  # set up to replicate (read only when it matters: log_slave_updates OFF); None: unknown
 
 
 def _watermark(conn: pymysql.Connection, name: tuple[str, str] | None) -> WatermarkTable | None:
@@ -165,6 +168,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
     present = {str(r["s"]) for r in query(conn, "SELECT SCHEMA_NAME AS s FROM information_schema.SCHEMATA")}
     without_pk = _tables_without_pk(conn, databases)
     filters = _try(errors, "binlog_filters", lambda: read_filters(conn, status)) if binlogs is not None else None
+    replica = False if writes_replicated(found) else _try(errors, "replica", lambda: is_replica(conn))
     lost = unlogged(filters, captured_databases(databases, (), sorted(present - set(SYSTEM_SCHEMAS)))) if filters else []
     unique_keys = {f"{db}.{table}": key for db, table in without_pk
                    for key in [_unique_key(conn, db, table)] if key}
@@ -176,7 +180,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
         binlogs=binlogs, position=position, position_statement=status, replica_ids=replica_ids, errors=errors,
         unique_keys=unique_keys, watermark=_watermark(conn, watermark),
         foreign_keys=_try(errors, "foreign_keys", lambda: _foreign_keys(conn, databases)) or (),
-        binlog_filters=filters, unlogged_databases=tuple(lost),
+        binlog_filters=filters, unlogged_databases=tuple(lost), replica=replica,
     )
 
 

@@ -20,6 +20,8 @@ from cdc.source import flavour
 from cdc.source.connect import connection, tls_state
 from cdc.source.facts import Facts, gather
 from cdc.source.key_checks import cascade_notes, check_foreign_keys, check_primary_keys
+from cdc.source.replica_updates import NAMES as REPLICA_UPDATES
+from cdc.source.replica_updates import writes_replicated
 from cdc.source.retention import effective_retention, retention_fix, retention_limits
 from cdc.source.server import AURORA_MYSQL, ServerInfo
 from cdc.source.verdicts import FAIL, OK, WARN, Check, Report
@@ -54,6 +56,7 @@ def evaluate(facts: Facts, options: Options) -> list[Check]:
     if facts.server.flavour == AURORA_MYSQL:
         checks.append(check_aurora_writer(facts.server))
     checks += [check_log_bin(facts), *check_row_settings(facts), check_compression(facts), check_binlog_filters(facts),
+               check_replica_updates(facts),
                check_retention(facts, options), check_server_id(facts), check_reader_id(facts, options),
                check_gtid(facts), *check_grants(facts), check_primary_keys(facts), check_foreign_keys(facts),
                check_binlogs(facts), check_position(facts)]
@@ -179,6 +182,22 @@ def check_binlog_filters(facts: Facts) -> Check:
     return Check("binlog_filters", WARN, found.describe(), "none",
                  "DDL is filtered by the session's default database: ALTER, TRUNCATE or DROP a captured table only "
                  "while a logged database is the default (USE), or remove the filters")
+
+
+def check_replica_updates(facts: Facts) -> Check:
+    """A replica must write what it replicates to its binlog (cdc.source.replica_updates)."""
+    shown = ", ".join(f"{n}={facts.variables[n]}" for n in REPLICA_UPDATES if n in facts.variables) or "n/a"
+    if writes_replicated(facts.variables) or facts.replica is False:
+        return Check("replica_updates", OK, shown if facts.replica is not False else f"{shown}, not a replica",
+                     "ON, or not a replica")
+    fix = ("add log_slave_updates=ON (MySQL 8.0.26+: log_replica_updates=ON) under [mysqld] and restart the "
+           "replica, or point cdc at the primary")
+    if facts.replica:
+        return Check("replica_updates", FAIL, f"{shown} on a replica", "ON, or not a replica",
+                     fix + ": without it the binlog lacks every replicated change")
+    return Check("replica_updates", WARN, f"{shown}; replica or not unknown", "ON, or not a replica",
+                 "GRANT SLAVE MONITOR (MariaDB) / REPLICATION CLIENT (MySQL) to let cdc see whether this is a "
+                 "replica; if it is, " + fix)
 
 
 def check_retention(facts: Facts, options: Options) -> Check:

@@ -204,14 +204,15 @@ def test_tail_refuses_a_server_that_logs_row_changes_as_statements(fmt: str, mar
                                                                     tmp_path: Path) -> None:
     """MariaDB's default is MIXED: its INSERTs reach the binlog as SQL text, which tail would pass over as if
     nothing changed ("caught up", 0 rows). Not ready (exit 4), before anything is written."""
-    from tests.capture.conftest import tail_once
+    from tests.capture.conftest import binlog_start, tail_once
 
     server = mariadb_factory({"binlog-format": fmt})
     server.execute("CREATE DATABASE m")
     server.execute("CREATE TABLE m.t (id INT PRIMARY KEY)")
+    start = binlog_start(server)
     server.execute("INSERT INTO m.t VALUES (1)")
     with pytest.raises(PreconditionError, match=f"binlog_format={fmt}") as raised:
-        tail_once(server, tmp_path / "state", "m")
+        tail_once(server, tmp_path / "state", "m", start)
     assert "SET GLOBAL binlog_format = 'ROW'" in (raised.value.hint or "")
     assert not (tmp_path / "state" / "tail.json").exists()
 

@@ -177,10 +177,35 @@ def test_a_captured_database_left_out_of_the_binlog_fails_check_binlog_and_tail(
     assert code == 0 and check["status"] == "warn" and "default database" in check["fix"], check
 
     state = tmp_path / "state"
-    refused = cli("tail", "--until-now", *args, "--databases", "skip me", "--state-dir", str(state))
+    refused = cli("tail", "--until-now", "--from-now", *args, "--databases", "skip me", "--state-dir", str(state))
     assert refused.exit_code == 4, refused.output
     assert "leaves skip me out of its binlog (binlog_ignore_db=skip me)" in flat(refused.stderr)
     assert not (state / "tail.json").exists()
     db.execute("INSERT INTO `kept`.t VALUES (1)")
     kept = cli("tail", "--until-now", *args, "--databases", "kept", "--state-dir", str(state), "--from-now")
     assert kept.exit_code == 0, kept.output
+
+
+def test_a_replica_without_log_slave_updates_fails_check_binlog_and_tail(
+    mariadb_factory: Callable[..., MariaDB], cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """MariaDB's default: a replica writes only its own writes to its binlog. A snapshot there is right, and tail
+    would then read none of the primary's changes and say "caught up". Refused (exit 4) with the fix, also for
+    the least-privilege user, who may not read SHOW SLAVE STATUS (MariaDB's Slave_running tells)."""
+    from tests.capture.test_tail_rebase import primary_and_replica
+
+    primary, replica = primary_and_replica(mariadb_factory, **{"log-slave-updates": 0})
+    primary.execute("CREATE DATABASE shop")
+    primary.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+    replica.wait_for_gtids(primary.execute("SELECT @@gtid_binlog_pos")[0][0])
+    result = cli("check-binlog", *server_args(replica), *READER_ID, "--databases", "shop", "--json")
+    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "replica_updates")
+    assert result.exit_code == 4 and check["status"] == "fail" and "log_slave_updates=ON" in check["fix"], check
+
+    user = replica.create_replication_user("cdc_least", "pw-least")
+    primary.execute("INSERT INTO shop.t VALUES (1)")
+    refused = cli("tail", "--until-now", "--from-now", *server_args(replica, user=user.name), *READER_ID, "--databases", "shop",
+                  "--state-dir", str(tmp_path / "state"), env={"CDC_MYSQL_PASSWORD": user.password})
+    assert refused.exit_code == 4, refused.output
+    assert "is a replica that does not write the changes it replicates to its binlog" in flat(refused.stderr)
+    assert not (tmp_path / "state" / "tail.json").exists()

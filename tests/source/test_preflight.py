@@ -92,7 +92,7 @@ def test_good_mysql8_passes_every_check() -> None:
     assert {c.status for c in checks.values()} == {"ok"}
     assert list(checks) == [
         "server", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
-        "binlog_compression", "binlog_filters", "binlog_retention", "server_id", "reader_server_id", "gtid",
+        "binlog_compression", "binlog_filters", "replica_updates", "binlog_retention", "server_id", "reader_server_id", "gtid",
         "grant_replication_slave", "grant_replication_client", "grant_select", "primary_keys", "foreign_keys",
         "binlog_files", "binlog_position"]
     assert checks["binlog_retention"].value == "720h (binlog_expire_logs_seconds=2592000): runway 720h for a stopped pipeline"
@@ -110,6 +110,21 @@ def test_binlog_filters_fail_when_a_captured_database_is_left_out(filters: Binlo
     assert check.status == status and (status == "ok") == (check.fix == "")
     if lost:
         assert "leave crm out of [mysql] databases" in check.fix and check.value == "binlog_do_db=shop"
+
+
+@pytest.mark.parametrize(("variables", "replica", "status"), [
+    ({"log_replica_updates": "ON"}, False, "ok"),  # MySQL 8.0.26+'s name
+    ({"log_slave_updates": "ON"}, True, "ok"),
+    ({}, None, "ok"),  # a flavour without the variable
+    ({"log_slave_updates": "OFF"}, False, "ok"),  # a primary: nothing to replicate
+    ({"log_slave_updates": "OFF"}, True, "fail"),
+    ({"log_replica_updates": "OFF"}, None, "warn"),  # no privilege to tell
+])
+def test_a_replica_must_write_what_it_replicates(variables: dict[str, str], replica: bool | None, status: str) -> None:
+    check = verdicts(facts(variables=variables, replica=replica))["replica_updates"]
+    assert check.status == status, check
+    if status == "fail":
+        assert "log_slave_updates=ON" in check.fix and check.value == "log_slave_updates=OFF on a replica"
 
 
 def test_binlog_filters_left_out_databases() -> None:
