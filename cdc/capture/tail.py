@@ -27,12 +27,10 @@ from cdc.config import MySQLSettings, Settings
 from cdc.durations import backoff
 from cdc.errors import CdcError, PositionError, TransientError
 from cdc.masking import bind_rules
-from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position, require_row_format
-from cdc.source.binlog_filters import require_logged
+from cdc.source.binlog import BinlogReader, Position, ReaderOptions, current_position
+from cdc.source.capturable import require_capturable
 from cdc.source.connect import bounded_waits, open_connection
-from cdc.source.flavour import binlog_status_statement
 from cdc.source.gtids import state_at
-from cdc.source.replica_updates import require_replica_updates
 from cdc.source.server import ServerInfo, describe_server
 from cdc.source.topology import choose, is_replaced, switch_to
 from cdc.state import StateDir
@@ -192,9 +190,7 @@ def _open(state: StateDir, settings: Settings, options: TailOptions, pool: Decod
     try:
         info = describe_server(conn)
         where = f"the server at {settings.mysql.describe()}"
-        require_row_format(conn, where)
-        require_logged(conn, binlog_status_statement(info), options.filters.databases, options.filters.tables, where)
-        require_replica_updates(conn, where)
+        require_capturable(conn, info, options.filters.databases, options.filters.tables, where)
         start = _start(state, options, conn, info, where)
         state.bind_server(info.identity(), rebase=options.rebase)
         bind_rules(state, options.filters.rules)  # the rules snapshot and earlier tails wrote with

@@ -47,6 +47,7 @@ from cdc.snapshot.resume import check_selection, resume
 from cdc.snapshot.runway import Runway, estimate_runway
 from cdc.snapshot.seal import ChunkSealer
 from cdc.snapshot.wire import check_driver, read_rows
+from cdc.source.capturable import require_capturable
 from cdc.source.connect import connection, query
 from cdc.source.server import ServerInfo, describe_server
 from cdc.source.tables import (
@@ -179,6 +180,9 @@ def _start(
     settings: Settings, conn: pymysql.Connection, info: ServerInfo, state: StateDir, request: SnapshotRequest,
     warn: WarnFn,
 ) -> tuple[SnapshotCheckpoint, list[TablePlan], Runway]:
+    # A server tail will refuse is refused before the copy, not after it (hours, on a large database).
+    require_capturable(conn, info, settings.mysql.databases, settings.mysql.tables,
+                       f"the server at {settings.mysql.describe()}")
     tables = select_tables(conn, settings.mysql)
     # Refuse tables without a key and estimate the runway before any lock is taken. Columns and keys are enough
     # here: the keys between tables are read once, inside the snapshot (each read opens every user table).

@@ -43,7 +43,7 @@ from cdc.config import MySQLSettings
 from cdc.errors import CdcError, ConnectError, DataError, PositionError, PreconditionError, TransientError
 from cdc.source.binlog_blocks import BlockPackets
 from cdc.source.binlog_rows import DeleteRows, UpdateRows, WriteRows
-from cdc.source.connect import Connection, connection_kwargs, is_tls_failure, map_error, tls_error
+from cdc.source.connect import Connection, as_text, connection_kwargs, is_tls_failure, map_error, tls_error
 
 ER_MASTER_FATAL_READING_BINLOG = 1236
 ER_SLAVE_SAME_ID = 4052  # MariaDB: sent to the *older* reader when another connects with its server_id
@@ -338,8 +338,8 @@ def require_row_format(conn: pymysql.Connection, where: str) -> None:
     with conn.cursor() as cursor:
         cursor.execute("SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format")
         row = cursor.fetchone()
-    log_bin, found = (row[0], str(row[1])) if row else (0, "")
-    if str(log_bin) in ("1", "ON") and found.upper() != "ROW":
+    log_bin, found = (as_text(row[0]), as_text(row[1])) if row else ("0", "")
+    if log_bin in ("1", "ON") and found.upper() != "ROW":
         raise PreconditionError(
             f"{where} logs row changes as binlog_format={found}: tail reads row events only, and the changes it "
             "logs as SQL text would never reach the change log",

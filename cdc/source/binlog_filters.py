@@ -17,7 +17,7 @@ from fnmatch import fnmatchcase
 import pymysql
 
 from cdc.errors import PreconditionError
-from cdc.source.connect import PRIVILEGE_DENIED, query
+from cdc.source.connect import PRIVILEGE_DENIED, as_text, query
 from cdc.source.schema_reads import user_databases
 
 
@@ -49,9 +49,7 @@ def read_filters(conn: pymysql.Connection, statement: str) -> BinlogFilters | No
 
 
 def _names(value: object) -> tuple[str, ...]:
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    return tuple(n for n in str(value or "").split(",") if n)
+    return tuple(n for n in as_text(value or "").split(",") if n)
 
 
 def captured_databases(databases: Sequence[str], tables: Sequence[str], present: Iterable[str]) -> list[str]:

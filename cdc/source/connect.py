@@ -245,3 +245,8 @@ def variables(conn: pymysql.Connection, names: list[str]) -> dict[str, str]:
         cursor.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({placeholders})", [n.lower() for n in names])
         rows = cursor.fetchall()
     return {str(name).lower(): "" if value is None else str(value) for name, value in rows}
+
+
+def as_text(value: object) -> str:
+    """A server's answer as text, from a connection that leaves text undecoded (the snapshot's) or not."""
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import pymysql
 
 from cdc.errors import PreconditionError
-from cdc.source.connect import PRIVILEGE_DENIED
+from cdc.source.connect import PRIVILEGE_DENIED, as_text
 
 NAMES = ("log_replica_updates", "log_slave_updates")
 UNKNOWN = None
@@ -51,13 +51,13 @@ def _slave_running(conn: pymysql.Connection) -> bool | None:
     with conn.cursor() as cursor:
         cursor.execute("SHOW GLOBAL STATUS LIKE 'Slave_running'")
         row = cursor.fetchone()
-    return UNKNOWN if row is None else str(row[1]).upper() == "ON"
+    return UNKNOWN if row is None else as_text(row[1]).upper() == "ON"
 
 
 def read_variables(conn: pymysql.Connection) -> dict[str, str]:
     with conn.cursor() as cursor:
         cursor.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s)", NAMES)
-        return {str(name).lower(): str(value) for name, value in cursor.fetchall()}
+        return {as_text(name).lower(): as_text(value) for name, value in cursor.fetchall()}
 
 
 def require_replica_updates(conn: pymysql.Connection, where: str) -> None:

@@ -203,7 +203,7 @@ def test_current_position_with_binlog_off_is_a_precondition_error() -> None:
 def test_tail_refuses_a_server_that_logs_row_changes_as_statements(fmt: str, mariadb_factory: Any,
                                                                     tmp_path: Path) -> None:
     """MariaDB's default is MIXED: its INSERTs reach the binlog as SQL text, which tail would pass over as if
-    nothing changed ("caught up", 0 rows). Not ready (exit 4), before anything is written."""
+    nothing changed ("caught up", 0 rows). Not ready (exit 4), before anything is written; so is a snapshot."""
     from tests.capture.conftest import binlog_start, tail_once
 
     server = mariadb_factory({"binlog-format": fmt})
@@ -215,6 +215,12 @@ def test_tail_refuses_a_server_that_logs_row_changes_as_statements(fmt: str, mar
         tail_once(server, tmp_path / "state", "m", start)
     assert "SET GLOBAL binlog_format = 'ROW'" in (raised.value.hint or "")
     assert not (tmp_path / "state" / "tail.json").exists()
+    # A snapshot, which would hand over to that tail, is refused before it copies a row.
+    from cdc.snapshot import SnapshotRequest, run_snapshot
+
+    with pytest.raises(PreconditionError, match=f"binlog_format={fmt}"):
+        run_snapshot(settings_for(server, tmp_path / "snap", **{"mysql.databases": ["m"]}), SnapshotRequest())
+    assert not list((tmp_path / "snap").glob("changelog/*")) and not (tmp_path / "snap" / "snapshot.json").exists()
 
 
 @pytest.mark.parametrize(("sql", "tables", "not_names"), [
