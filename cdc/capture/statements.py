@@ -2,7 +2,7 @@
 
 With binlog_format STATEMENT or MIXED (the global setting, or one session's `SET SESSION binlog_format`, as
 pt-table-checksum does), an INSERT, UPDATE, DELETE, REPLACE or LOAD DATA reaches the binlog as its SQL text and
-its rows are in no row event. Tail refuses a server whose global format is not ROW (cdc.source.binlog); what one
+its rows are in no row event. Tail refuses a server whose global format is not ROW (cdc.source.capturable); what one
 session logs as text is caught here: every table the statement names is a table whose rows may have changed,
 and tail flags each captured one for a re-snapshot instead of passing over the statement in silence.
 

@@ -43,7 +43,7 @@ from cdc.config import MySQLSettings
 from cdc.errors import CdcError, ConnectError, DataError, PositionError, PreconditionError, TransientError
 from cdc.source.binlog_blocks import BlockPackets
 from cdc.source.binlog_rows import DeleteRows, UpdateRows, WriteRows
-from cdc.source.connect import Connection, as_text, connection_kwargs, is_tls_failure, map_error, tls_error
+from cdc.source.connect import Connection, connection_kwargs, is_tls_failure, map_error, tls_error
 
 ER_MASTER_FATAL_READING_BINLOG = 1236
 ER_SLAVE_SAME_ID = 4052  # MariaDB: sent to the *older* reader when another connects with its server_id
@@ -331,18 +331,3 @@ def current_position(conn: pymysql.Connection) -> Position:
     raise PreconditionError("the server reports no binlog position: binary logging is off",
                             hint="run `cdc check-binlog` and enable log_bin")
 
-
-def require_row_format(conn: pymysql.Connection, where: str) -> None:
-    """Tail reads row events only: a server that logs row changes as statements (binlog_format STATEMENT or
-    MIXED, MariaDB's default) would have them pass unseen, so it is refused as not ready (exit 4)."""
-    with conn.cursor() as cursor:
-        cursor.execute("SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format")
-        row = cursor.fetchone()
-    log_bin, found = (as_text(row[0]), as_text(row[1])) if row else ("0", "")
-    if log_bin in ("1", "ON") and found.upper() != "ROW":
-        raise PreconditionError(
-            f"{where} logs row changes as binlog_format={found}: tail reads row events only, and the changes it "
-            "logs as SQL text would never reach the change log",
-            hint="SET GLOBAL binlog_format = 'ROW'; and binlog_format=ROW under [mysqld] (RDS/Aurora: the parameter "
-                 "group), then reconnect the applications (a session keeps the format it started with); "
-                 "`cdc check-binlog` lists every setting")

@@ -17,8 +17,11 @@ from fnmatch import fnmatchcase
 import pymysql
 
 from cdc.errors import PreconditionError
-from cdc.source.connect import PRIVILEGE_DENIED, as_text, query
+from cdc.source.connect import PRIVILEGE_DENIED, query
 from cdc.source.schema_reads import user_databases
+
+FIX = ("remove binlog-do-db / binlog-ignore-db from the server's configuration and restart it (start-up options: SET "
+       "GLOBAL cannot change them), or leave {databases} out of [mysql] databases")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def read_filters(conn: pymysql.Connection, statement: str) -> BinlogFilters | No
 
 
 def _names(value: object) -> tuple[str, ...]:
-    return tuple(n for n in as_text(value or "").split(",") if n)
+    return tuple(n for n in str(value or "").split(",") if n)
 
 
 def captured_databases(databases: Sequence[str], tables: Sequence[str], present: Iterable[str]) -> list[str]:
@@ -83,5 +86,4 @@ def require_logged(conn: pymysql.Connection, statement: str, databases: Sequence
         raise PreconditionError(
             f"{where} leaves {', '.join(lost)} out of its binlog ({filters.describe()}): tail would never see a "
             "change of their tables",
-            hint="remove binlog-do-db / binlog-ignore-db from the server's configuration and restart it (start-up "
-                 "options: SET GLOBAL cannot change them), or leave those databases out of [mysql] databases")
+            hint=FIX.format(databases=", ".join(lost)))

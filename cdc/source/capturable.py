@@ -1,27 +1,46 @@
 """Does the server write every change cdc captures to its binlog? What tail and a new snapshot refuse (exit 4).
 
 Each case reads as success downstream, never as an error: tail says "caught up" with none of the changes.
-- binlog_format not ROW (STATEMENT, MIXED): row changes logged as SQL text (cdc.source.binlog);
+- binlog_format not ROW (STATEMENT, MIXED: MariaDB's default): row changes logged as SQL text, which tail,
+  reading row events only, passes over;
 - a captured database left out by binlog-do-db / binlog-ignore-db (cdc.source.binlog_filters);
 - a replica without log_slave_updates / log_replica_updates (cdc.source.replica_updates).
 A snapshot checks before its copy, which would otherwise take hours and then hand over to a tail that refuses.
+check-binlog (cdc.source.preflight) gives the same verdicts with the same fixes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pymysql
 
-from cdc.source.binlog import require_row_format
+from cdc.errors import PreconditionError
+from cdc.source import flavour
 from cdc.source.binlog_filters import require_logged
-from cdc.source.flavour import binlog_status_statement
+from cdc.source.connect import variables
+from cdc.source.replica_updates import NAMES as REPLICA_UPDATES
 from cdc.source.replica_updates import require_replica_updates
 from cdc.source.server import ServerInfo
+
+# Why a binlog_format fix is not done until the applications reconnect (check-binlog says it too).
+FORMAT_WHY = "; sessions already open keep their format until they reconnect"
 
 
 def require_capturable(conn: pymysql.Connection, info: ServerInfo, databases: Sequence[str], tables: Sequence[str],
                        where: str) -> None:
-    require_row_format(conn, where)
-    require_logged(conn, binlog_status_statement(info), databases, tables, where)
-    require_replica_updates(conn, where)
+    found = variables(conn, ["log_bin", "binlog_format", *REPLICA_UPDATES])
+    if found.get("log_bin", "").upper() != "ON":
+        return  # binlog off: the position reads that follow say so (exit 4)
+    require_row_format(found, info, where)
+    require_logged(conn, flavour.binlog_status_statement(info), databases, tables, where)
+    require_replica_updates(conn, found, where)
+
+
+def require_row_format(found: Mapping[str, str], info: ServerInfo, where: str) -> None:
+    value = found.get("binlog_format", "")
+    if value.upper() != "ROW":
+        raise PreconditionError(
+            f"{where} logs row changes as binlog_format={value}: tail reads row events only, and the changes it "
+            "logs as SQL text would never reach the change log",
+            hint=flavour.variable_fix(info, "binlog_format", "ROW") + FORMAT_WHY)

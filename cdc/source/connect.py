@@ -246,7 +246,3 @@ def variables(conn: pymysql.Connection, names: list[str]) -> dict[str, str]:
         rows = cursor.fetchall()
     return {str(name).lower(): "" if value is None else str(value) for name, value in rows}
 
-
-def as_text(value: object) -> str:
-    """A server's answer as text, from a connection that leaves text undecoded (the snapshot's) or not."""
-    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)

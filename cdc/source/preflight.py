@@ -16,7 +16,8 @@ from cdc.checkpoints import TailCheckpoint
 from cdc.config import Settings
 from cdc.errors import CdcError
 from cdc.gtid import GtidSet
-from cdc.source import flavour
+from cdc.source import binlog_filters, flavour, replica_updates
+from cdc.source.capturable import FORMAT_WHY
 from cdc.source.connect import connection, tls_state
 from cdc.source.facts import Facts, gather
 from cdc.source.key_checks import cascade_notes, check_foreign_keys, check_primary_keys
@@ -134,7 +135,7 @@ def _expect(facts: Facts, name: str, wanted: str, why: str = "") -> Check:
 def check_row_settings(facts: Facts) -> list[Check]:
     server = facts.server
     checks = [
-        _expect(facts, "binlog_format", "ROW", "; sessions already open keep their format until they reconnect"),
+        _expect(facts, "binlog_format", "ROW", FORMAT_WHY),
         _expect(facts, "binlog_row_image", "FULL"),
     ]
     if "binlog_row_metadata" in facts.variables:
@@ -177,8 +178,7 @@ def check_binlog_filters(facts: Facts) -> Check:
         return Check("binlog_filters", OK, "none" if found is not None else "n/a", "none")
     if facts.unlogged_databases:
         return Check("binlog_filters", FAIL, found.describe(), "every captured database logged",
-                     f"remove binlog-do-db / binlog-ignore-db from the server's configuration and restart it (start-up "
-                     f"options), or leave {', '.join(facts.unlogged_databases)} out of [mysql] databases")
+                     binlog_filters.FIX.format(databases=", ".join(facts.unlogged_databases)))
     return Check("binlog_filters", WARN, found.describe(), "none",
                  "DDL is filtered by the session's default database: ALTER, TRUNCATE or DROP a captured table only "
                  "while a logged database is the default (USE), or remove the filters")
@@ -187,17 +187,16 @@ def check_binlog_filters(facts: Facts) -> Check:
 def check_replica_updates(facts: Facts) -> Check:
     """A replica must write what it replicates to its binlog (cdc.source.replica_updates)."""
     shown = ", ".join(f"{n}={facts.variables[n]}" for n in REPLICA_UPDATES if n in facts.variables) or "n/a"
-    if writes_replicated(facts.variables) or facts.replica is False:
-        return Check("replica_updates", OK, shown if facts.replica is not False else f"{shown}, not a replica",
-                     "ON, or not a replica")
-    fix = ("add log_slave_updates=ON (MySQL 8.0.26+: log_replica_updates=ON) under [mysqld] and restart the "
-           "replica, or point cdc at the primary")
+    if writes_replicated(facts.variables):
+        return Check("replica_updates", OK, shown, "ON, or not a replica")
+    if facts.replica is False:
+        return Check("replica_updates", OK, f"{shown}, not a replica", "ON, or not a replica")
     if facts.replica:
         return Check("replica_updates", FAIL, f"{shown} on a replica", "ON, or not a replica",
-                     fix + ": without it the binlog lacks every replicated change")
+                     replica_updates.FIX + "; without it the binlog lacks every replicated change")
     return Check("replica_updates", WARN, f"{shown}; replica or not unknown", "ON, or not a replica",
                  "GRANT SLAVE MONITOR (MariaDB) / REPLICATION CLIENT (MySQL) to let cdc see whether this is a "
-                 "replica; if it is, " + fix)
+                 "replica; if it is, " + replica_updates.FIX)
 
 
 def check_retention(facts: Facts, options: Options) -> Check:

@@ -18,10 +18,12 @@ from collections.abc import Mapping
 import pymysql
 
 from cdc.errors import PreconditionError
-from cdc.source.connect import PRIVILEGE_DENIED, as_text
+from cdc.source.connect import PRIVILEGE_DENIED
 
 NAMES = ("log_replica_updates", "log_slave_updates")
 UNKNOWN = None
+FIX = ("add log_slave_updates=ON (MySQL 8.0.26+: log_replica_updates=ON) under [mysqld] and restart the replica (not "
+       "settable at run time; RDS/Aurora: enable backups on the replica), or point cdc at the primary")
 
 
 def writes_replicated(variables: Mapping[str, str]) -> bool:
@@ -51,21 +53,13 @@ def _slave_running(conn: pymysql.Connection) -> bool | None:
     with conn.cursor() as cursor:
         cursor.execute("SHOW GLOBAL STATUS LIKE 'Slave_running'")
         row = cursor.fetchone()
-    return UNKNOWN if row is None else as_text(row[1]).upper() == "ON"
+    return UNKNOWN if row is None else str(row[1]).upper() == "ON"
 
 
-def read_variables(conn: pymysql.Connection) -> dict[str, str]:
-    with conn.cursor() as cursor:
-        cursor.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s)", NAMES)
-        return {as_text(name).lower(): as_text(value) for name, value in cursor.fetchall()}
-
-
-def require_replica_updates(conn: pymysql.Connection, where: str) -> None:
-    """Refuse (exit 4) a replica that leaves what it replicates out of its binlog."""
-    if writes_replicated(read_variables(conn)) or not is_replica(conn):
+def require_replica_updates(conn: pymysql.Connection, variables: Mapping[str, str], where: str) -> None:
+    """Refuse (exit 4) a replica that leaves what it replicates out of its binlog (`variables`: the server's)."""
+    if writes_replicated(variables) or not is_replica(conn):
         return
     raise PreconditionError(
         f"{where} is a replica that does not write the changes it replicates to its binlog (log_slave_updates / "
-        "log_replica_updates OFF): tail would see only writes made on the replica itself",
-        hint="add log_slave_updates=ON (MySQL 8.0.26+: log_replica_updates=ON) under [mysqld] and restart the "
-             "replica (not settable at runtime; RDS/Aurora: enable backups on the replica), or point cdc at the primary")
+        "log_replica_updates OFF): tail would see only writes made on the replica itself", hint=FIX)

@@ -123,6 +123,7 @@ def test_binlog_filters_fail_when_a_captured_database_is_left_out(filters: Binlo
 def test_a_replica_must_write_what_it_replicates(variables: dict[str, str], replica: bool | None, status: str) -> None:
     check = verdicts(facts(variables=variables, replica=replica))["replica_updates"]
     assert check.status == status, check
+    assert check.value.endswith("not a replica") == (variables == {"log_slave_updates": "OFF"} and replica is False)
     if status == "fail":
         assert "log_slave_updates=ON" in check.fix and check.value == "log_slave_updates=OFF on a replica"
 
