@@ -14,7 +14,6 @@ JVM fail at start, so build_session drops it and starts again without.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import logging
@@ -22,7 +21,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,21 +33,12 @@ from pyspark.sql import SparkSession
 from cdc.config import SparkSettings
 from cdc.errors import ConfigError
 from cdc.spark.java import java_path, require_java
+from cdc.spark.private import local_dir, private_dir, quiet_log4j
 
-_QUIET_LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
 # What the driver JVM (and the Python workers it starts) print, line by line: `cdc.spark.jvm`.
 jvm_log = logging.getLogger("cdc.spark.jvm")
 # Printed at every start, nothing to act on: debug.
 _JVM_CHATTER = ("Setting default log level to", "To adjust logging level use", "WARNING: Using incubator modules")
-LOG4J_NAME = "log4j2.properties"
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -135,10 +124,12 @@ def build_session(settings: SparkSettings, app_name: str = "cdc spark-merge", *,
     if not is_spark_submit() and SparkContext._gateway is None:
         require_java()  # else PySpark fails with a page of traceback ending in JAVA_GATEWAY_EXITED
     conf = dict(DEFAULT_CONF)
-    java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_quiet_log4j()}"
+    java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={quiet_log4j()}"
     conf["spark.executor.extraJavaOptions"] = "-Duser.timezone=UTC"
     if not is_spark_submit():
         conf["spark.driver.memory"] = settings.follow_driver_memory if follow else settings.driver_memory
+        # Shuffle and spill files hold rows: in the private directory, not world-readable in /tmp (#26).
+        conf["spark.local.dir"] = str(local_dir())
         if follow:
             java_options = f"{java_options} {settings.follow_java_options}"
     user = parse_conf(settings.conf)
@@ -334,35 +325,3 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     partitions = max(cores, min(200, math.ceil(input_bytes / BYTES_PER_PARTITION)))
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     return partitions
-
-
-_private: Path | None = None
-
-
-def private_dir() -> Path:
-    """This process's own directory for files the JVM reads or writes (mode 0700, a name nobody can predict).
-
-    Not a fixed name in the shared temp directory: another local user could plant a symlink there (which cdc
-    would write through) or a file of their own (which the JVM would load as its logging config) (#26).
-    Removed at exit, unless the JVM left a crash report in it.
-    """
-    global _private
-    if _private is None:
-        _private = Path(tempfile.mkdtemp(prefix="cdc-spark-"))  # created 0700, O_EXCL: never someone else's
-        atexit.register(_remove_private, _private)
-    return _private
-
-
-def _remove_private(directory: Path) -> None:
-    (directory / LOG4J_NAME).unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        directory.rmdir()  # fails while a JVM crash report (cdc-jvm-error-<pid>.log) is in it: kept for the user
-
-
-def _quiet_log4j() -> Path:
-    path = private_dir() / LOG4J_NAME
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(_QUIET_LOG4J)
-    return path
