@@ -291,7 +291,7 @@ class Capture:
                 body["new_db"], body["new_table"] = change.new_db or change.db, change.new_table
             src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index, "server_id": event.server_id}
             if change.kind == "alter":
-                self.schemas.at_alter(change, position)
+                self.schemas.at_alter(change, position, event.sql_mode)
             elif change.kind == "rename" and change.new_table and self.filters.wants(body["new_db"], change.new_table):
                 self.schemas.at_rename(change, body["new_db"], event, position)
             if change.rows_changed:

@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from cdc.capture.alter import AddedColumn, parse_alter_columns
+from cdc.capture.alter import AddedColumn, AlterColumns, parse_alter_columns
 from cdc.errors import DataError
 from cdc.schema import Column, TableSchema
+from cdc.schema.retype import LOSSIEST, Session, unreproduced
 from cdc.values import BINARY_TYPES, SPATIAL_TYPES, ZERO_DATE, ZERO_DATETIME, encode_value
 
 _INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
@@ -156,11 +157,14 @@ class AlterEffects:
     resnapshot: str | None
 
 
-def alter_effects(before: TableSchema, now: TableSchema | None, clauses: str) -> AlterEffects:
+def alter_effects(before: TableSchema, now: TableSchema | None, clauses: str,
+                  session: Session | None = None) -> AlterEffects:
     """What an ALTER did, from the statement (cdc.capture.alter) cross-checked with information_schema now.
 
     information_schema read at the ALTER's position shows the ALTER's result only if no later DDL ran since
-    (tail may lag): it is trusted when its column names are exactly the ones the statement leads to.
+    (tail may lag): it is trusted when its column names are exactly the ones the statement leads to. Then a
+    column whose type changed in a way the targets' cast does not reproduce is a reason to re-snapshot
+    (cdc.schema.retype; session: the ALTER's sql_mode and server; None: not known, taken as the most lossy).
     """
     change = parse_alter_columns(clauses)
     current = {c.name: c for c in now.columns} if now is not None else {}
@@ -176,12 +180,13 @@ def alter_effects(before: TableSchema, now: TableSchema | None, clauses: str) ->
             reasons.append(why)
         elif value is not None:
             fills[added.name] = value
-    resnapshot = "; ".join(reasons) or None
     renames = dict(change.renamed)
     renamed = {new: old for old, new in change.renamed if old in before.column_names}
-    expected = [renames.get(n, n) for n in before.column_names if n not in change.dropped]
-    expected += [a.name for a in change.added if a.name not in expected]
-    if now is None or sorted(expected) != sorted(now.column_names):
+    trusted = now is not None and _trusted(before, now, change, renames)
+    if trusted and now is not None:
+        reasons += _retyped(before, now, change, renamed, session or LOSSIEST)
+    resnapshot = "; ".join(reasons) or None
+    if now is None or not trusted:
         if not change.added and not change.retyped and (change.dropped or change.renamed):
             # Only drops and renames: the shape follows from the one before, whatever ran since.
             columns = tuple(replace(c, name=renames.get(c.name, c.name)) for c in before.columns
@@ -191,3 +196,25 @@ def alter_effects(before: TableSchema, now: TableSchema | None, clauses: str) ->
                                         resnapshot=None), {}, renamed, None)
         return AlterEffects(None, fills, renamed, resnapshot)
     return AlterEffects(replace(now, fills=fills, renamed=renamed, resnapshot=resnapshot), fills, renamed, resnapshot)
+
+
+def _trusted(before: TableSchema, now: TableSchema, change: AlterColumns, renames: dict[str, str]) -> bool:
+    """information_schema's columns are exactly the ones this ALTER leads to (no later DDL ran since)."""
+    expected = [renames.get(n, n) for n in before.column_names if n not in change.dropped]
+    expected += [a.name for a in change.added if a.name not in expected]
+    return sorted(expected) == sorted(now.column_names)
+
+
+def _retyped(before: TableSchema, now: TableSchema, change: AlterColumns, renamed: dict[str, str],
+             session: Session) -> list[str]:
+    """Reasons to re-snapshot for the columns whose stored values MySQL converted in a way no cast reproduces."""
+    added = {a.name for a in change.added}
+    reasons = []
+    for column in now.columns:
+        old = renamed.get(column.name, column.name)
+        if column.name in added or old not in before.column_names:
+            continue
+        why = unreproduced(before.column(old), column, session)
+        if why is not None:
+            reasons.append(why)
+    return reasons

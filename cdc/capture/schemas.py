@@ -23,6 +23,7 @@ from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError
 from cdc.rows.table_map import schema_from_map
 from cdc.schema import SchemaHistory, TableSchema
+from cdc.schema.retype import Session
 from cdc.source.binlog import Event
 from cdc.source.connect import bounded_waits, open_connection
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
@@ -42,6 +43,7 @@ class SchemaRecorder:
         # Names a statement logged as SQL text held that are no table (columns, keywords): not asked again until
         # the next DDL, which may create one (forget_absent).
         self._absent: set[tuple[str, str]] = set()
+        self._mariadb: bool | None = None
 
     # --- the control connection --------------------------------------------------------------------------
 
@@ -50,6 +52,12 @@ class SchemaRecorder:
         if self._ctl is None or not self._ctl.open:
             self._ctl = open_connection(self.mysql, **self._ctl_options)
         return self._ctl
+
+    def is_mariadb(self) -> bool:
+        """The server's flavour, asked once (how it cuts fractional seconds at an ALTER: cdc.schema.retype)."""
+        if self._mariadb is None:
+            self._mariadb = "mariadb" in self.control().get_server_info().lower()
+        return self._mariadb
 
     def close_control(self) -> None:
         if self._ctl is not None:
@@ -86,7 +94,7 @@ class SchemaRecorder:
         self.history.record(schema)
         return schema
 
-    def at_alter(self, change: TableDdl, position: str) -> None:
+    def at_alter(self, change: TableDdl, position: str, sql_mode: int | None = None) -> None:
         """Record the table's shape at the ALTER's own position, with what older rows hold in added columns.
 
         At the DDL, not at the table's next rows event: an ALTER followed by no row change of the table must
@@ -97,7 +105,7 @@ class SchemaRecorder:
         if before is None:
             return  # a table tail has not seen yet: its first table map records it
         now = self.read_current(change.db, change.table)
-        effects = alter_effects(before, now, change.clauses)
+        effects = alter_effects(before, now, change.clauses, Session(sql_mode, self.is_mariadb()))
         if effects.schema is not None:
             self.history.record(replace(effects.schema, position=position))
         elif effects.fills or effects.renamed or effects.resnapshot:

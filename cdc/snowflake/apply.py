@@ -255,7 +255,7 @@ class Applier:
             elif step.change == "convert" and history is not None and step.renamed_from in history:
                 self.execute(ddl.render("convert_column.sql.j2", table=_Q(target.history), new=_Q(step.renamed_from),
                                         old=_Q(step.renamed_from), type=step.value, current_only=True,
-                                        cut=step.cut))
+                                        cut=step.cut, tolerant=step.tolerant))
             elif step.change == "shorten" and history is not None and step.column in history:
                 self.execute(ddl.render("shorten_column.sql.j2", table=_Q(target.history), column=_Q(step.column),
                                         length=step.cut, current_only=True))

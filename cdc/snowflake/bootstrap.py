@@ -20,6 +20,7 @@ from cdc.masking import ColumnRules
 from cdc.s3keys import split_s3_url, table_component
 from cdc.schema import SchemaHistory, TableSchema
 from cdc.snowflake import ddl, names
+from cdc.snowflake.typemap import type_base
 from cdc.source.schema_reads import read_table_schema
 
 APPLY_MODES = ("task", "dynamic-table")
@@ -169,14 +170,7 @@ def _create_or_extend(result: Plan, table: str, wanted: dict[str, str], existing
 
 
 def _same_type(have: str, want: str) -> bool:
-    """Compare loosely: Snowflake reports TEXT for VARCHAR, NUMBER without precision, VARIANT for ARRAY."""
-    aliases = {"TEXT": "VARCHAR", "ARRAY": "VARIANT", "OBJECT": "VARIANT", "REAL": "FLOAT", "FIXED": "NUMBER"}
-
-    def base(kind: str) -> str:
-        name = kind.split("(")[0].upper()
-        return aliases.get(name, name)
-
-    return base(have) == base(want)
+    return type_base(have) == type_base(want)
 
 
 def _s3_path(result: Plan, targets: list[ddl.Target], options: Options) -> None:

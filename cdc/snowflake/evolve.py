@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc import sql
-from cdc.schema import TableSchema, carried, varchar_length
+from cdc.schema import Column, TableSchema, carried, varchar_length
+from cdc.schema.retype import LOSSIEST, unreproduced
 from cdc.snowflake import ddl, names
-from cdc.snowflake.typemap import snowflake_type
+from cdc.snowflake.typemap import snowflake_type, type_base
 
 _Q = sql.quote_ident
 # cdc's own columns: never dropped as "a column MySQL no longer has".
+# Types TRY_CAST converts text to (cdc.snowflake.evolve._tolerant).
+_TRY_TARGETS = frozenset({"NUMBER", "FLOAT", "DATE", "TIME", "TIMESTAMP_NTZ", "TIMESTAMP_TZ", "TIMESTAMP_LTZ", "BOOLEAN"})
 _OURS = frozenset(name for name, _, _ in ddl.CDC_COLUMNS + ddl.SOFT_DELETE_COLUMNS)
 
 
@@ -39,6 +42,7 @@ class Step:
     renamed_from: str = ""  # rename: the old name; fill: the column the values are copied from; convert: the column
     value: str = ""  # fill: the value expression (its parameters lead `params`); convert: the new type
     cut: int | None = None  # convert of a DATETIME/TIMESTAMP to fewer fractional digits: nanoseconds modulo this go
+    tolerant: str = ""  # convert: "text" / "number" for a TRY_CAST of a conversion the cast may not reproduce
 
 
 def evolution(schema: TableSchema, versions: list[TableSchema], since: str | None, target: ddl.Target,
@@ -70,10 +74,12 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
                                   name, "fill", old, _Q(old)))
                 kept.add(name)
                 continue
-        if came is not None and since is not None and came.source == mysql_name and \
-                _retyped(versions, since, mysql_name, column.type, where):
+        was = _retyped(versions, since, mysql_name, column.type, where) \
+            if came is not None and since is not None and came.source == mysql_name else None
+        if was is not None and since is not None:
+            lossy = unreproduced(was, schema.column(mysql_name), LOSSIEST) is not None
             steps.extend(_convert(target.name, name, column.type, have, _fraction_cut(versions, since, schema,
-                                                                                       mysql_name)))
+                                                                                       mysql_name), lossy=lossy))
             kept.add(name)
             continue
         if name in have and (came is None or came.source is not None):
@@ -108,12 +114,13 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
     return steps
 
 
-def _retyped(versions: list[TableSchema], since: str, mysql_name: str, wanted: str, where: str) -> bool:
-    """Did the column's Snowflake type change since the table's last batch (a MODIFY / CHANGE in MySQL)?"""
+def _retyped(versions: list[TableSchema], since: str, mysql_name: str, wanted: str, where: str) -> Column | None:
+    """The column as it was at the table's last batch, if its Snowflake type changed since (a MODIFY / CHANGE)."""
     before = next((v for v in reversed(versions) if v.position <= since), None)
     if before is None or mysql_name not in before.column_names:
-        return False
-    return snowflake_type(before.column(mysql_name), table=where) != wanted
+        return None
+    was = before.column(mysql_name)
+    return was if snowflake_type(was, table=where) != wanted else None
 
 
 def _shortened(versions: list[TableSchema], since: str, schema: TableSchema, mysql_name: str) -> int | None:
@@ -137,19 +144,33 @@ def _fraction_cut(versions: list[TableSchema], since: str, schema: TableSchema, 
     return int(10 ** (9 - (new.fsp or 0)))
 
 
-def _convert(table: str, name: str, kind: str, have: dict[str, str], cut: int | None = None) -> list[Step]:
+def _tolerant(had: str, kind: str, lossy: bool) -> str:
+    """How a lossy conversion's cast avoids failing: TRY_CAST of the text (Snowflake's TRY_CAST takes text only)."""
+    if not lossy or type_base(kind) not in _TRY_TARGETS:
+        return ""
+    return "text" if type_base(had) == "VARCHAR" else "number" if type_base(had) in ("NUMBER", "FLOAT") else ""
+
+
+def _convert(table: str, name: str, kind: str, have: dict[str, str], cut: int | None = None, *,
+             lossy: bool = False) -> list[Step]:
     """A column converted to a new type the way MySQL converted its stored values (Snowflake cannot change most
     types in place): a new column filled by a cast, the old one dropped, the new one renamed. Each step is skipped
-    on a rerun that finds it done (the new column present, the old one gone)."""
+    on a rerun that finds it done (the new column present, the old one gone).
+
+    lossy: a conversion the cast may not reproduce (cdc.schema.retype), whose table tail flagged for a re-snapshot
+    when the session made it so: a value the cast cannot take ('12abc' as a NUMBER, a number past the new
+    precision) becomes NULL until the re-read, instead of failing every apply."""
     scratch = names.derived_name(name, "_CDC_CONVERTED")
     steps = []
+    tolerant = _tolerant(have.get(name, ""), kind, lossy)
     if name in have:
         if scratch not in have:
             steps.append(Step(ddl.add_column(table, scratch, kind), (), f"add column {table}.{scratch}", table, scratch,
                               "add"))
         steps.append(Step(ddl.render("convert_column.sql.j2", table=_Q(table), new=_Q(scratch), old=_Q(name), type=kind,
-                                     current_only=False, cut=cut),
-                          (), f"convert column {table}.{name} to {kind}", table, scratch, "convert", name, kind, cut))
+                                     current_only=False, cut=cut, tolerant=tolerant),
+                          (), f"convert column {table}.{name} to {kind}", table, scratch, "convert", name, kind, cut,
+                          tolerant))
         steps.append(Step(ddl.render("drop_column.sql.j2", table=_Q(table), column=_Q(name)), (),
                           f"drop column {table}.{name}", table, name, "drop"))
     if name in have or scratch in have:

@@ -41,6 +41,17 @@ _INTEGER_MAX = {
 }
 
 
+_ALIASES = {"TEXT": "VARCHAR", "STRING": "VARCHAR", "ARRAY": "VARIANT", "OBJECT": "VARIANT", "REAL": "FLOAT",
+            "FIXED": "NUMBER", "DECIMAL": "NUMBER"}
+
+
+def type_base(kind: str) -> str:
+    """A Snowflake type's name without its precision, as Snowflake reports it or we write it (TEXT is VARCHAR, a
+    NUMBER(10,2) is NUMBER, ARRAY and OBJECT are VARIANT): for loose comparisons."""
+    name = kind.split("(")[0].strip().upper()
+    return _ALIASES.get(name, name)
+
+
 def snowflake_type(column: Column, *, table: str = "?", decimal_overflow: str = "varchar") -> str:
     """The Snowflake type of one MySQL column."""
     kind = column.data_type

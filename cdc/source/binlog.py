@@ -103,6 +103,7 @@ class Event:
     # MariaDB GTID events: the group is one statement without COMMIT (DDL); False: it ends with COMMIT/Xid, even
     # when it starts with a statement (CREATE TABLE ... SELECT). None: not known (MySQL).
     standalone: bool | None = None
+    sql_mode: int | None = None  # query events: the statement's session sql_mode (how an ALTER converted values)
     raw: Any = field(default=None, repr=False)  # the library's event, for table maps and rows
 
 
@@ -166,7 +167,7 @@ def _query_event(raw: Any, base: tuple[str, int, int, int, int]) -> Event:
     # what the binlog holds (rolled-back InnoDB changes never reach the binlog at all).
     if word in ("COMMIT", "ROLLBACK"):
         return Event("commit", *base, db=db, sql=sql)
-    return Event("query", *base, db=db, sql=sql)
+    return Event("query", *base, db=db, sql=sql, sql_mode=getattr(raw, "sql_mode", None))
 
 
 def _refuse_unknown(raw: Any, kind: type, file: str, pos: int) -> None:

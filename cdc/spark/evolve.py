@@ -22,8 +22,16 @@ META = ("_cdc_op", "_cdc_position", "_cdc_commit_ts")  # a lake row's stream met
 
 def typed(raw: SparkColumn, column: Column, final: Column) -> SparkColumn:
     value = parse_value(column, raw)
-    value = value if spark_type(column) == spark_type(final) else value.cast(spark_type(final))
+    value = value if spark_type(column) == spark_type(final) else converted(value, spark_type(final))
     return stored_as(value, column, final)
+
+
+def converted(value: SparkColumn, kind: T.DataType) -> SparkColumn:
+    """A value of a column MySQL retyped, cast to the new type. A try_cast: where MySQL converted in a way no cast
+    reproduces ('12abc' made an INT in a non-strict session: 12), the table is flagged for a re-snapshot
+    (cdc.schema.retype), and the value is NULL until it is re-read, instead of failing every merge (ANSI casts
+    throw on malformed or out-of-range input)."""
+    return value.try_cast(kind)
 
 
 def stored_as(value: SparkColumn, column: Column, final: Column) -> SparkColumn:
@@ -71,7 +79,9 @@ def read_base(spark: SparkSession, path: str, final: TableSchema, versions: list
     for i, c in enumerate(final.columns):
         source = carried(versions, c.name, since, final.position) if since else Carried(c.name)
         if source.source is not None and source.source in present:
-            value = col(source.source).cast(spark_type(c))
+            value = col(source.source)
+            if old.schema[source.source].dataType != spark_type(c):
+                value = converted(value, spark_type(c))
             if then is not None and source.source in then.column_names:
                 value = stored_as(value, then.column(source.source), c)
             values.append(value.alias(f"c{i}"))
