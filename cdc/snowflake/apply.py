@@ -228,11 +228,14 @@ class Applier:
         """
         db, _, table = key.partition(".")
         have = self.existing[target.name]
-        steps = evolve.evolution(schema, self.history.versions(db, table), self._applied_position(batch, key), target,
-                                 have)
+        versions, since = self.history.versions(db, table), self._applied_position(batch, key)
+        steps = evolve.evolution(schema, versions, since, target, have)
         if emptied and any(step.change == "convert" for step in steps):
             self._replace_table(target)
             return
+        keyed = [s for s in steps if s.change == "convert" and s.renamed_from in target.key]
+        if keyed:  # declared again below, once the key columns have their new type
+            self.summary.evolved.extend(rekey.undeclare(self.execute, target.name))
         history = self.existing.get(target.history)
         for step in steps:
             self.execute(step.sql, step.params or None)
@@ -263,8 +266,8 @@ class Applier:
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)
         # After the columns: a new key may hold a column this batch adds (cdc.snowflake.rekey).
-        if target.key and rekey.key_changed(schema, self.history.versions(db, table), self._applied_position(batch, key)):
-            self.summary.evolved.extend(rekey.rekey(self.execute, target.name, target.key))
+        if keyed or target.key and rekey.key_changed(schema, versions, since):
+            self.summary.evolved.extend(rekey.rekey(self.execute, target.name, target.key, not_null=bool(keyed)))
             if history is not None:  # SCD2: one row per key and change
                 self.summary.evolved.extend(rekey.rekey(self.execute, target.history, (*target.key, "_CDC_POSITION"),
                                                         drop_unkeyed=False))

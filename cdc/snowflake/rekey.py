@@ -41,12 +41,15 @@ def declared_key(execute: Execute, table: str) -> list[str]:
     return [str(r[4]) for r in sorted(rows, key=lambda r: int(r[5]))]
 
 
-def rekey(execute: Execute, table: str, key: tuple[str, ...], *, drop_unkeyed: bool = True) -> list[str]:
+def rekey(execute: Execute, table: str, key: tuple[str, ...], *, drop_unkeyed: bool = True,
+          not_null: bool = False) -> list[str]:
     """Declare `key` (Snowflake column names) as `table`'s primary key; what was done (nothing if it already is).
 
     drop_unkeyed: delete the rows with NULL in a new key column first. MySQL's key columns are never NULL: such a
     row's key was assigned by the ALTER (`ADD COLUMN id INT AUTO_INCREMENT PRIMARY KEY`) and is in no binlog
     event, so no later change could find the row; the table is flagged for the re-snapshot that brings it back.
+    not_null: the key columns made NOT NULL first, as bootstrap declares them (a key column was just converted:
+    the column that replaced it was added nullable).
     """
     declared = declared_key(execute, table)
     if sorted(declared) == sorted(key):
@@ -55,6 +58,8 @@ def rekey(execute: Execute, table: str, key: tuple[str, ...], *, drop_unkeyed: b
     if drop_unkeyed:
         execute(f"DELETE FROM {_Q(table)} WHERE {' OR '.join(f'{_Q(k)} IS NULL' for k in key)}")
         done.append(f"rows of {table} without a value in the new key deleted (a re-snapshot brings them back)")
+    for column in key if not_null else ():
+        execute(f"ALTER TABLE {_Q(table)} ALTER COLUMN {_Q(column)} SET NOT NULL")
     if declared:
         try:
             execute(f"ALTER TABLE {_Q(table)} DROP PRIMARY KEY")
@@ -69,11 +74,28 @@ def rekey(execute: Execute, table: str, key: tuple[str, ...], *, drop_unkeyed: b
     return done + [f"primary key of {table} changed from ({', '.join(declared)}) to ({', '.join(key)})"]
 
 
+def undeclare(execute: Execute, table: str) -> list[str]:
+    """The table's declared primary key dropped, so that a key column can be converted to a new type (a new column
+    filled by a cast replaces it: cdc.snowflake.evolve; no engine drops a column its declared key holds); `rekey`
+    declares the key again after. Nothing if none is declared (a rerun after this step)."""
+    if not declared_key(execute, table):
+        return []
+    try:
+        execute(f"ALTER TABLE {_Q(table)} DROP PRIMARY KEY")
+    except CdcError as exc:
+        if "syntax error" not in exc.message:
+            raise
+        return _rebuild(execute, table, ())
+    return [f"primary key of {table} dropped to convert a key column"]
+
+
 def _rebuild(execute: Execute, table: str, key: tuple[str, ...]) -> list[str]:
-    """The table replaced by a copy declaring `key` (an engine that cannot drop a primary key: see above)."""
+    """The table replaced by a copy declaring `key`, or none (an engine that cannot drop a primary key: see above)."""
     scratch = names.derived_name(table, "_CDC_REKEY")
     execute(f"CREATE OR REPLACE TABLE {_Q(scratch)} AS SELECT * FROM {_Q(table)}")
-    execute(f"ALTER TABLE {_Q(scratch)} ADD PRIMARY KEY ({', '.join(_Q(k) for k in key)})")
+    if key:
+        execute(f"ALTER TABLE {_Q(scratch)} ADD PRIMARY KEY ({', '.join(_Q(k) for k in key)})")
     execute(f"DROP TABLE {_Q(table)}")
     execute(f"ALTER TABLE {_Q(scratch)} RENAME TO {_Q(table)}")
-    return [f"table {table} rebuilt with primary key ({', '.join(key)})"]
+    return [f"table {table} rebuilt with primary key ({', '.join(key)})" if key else
+            f"table {table} rebuilt without its primary key, to convert a key column"]
