@@ -82,6 +82,17 @@ def unreproduced(old: Column, new: Column, session: Session) -> str | None:
     return f"column {new.name} {what} from {old.type} to {new.type} (MySQL converted its stored values)"
 
 
+def widens(old: Column, new: Column) -> bool:
+    """Every value `old` can hold is one of `new`, unchanged (an SCD2 table's older versions can take the new type)."""
+    same_charset = old.charset == new.charset or None in (old.charset, new.charset) or new.charset in _UNIVERSAL
+    if not same_charset or old.type != new.type and _change(old, new) is not None:
+        return False
+    # Conversions the casts reproduce that still change values: a DECIMAL's scale cut (rounds), a VARCHAR's (cuts).
+    if new.data_type == "decimal" and (new.scale or 0) < (old.scale or 0):
+        return False
+    return not (old.data_type == new.data_type == "varchar" and _length(new) < _length(old))
+
+
 def _charset(old: Column, new: Column, session: Session) -> str | None:
     """A character set that cannot hold every old character replaced them with '?' in a non-strict session."""
     if old.charset == new.charset or None in (old.charset, new.charset) or new.charset in _UNIVERSAL or session.strict:

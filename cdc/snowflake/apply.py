@@ -256,9 +256,7 @@ class Applier:
                 self.execute(ddl.render("fill_column.sql.j2", table=_Q(target.history), column=_Q(step.column),
                                         value=step.value, current_only=True), step.params)
             elif step.change == "convert" and history is not None and step.renamed_from in history:
-                self.execute(ddl.render("convert_column.sql.j2", table=_Q(target.history), new=_Q(step.renamed_from),
-                                        old=_Q(step.renamed_from), type=step.value, current_only=True,
-                                        cut=step.cut, tolerant=step.tolerant))
+                self.summary.evolved.extend(evolve.convert_history(self.execute, target, step, history))
             elif step.change == "shorten" and history is not None and step.column in history:
                 self.execute(ddl.render("shorten_column.sql.j2", table=_Q(target.history), column=_Q(step.column),
                                         length=step.cut, current_only=True))

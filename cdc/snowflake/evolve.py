@@ -15,19 +15,23 @@ older than the add), so a run killed between them and the MERGE replays them har
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cdc import sql
 from cdc.schema import Column, TableSchema, carried, varchar_length
-from cdc.schema.retype import LOSSIEST, unreproduced
-from cdc.snowflake import ddl, names
+from cdc.schema.retype import LOSSIEST, unreproduced, widens
+from cdc.snowflake import ddl, names, rekey
 from cdc.snowflake.typemap import snowflake_type, type_base
 
 _Q = sql.quote_ident
 # cdc's own columns: never dropped as "a column MySQL no longer has".
 # Types TRY_CAST converts text to (cdc.snowflake.evolve._tolerant).
 _TRY_TARGETS = frozenset({"NUMBER", "FLOAT", "DATE", "TIME", "TIMESTAMP_NTZ", "TIMESTAMP_TZ", "TIMESTAMP_LTZ", "BOOLEAN"})
+_NUMBER = re.compile(r"^NUMBER\((\d+),(\d+)\)$")
+_PRECISION = re.compile(r"^(TIMESTAMP_NTZ|TIMESTAMP_TZ|TIMESTAMP_LTZ|TIME)\((\d+)\)$")
 _OURS = frozenset(name for name, _, _ in ddl.CDC_COLUMNS + ddl.SOFT_DELETE_COLUMNS)
 
 
@@ -43,6 +47,8 @@ class Step:
     value: str = ""  # fill: the value expression (its parameters lead `params`); convert: the new type
     cut: int | None = None  # convert of a DATETIME/TIMESTAMP to fewer fractional digits: nanoseconds modulo this go
     tolerant: str = ""  # convert: "text" / "number" for a TRY_CAST of a conversion the cast may not reproduce
+    widens: bool = False  # convert: the new type holds every old value unchanged (cdc.schema.retype.widens)
+    old_type: str = ""  # convert: the column's Snowflake type before
 
 
 def evolution(schema: TableSchema, versions: list[TableSchema], since: str | None, target: ddl.Target,
@@ -77,9 +83,11 @@ def evolution(schema: TableSchema, versions: list[TableSchema], since: str | Non
         was = _retyped(versions, since, mysql_name, column.type, where) \
             if came is not None and since is not None and came.source == mysql_name else None
         if was is not None and since is not None:
-            lossy = unreproduced(was, schema.column(mysql_name), LOSSIEST) is not None
+            now = schema.column(mysql_name)
             steps.extend(_convert(target.name, name, column.type, have, _fraction_cut(versions, since, schema,
-                                                                                       mysql_name), lossy=lossy))
+                                                                                       mysql_name),
+                                  lossy=unreproduced(was, now, LOSSIEST) is not None, widens=widens(was, now),
+                                  old_type=snowflake_type(was, table=where)))
             kept.add(name)
             continue
         if name in have and (came is None or came.source is not None):
@@ -152,7 +160,7 @@ def _tolerant(had: str, kind: str, lossy: bool) -> str:
 
 
 def _convert(table: str, name: str, kind: str, have: dict[str, str], cut: int | None = None, *,
-             lossy: bool = False) -> list[Step]:
+             lossy: bool = False, widens: bool = False, old_type: str = "") -> list[Step]:
     """A column converted to a new type the way MySQL converted its stored values (Snowflake cannot change most
     types in place): a new column filled by a cast, the old one dropped, the new one renamed. Each step is skipped
     on a rerun that finds it done (the new column present, the old one gone).
@@ -170,10 +178,54 @@ def _convert(table: str, name: str, kind: str, have: dict[str, str], cut: int | 
         steps.append(Step(ddl.render("convert_column.sql.j2", table=_Q(table), new=_Q(scratch), old=_Q(name), type=kind,
                                      current_only=False, cut=cut, tolerant=tolerant),
                           (), f"convert column {table}.{name} to {kind}", table, scratch, "convert", name, kind, cut,
-                          tolerant))
+                          tolerant, widens, old_type))
         steps.append(Step(ddl.render("drop_column.sql.j2", table=_Q(table), column=_Q(name)), (),
                           f"drop column {table}.{name}", table, name, "drop"))
     if name in have or scratch in have:
         steps.append(Step(ddl.render("rename_column.sql.j2", table=_Q(table), old=_Q(scratch), new=_Q(name)), (),
                           f"rename column {table}.{scratch} to {name}", table, name, "rename", scratch))
     return steps
+
+
+def convert_history(execute: Callable[..., Any], target: ddl.Target, step: Step, history: dict[str, str]) -> list[str]:
+    """The SCD2 table's column of a main-table conversion `step` (history: its columns -> types, kept up to date).
+
+    Its versions span both types, so the column takes a type that holds the values of both (NUMBER(10,0) and
+    NUMBER(20,0): NUMBER(20,0); NUMBER(8,2) and NUMBER(6,4): NUMBER(10,4); a timestamp's larger precision) where
+    there is one, every version's value unchanged; otherwise it keeps its type. Then the current versions' values
+    are converted in place, as MySQL converted the rows they stand for (unless the conversion changed no value).
+    """
+    column, kind = step.renamed_from, step.value
+    done: list[str] = []
+    both = _holding_both(step.old_type, kind)
+    if both is not None and both != step.old_type:
+        # The declared key (the table's key and _CDC_POSITION) dropped around the conversion: it may hold the
+        # column, and the local stand-in cannot drop a column before one its key holds.
+        done += rekey.undeclare(execute, target.history)
+        for each in _convert(target.history, column, both, history):
+            execute(each.sql, each.params or None)
+            history[each.column] = both
+            if each.change == "drop":
+                history.pop(each.column, None)
+            elif each.change == "rename":
+                history.pop(each.renamed_from, None)
+            done.append(each.what)
+        done += rekey.rekey(execute, target.history, (*target.key, "_CDC_POSITION"), drop_unkeyed=False, not_null=True)
+    if not step.widens:
+        execute(ddl.render("convert_column.sql.j2", table=_Q(target.history), new=_Q(column), old=_Q(column), type=kind,
+                           current_only=True, cut=step.cut, tolerant=step.tolerant))
+        done.append(f"convert current versions of {target.history}.{column} to {kind}")
+    return done
+
+
+def _holding_both(old: str, new: str) -> str | None:
+    """A Snowflake type holding every value of NUMBER/TIMESTAMP types `old` and `new` unchanged; None if none is."""
+    a, b = _NUMBER.match(old), _NUMBER.match(new)
+    if a and b:
+        scale = max(int(a[2]), int(b[2]))
+        digits = max(int(a[1]) - int(a[2]), int(b[1]) - int(b[2]))
+        return f"NUMBER({min(digits + scale, 38)},{scale})" if digits + scale <= 38 else None
+    a, b = _PRECISION.match(old), _PRECISION.match(new)
+    if a and b and a[1] == b[1]:
+        return f"{a[1]}({max(int(a[2]), int(b[2]))})"
+    return None

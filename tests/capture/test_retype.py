@@ -18,6 +18,7 @@ from cdc.schema.retype import (
     STRICT_TRANS_TABLES,
     Session,
     unreproduced,
+    widens,
 )
 
 STRICT_MARIADB = Session(STRICT_TRANS_TABLES, mariadb=True)
@@ -108,3 +109,14 @@ def test_alter_effects_flags_a_retyped_column_only_when_information_schema_shows
     assert alter_effects(before, later, "CHANGE p price INT", STRICT_MARIADB).resnapshot is None  # not this ALTER's
     widened = TableSchema("d", "t", (before.columns[0], _column("decimal(12,2)", name="p")), ("id",), "p1")
     assert alter_effects(before, widened, "MODIFY p DECIMAL(12,2)", STRICT_MARIADB).resnapshot is None
+
+
+@pytest.mark.parametrize(("old", "new", "held"), [
+    ("int(11)", "bigint(20)", True), ("decimal(8,2)", "decimal(12,4)", True), ("varchar(10)", "varchar(20)", True),
+    ("datetime(3)", "datetime(6)", True), ("enum('a')", "enum('a','b')", True),
+    ("decimal(8,2)", "decimal(8,1)", False),  # rounds
+    ("varchar(10)", "varchar(4)", False),  # cuts
+    ("int(11)", "int(10) unsigned", False), ("datetime(6)", "datetime", False), ("decimal(10,2)", "int(11)", False),
+])
+def test_widens_only_where_every_old_value_is_kept_unchanged(old: str, new: str, held: bool) -> None:
+    assert widens(_column(old), _column(new)) is held
