@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from cdc.schema.table import Column
 
-# sql_mode bits as a query event carries them (the same in MySQL and MariaDB up to bit 31; see _fraction_kept).
+# sql_mode bits as a query event carries them: the same in MySQL and MariaDB up to bit 31, not above (checked against
+# MariaDB 10.11 by tests/capture/test_retype.py; MySQL's from its sql_mode definitions).
 STRICT_TRANS_TABLES = 1 << 21
 STRICT_ALL_TABLES = 1 << 22
 MYSQL_TIME_TRUNCATE_FRACTIONAL = 1 << 32

@@ -7,10 +7,12 @@ tests/pipeline/test_retypes.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cdc.capture.fills import alter_effects
-from cdc.schema import Column, TableSchema
+from cdc.schema import Column, SchemaHistory, TableSchema
 from cdc.schema.retype import (
     LOSSIEST,
     MARIADB_TIME_ROUND_FRACTIONAL,
@@ -20,6 +22,9 @@ from cdc.schema.retype import (
     unreproduced,
     widens,
 )
+from cdc.state import StateDir
+from tests.capture.conftest import binlog_start, tail_once
+from tests.rig import MariaDB
 
 STRICT_MARIADB = Session(STRICT_TRANS_TABLES, mariadb=True)
 LOOSE_MARIADB = Session(0, mariadb=True)
@@ -120,3 +125,22 @@ def test_alter_effects_flags_a_retyped_column_only_when_information_schema_shows
 ])
 def test_widens_only_where_every_old_value_is_kept_unchanged(old: str, new: str, held: bool) -> None:
     assert widens(_column(old), _column(new)) is held
+
+
+@pytest.mark.parametrize(("mode", "column", "modify", "flagged"), [
+    ("STRICT_TRANS_TABLES", "CHAR(10)", "CHAR(3)", False),  # strict: MySQL would have refused a longer value
+    ("", "CHAR(10)", "CHAR(3)", True),
+    ("STRICT_TRANS_TABLES", "DATETIME(6)", "DATETIME(2)", False),  # MariaDB truncates, as the targets do
+    ("STRICT_TRANS_TABLES,TIME_ROUND_FRACTIONAL", "DATETIME(6)", "DATETIME(2)", True),  # it rounded
+])
+def test_the_alters_sql_mode_is_read_from_its_binlog_event(mariadb: MariaDB, fresh_db: str, tmp_path: Path,
+                                                           mode: str, column: str, modify: str, flagged: bool) -> None:
+    start = binlog_start(mariadb)
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.t (id INT PRIMARY KEY, c {column})")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.t (id) VALUES (1)")  # a table map: tail knows the table before the ALTER
+    with mariadb.connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"SET SESSION sql_mode = '{mode}'")
+        cursor.execute(f"ALTER TABLE `{fresh_db}`.t MODIFY c {modify}")
+    tail_once(mariadb, tmp_path, fresh_db, start)
+    reason = SchemaHistory(StateDir(tmp_path).schema).resnapshot_reason(fresh_db, "t")
+    assert (reason is not None) is flagged, reason
