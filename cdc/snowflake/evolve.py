@@ -27,11 +27,11 @@ from cdc.snowflake import ddl, names, rekey
 from cdc.snowflake.typemap import snowflake_type, type_base
 
 _Q = sql.quote_ident
-# cdc's own columns: never dropped as "a column MySQL no longer has".
 # Types TRY_CAST converts text to (cdc.snowflake.evolve._tolerant).
 _TRY_TARGETS = frozenset({"NUMBER", "FLOAT", "DATE", "TIME", "TIMESTAMP_NTZ", "TIMESTAMP_TZ", "TIMESTAMP_LTZ", "BOOLEAN"})
 _NUMBER = re.compile(r"^NUMBER\((\d+),(\d+)\)$")
 _PRECISION = re.compile(r"^(TIMESTAMP_NTZ|TIMESTAMP_TZ|TIMESTAMP_LTZ|TIME)\((\d+)\)$")
+# cdc's own columns: never dropped as "a column MySQL no longer has".
 _OURS = frozenset(name for name, _, _ in ddl.CDC_COLUMNS + ddl.SOFT_DELETE_COLUMNS)
 
 
