@@ -263,10 +263,10 @@ class Applier:
             elif step.change == "drop":
                 have.pop(step.column, None)  # SCD2 keeps it: the versions before the DROP had values there
             self.summary.evolved.append(step.what)
-        # After the columns: a new key may hold a column this batch adds (cdc.snowflake.rekey).
-        if keyed or target.key and rekey.key_changed(schema, versions, since):
+        # After the columns: a new key may hold a column this batch adds; none is a key dropped (cdc.snowflake.rekey).
+        if keyed or rekey.key_changed(schema, versions, since):
             self.summary.evolved.extend(rekey.rekey(self.execute, target.name, target.key, not_null=bool(keyed)))
-            if history is not None:  # SCD2: one row per key and change
+            if history is not None and target.key:  # SCD2: one row per key and change (none kept without a key)
                 self.summary.evolved.extend(rekey.rekey(self.execute, target.history, (*target.key, "_CDC_POSITION"),
                                                         drop_unkeyed=False))
 
@@ -304,17 +304,18 @@ class Applier:
             {"name": _Q(c.name), "staged": _Q(staging.column_name(c.mysql)),
              "variant": have.get(c.name, c.type).upper() in ("VARIANT", "OBJECT")} for c in target.columns])
         if target.keyless:
-            return self._replace_rows(target, source)
+            return self._replace_rows(target, source, soft_delete=names.CDC_DELETED in have)
         if target.history in self.existing:
             for statement in ddl.history_statements(target, source):
                 self.execute(statement)
         self.execute(ddl.merge(target, source, soft_delete=names.CDC_DELETED in have), fetch=False)
         return outcome.merge_counts(self.cursor)
 
-    def _replace_rows(self, target: ddl.Target, source: str) -> Counts:
+    def _replace_rows(self, target: ddl.Target, source: str, *, soft_delete: bool) -> Counts:
         """A keyless table: every copy of each row the batch names deleted, then the batch's copies inserted."""
         found = Counts()
-        for statement, kind in zip(ddl.replace_rows(target, source), ("deleted", "inserted"), strict=True):
+        statements = ddl.replace_rows(target, source, soft_delete=soft_delete)
+        for statement, kind in zip(statements, ("deleted", "inserted"), strict=True):
             self.execute(statement, fetch=False)
             setattr(found, kind, outcome.affected(self.cursor))
         return found

@@ -150,10 +150,11 @@ def merge(target: Target, source: str, *, soft_delete: bool) -> str:
     return render("merge.sql.j2", table=table_context(target), source=source, soft_delete=soft_delete)
 
 
-def replace_rows(target: Target, source: str) -> list[str]:
+def replace_rows(target: Target, source: str, *, soft_delete: bool = False) -> list[str]:
     """A keyless table's batch: delete every copy of each row it names, then insert its copies."""
     context = table_context(target)
-    return [render("replace_rows.sql.j2", table=context, source=source, step=step) for step in ("delete", "insert")]
+    return [render("replace_rows.sql.j2", table=context, source=source, step=step, soft_delete=soft_delete)
+            for step in ("delete", "insert")]
 
 
 def history_statements(target: Target, source: str) -> list[str]:

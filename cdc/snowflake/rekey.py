@@ -43,7 +43,8 @@ def declared_key(execute: Execute, table: str) -> list[str]:
 
 def rekey(execute: Execute, table: str, key: tuple[str, ...], *, drop_unkeyed: bool = True,
           not_null: bool = False) -> list[str]:
-    """Declare `key` (Snowflake column names) as `table`'s primary key; what was done (nothing if it already is).
+    """Declare `key` (Snowflake column names) as `table`'s primary key, or none when it is empty (MySQL's key was
+    dropped: the rows are a multiset now and copies may follow); what was done (nothing if it already is).
 
     drop_unkeyed: delete the rows with NULL in a new key column first. MySQL's key columns are never NULL: such a
     row's key was assigned by the ALTER (`ADD COLUMN id INT AUTO_INCREMENT PRIMARY KEY`) and is in no binlog
@@ -55,7 +56,7 @@ def rekey(execute: Execute, table: str, key: tuple[str, ...], *, drop_unkeyed: b
     if sorted(declared) == sorted(key):
         return []
     done = []
-    if drop_unkeyed:
+    if drop_unkeyed and key:
         execute(f"DELETE FROM {_Q(table)} WHERE {' OR '.join(f'{_Q(k)} IS NULL' for k in key)}")
         done.append(f"rows of {table} without a value in the new key deleted (a re-snapshot brings them back)")
     for column in key if not_null else ():
@@ -70,6 +71,8 @@ def rekey(execute: Execute, table: str, key: tuple[str, ...], *, drop_unkeyed: b
     for column in declared:
         if column not in key:
             execute(f"ALTER TABLE {_Q(table)} ALTER COLUMN {_Q(column)} DROP NOT NULL")
+    if not key:
+        return done + [f"primary key ({', '.join(declared)}) of {table} dropped"]
     execute(f"ALTER TABLE {_Q(table)} ADD PRIMARY KEY ({', '.join(_Q(k) for k in key)})")
     return done + [f"primary key of {table} changed from ({', '.join(declared)}) to ({', '.join(key)})"]
 
@@ -85,11 +88,11 @@ def undeclare(execute: Execute, table: str) -> list[str]:
     except CdcError as exc:
         if "syntax error" not in exc.message:
             raise
-        return _rebuild(execute, table, ())
+        return _rebuild(execute, table, (), why="to convert a key column")
     return [f"primary key of {table} dropped to convert a key column"]
 
 
-def _rebuild(execute: Execute, table: str, key: tuple[str, ...]) -> list[str]:
+def _rebuild(execute: Execute, table: str, key: tuple[str, ...], why: str = "as MySQL's was dropped") -> list[str]:
     """The table replaced by a copy declaring `key`, or none (an engine that cannot drop a primary key: see above)."""
     scratch = names.derived_name(table, "_CDC_REKEY")
     execute(f"CREATE OR REPLACE TABLE {_Q(scratch)} AS SELECT * FROM {_Q(table)}")
@@ -98,4 +101,4 @@ def _rebuild(execute: Execute, table: str, key: tuple[str, ...]) -> list[str]:
     execute(f"DROP TABLE {_Q(table)}")
     execute(f"ALTER TABLE {_Q(scratch)} RENAME TO {_Q(table)}")
     return [f"table {table} rebuilt with primary key ({', '.join(key)})" if key else
-            f"table {table} rebuilt without its primary key, to convert a key column"]
+            f"table {table} rebuilt without its primary key, {why}"]
