@@ -22,6 +22,7 @@ from cdc.spark import merge, read_lake_table
 from cdc.state import StateDir
 from tests.capture.conftest import binlog_start, tail_once
 from tests.pipeline.cli import run
+from tests.pipeline.multiset_rig import lake_rows, run_sql, snowflake_rows, source_rows
 from tests.pipeline.verify_rig import apply_to_snowflake, server_args, statuses, tamper_lake, verify_json
 from tests.rig import MariaDB
 from tests.snowflake.stand_in import rows as sf_rows
@@ -57,52 +58,13 @@ ROUNDS = [
 ]
 
 
-def _run_sql(server: MariaDB, db: str, statements: list[str]) -> None:
-    with server.connect() as conn:
-        with conn.cursor() as cur:
-            cur.execute(f"USE `{db}`")
-            for statement in statements:
-                cur.execute(statement)
-        conn.commit()
-
-
-def _source(server: MariaDB, db: str, table: str) -> tuple[TableSchema, Counter[tuple[Any, ...]]]:
-    """SELECT * of the table as a multiset of rows in change-log form (cdc.pipeline.checksum's canonical values)."""
-    with server.connect() as conn:
-        schema = read_table_schema(conn, db, table)
-        assert schema is not None
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
-            found = cur.fetchall()
-    return schema, Counter(tuple(encode_target(c, v) for c, v in zip(schema.columns, r)) for r in found)
-
-
-def _lake(state: Path, schema: TableSchema) -> Counter[tuple[Any, ...]]:
-    table = read_lake_table(state / "lake", schema.db, schema.table)
-    assert table is not None
-    return Counter(tuple(encode_target(c, r[c.name]) for c in schema.columns) for r in table.rows)
-
-
-def _snowflake(sf: Any, schema: TableSchema) -> Counter[tuple[Any, ...]]:
-    mapped = names.column_names(f"{schema.db}.{schema.table}", schema.column_names)
-    temporal = [c for c in schema.columns if c.data_type == "datetime"]
-    select = ", ".join([f'"{mapped[c.name]}"' for c in schema.columns] + [f'"{mapped[c.name]}" IS NULL' for c in temporal])
-    found: Counter[tuple[Any, ...]] = Counter()
-    for record in sf_rows(sf, f'SELECT {select} FROM "{names.snowflake_name(schema.table)}"'):
-        values = dict(zip(schema.column_names, record))
-        for column, is_null in zip(temporal, record[len(schema.columns):]):  # fakesnow: NULL reads as 1970-01-01
-            values[column.name] = None if is_null else values[column.name]
-        found[tuple(encode_target(c, values[c.name]) for c in schema.columns)] += 1
-    return found
-
-
 def test_keyless_and_unique_key_tables_end_exact_in_lake_snowflake_and_verify(
         mariadb: MariaDB, fresh_db: str, tmp_path: Path, spark: Any, sf: Any) -> None:  # noqa: F811
     state = tmp_path / "state"
     mariadb.execute(f"CREATE TABLE {BAG} ({COLUMNS})", database=fresh_db)
     mariadb.execute(f"CREATE TABLE {UNIQ} (code VARCHAR(8) NOT NULL, n INT NOT NULL, note TEXT, UNIQUE KEY (code))",
                     database=fresh_db)
-    _run_sql(mariadb, fresh_db, ROUNDS[0])
+    run_sql(mariadb, fresh_db, ROUNDS[0])
     check = run("check-binlog", *server_args(mariadb), "--databases", fresh_db, "--json")
     primary = next(c for c in json.loads(check.stdout)["checks"] if c["name"] == "primary_keys")
     assert primary["status"] == "warn"
@@ -114,14 +76,14 @@ def test_keyless_and_unique_key_tables_end_exact_in_lake_snowflake_and_verify(
     history = SchemaHistory(state / "schema")
     assert [v.primary_key for v in history.versions(fresh_db, BAG)] == [()]
     for number, statements in enumerate(ROUNDS[1:], start=2):
-        _run_sql(mariadb, fresh_db, statements)
+        run_sql(mariadb, fresh_db, statements)
         tail_once(mariadb, state, fresh_db)
         merge(StateDir(state), spark=spark)
         apply_to_snowflake(sf, state)
         for table in (BAG, UNIQ):
-            schema, expected = _source(mariadb, fresh_db, table)
-            assert _lake(state, schema) == expected, f"lake {table} after round {number}"
-            assert _snowflake(sf, schema) == expected, f"Snowflake {table} after round {number}"
+            schema, expected = source_rows(mariadb, fresh_db, table)
+            assert lake_rows(state, schema) == expected, f"lake {table} after round {number}"
+            assert snowflake_rows(sf, schema) == expected, f"Snowflake {table} after round {number}"
         code, doc = verify_json(state, mariadb)
         assert code == 0 and set(statuses(doc).values()) == {"OK"}, doc
     # Tail writes the whole row as a keyless row's key; the unique key is the other table's, in every version.
@@ -136,7 +98,7 @@ def test_verify_counts_copies_of_a_keyless_table(mariadb: MariaDB, fresh_db: str
                                                  spark: Any) -> None:  # noqa: F811
     state = tmp_path / "state"
     mariadb.execute(f"CREATE TABLE {BAG} ({COLUMNS})", database=fresh_db)
-    _run_sql(mariadb, fresh_db, ROUNDS[0][:1])
+    run_sql(mariadb, fresh_db, ROUNDS[0][:1])
     snap = run("snapshot", "--state-dir", str(state), *server_args(mariadb), "--databases", fresh_db, "--allow-no-pk")
     assert snap.exit_code == 0, snap.output
     tail_once(mariadb, state, fresh_db)
@@ -167,19 +129,19 @@ def test_cascades_into_a_keyless_child_reach_every_copy(mariadb: MariaDB, fresh_
     mariadb.execute("CREATE TABLE parent (id INT PRIMARY KEY)", database=fresh_db)
     mariadb.execute("CREATE TABLE kid (pid INT, note VARCHAR(5), FOREIGN KEY (pid) REFERENCES parent (id) "
                     "ON DELETE CASCADE ON UPDATE CASCADE)", database=fresh_db)
-    _run_sql(mariadb, fresh_db, ["INSERT INTO parent VALUES (1), (2), (3)",
+    run_sql(mariadb, fresh_db, ["INSERT INTO parent VALUES (1), (2), (3)",
                                  "INSERT INTO kid VALUES (1, 'a'), (1, 'a'), (2, 'b'), (2, 'b'), (3, 'c'), (NULL, 'n')"])
     tail_once(mariadb, state, fresh_db, start)
     merge(StateDir(state), spark=spark)
-    _run_sql(mariadb, fresh_db, ["DELETE FROM parent WHERE id = 1", "UPDATE parent SET id = 20 WHERE id = 2",
+    run_sql(mariadb, fresh_db, ["DELETE FROM parent WHERE id = 1", "UPDATE parent SET id = 20 WHERE id = 2",
                                  "DELETE FROM kid WHERE pid = 20 LIMIT 1", "INSERT INTO kid VALUES (3, 'c')"])
     tail_once(mariadb, state, fresh_db)
     merge(StateDir(state), spark=spark)
-    schema, expected = _source(mariadb, fresh_db, "kid")
+    schema, expected = source_rows(mariadb, fresh_db, "kid")
     assert expected == Counter({(20, "b"): 1, (3, "c"): 2, (None, "n"): 1})
-    assert _lake(state, schema) == expected
+    assert lake_rows(state, schema) == expected
     apply_to_snowflake(sf, state)
-    assert _snowflake(sf, schema) == expected
+    assert snowflake_rows(sf, schema) == expected
     code, doc = verify_json(state, mariadb)
     assert code == 0 and set(statuses(doc).values()) == {"OK"}, json.dumps(doc)
 
@@ -191,18 +153,18 @@ def test_a_composite_key_declared_out_of_column_order_merges(mariadb: MariaDB, f
     state = tmp_path / "state"
     mariadb.execute("CREATE TABLE pair (a INT NOT NULL, b VARCHAR(5) NOT NULL, n INT, PRIMARY KEY (b, a))",
                     database=fresh_db)
-    _run_sql(mariadb, fresh_db, ["INSERT INTO pair VALUES (1, 'x', 10), (2, 'x', 20), (1, 'y', 30)"])
+    run_sql(mariadb, fresh_db, ["INSERT INTO pair VALUES (1, 'x', 10), (2, 'x', 20), (1, 'y', 30)"])
     snap = run("snapshot", "--state-dir", str(state), *server_args(mariadb), "--databases", fresh_db)
     assert snap.exit_code == 0, snap.output
-    _run_sql(mariadb, fresh_db, ["UPDATE pair SET n = 11 WHERE a = 1 AND b = 'x'", "DELETE FROM pair WHERE a = 2",
+    run_sql(mariadb, fresh_db, ["UPDATE pair SET n = 11 WHERE a = 1 AND b = 'x'", "DELETE FROM pair WHERE a = 2",
                                  "UPDATE pair SET a = 5 WHERE b = 'y'", "INSERT INTO pair VALUES (3, 'z', NULL)"])
     tail_once(mariadb, state, fresh_db)
     assert len(SchemaHistory(state / "schema").versions(fresh_db, "pair")) == 1
     merge(StateDir(state), spark=spark)
     apply_to_snowflake(sf, state)
-    schema, expected = _source(mariadb, fresh_db, "pair")
+    schema, expected = source_rows(mariadb, fresh_db, "pair")
     assert expected == Counter({(1, "x", 11): 1, (5, "y", 30): 1, (3, "z", None): 1})
-    assert _lake(state, schema) == expected
-    assert _snowflake(sf, schema) == expected
+    assert lake_rows(state, schema) == expected
+    assert snowflake_rows(sf, schema) == expected
     code, doc = verify_json(state, mariadb)
     assert code == 0 and set(statuses(doc).values()) == {"OK"}, json.dumps(doc)
