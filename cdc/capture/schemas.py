@@ -18,14 +18,15 @@ import pymysql
 from cdc.capture.ddl import TableDdl
 from cdc.capture.fills import alter_effects
 from cdc.capture.filters import Filters
-from cdc.capture.statements import statement_tables
+from cdc.capture.hidden_writes import reached_tables
+from cdc.capture.statements import called_names, statement_tables
 from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError
 from cdc.rows.table_map import schema_from_map
 from cdc.schema import SchemaHistory, TableSchema
 from cdc.schema.retype import Session
 from cdc.source.binlog import Event
-from cdc.source.connect import bounded_waits, open_connection
+from cdc.source.connect import bounded_waits, open_connection, query
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 
 log = logging.getLogger(__name__)
@@ -122,11 +123,18 @@ class SchemaRecorder:
 
     def at_text_dml(self, sql: str, default_db: str, position: str) -> None:
         """A row change the binlog holds as SQL text (binlog_format STATEMENT or MIXED in its session): its rows are
-        in no row event. Every captured table it names is flagged for a re-snapshot (cdc.capture.statements)."""
+        in no row event. Every captured table it writes, or its triggers and stored functions may write, is flagged
+        for a re-snapshot (cdc.capture.statements, cdc.capture.hidden_writes)."""
+        written = statement_tables(sql, default_db)
+        if written is None:
+            return
         reason = "rows changed by a statement logged as SQL text (binlog_format STATEMENT or MIXED), not as row events"
-        for db, table in statement_tables(sql, default_db) or ():
-            if self.filters.wants(db, table) and self._flag(db, table, position, reason):
-                _warn_resnapshot(db, table, f"{reason} (at {position})", position)
+        reached = reached_tables(lambda q, params: query(self.control(), q, params), written,
+                                 called_names(sql, default_db))
+        for (db, table), hidden in reached.items():
+            why = f"{reason}{', through a trigger or stored function' if hidden else ''}"
+            if self.filters.wants(db, table) and self._flag(db, table, position, why):
+                _warn_resnapshot(db, table, f"{why} (at {position})", position)
 
     def forget_absent(self) -> None:
         """A DDL statement was read: a name that was no table may be one now."""

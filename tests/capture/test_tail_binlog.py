@@ -228,8 +228,15 @@ def test_tail_refuses_a_server_that_logs_row_changes_as_statements(fmt: str, mar
     ("/* app */ UPDATE `o``dd`.`t 1` SET c = 1 WHERE id = 2", [("o`dd", "t 1")], [("d", "app")]),  # comments
     ("delete low_priority from x.t where k = 'a'", [("x", "t")], [("d", "a")]),
     ("DELETE a, b FROM a JOIN s.b ON a.id = b.id", [("d", "a"), ("d", "b"), ("s", "b")], []),  # multi-table
-    ("REPLACE INTO t SELECT * FROM u", [("d", "t"), ("d", "u")], []),
+    ("REPLACE INTO t SELECT * FROM u", [("d", "t")], [("d", "u")]),  # u is only read
+    ("INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE a = (SELECT MAX(a) FROM u)", [("d", "t")], [("d", "u")]),
+    # pt-table-checksum's chunk: the checked table is read, only its checksums table is written
+    ("REPLACE INTO `percona`.`checksums` (db, tbl, cnt) SELECT 'x', 't', COUNT(*) FROM `x`.`t` FORCE INDEX(`PRIMARY`)"
+     " WHERE id > 5", [("percona", "checksums")], [("x", "t"), ("d", "t")]),
+    ("UPDATE a JOIN s.b ON a.id = b.id SET a.n = (SELECT 1 FROM u)", [("d", "a"), ("s", "b")], [("d", "u")]),
+    ("DELETE FROM t1, t2 USING t1 JOIN t2 WHERE t1.k IN (SELECT k FROM u)", [("d", "t1"), ("d", "t2")], [("d", "u")]),
     ("LOAD DATA INFILE '/tmp/f' INTO TABLE t", [("d", "t")], [("d", "/tmp/f")]),
+    ("LOAD DATA LOCAL INFILE 'f' REPLACE INTO TABLE x.t FIELDS TERMINATED BY ','", [("x", "t")], [("d", "f")]),
 ])
 def test_statement_tables_names_every_table_a_dml_statement_may_change(
         sql: str, tables: list[tuple[str, str]], not_names: list[tuple[str, str]]) -> None:
@@ -238,6 +245,14 @@ def test_statement_tables_names_every_table_a_dml_statement_may_change(
     found = statement_tables(sql, "d")
     assert found is not None and len(found) == len(set(found))
     assert set(tables) <= set(found) and not set(not_names) & set(found), found
+
+
+def test_called_names_are_the_names_called_like_functions() -> None:
+    from cdc.capture.statements import called_names
+
+    found = called_names("INSERT INTO t VALUES (f(1), `x`.g (2), 'h(3)', COUNT(*)) -- k(4)", "d")
+    assert ("d", "f") in found and ("x", "g") in found and ("d", "COUNT") in found
+    assert ("d", "h") not in found and ("d", "k") not in found and ("d", "g") not in found
 
 
 @pytest.mark.parametrize("sql", ["ALTER TABLE t ADD c INT", "BEGIN", "SAVEPOINT s", "SELECT * FROM t", "COMMIT"])
