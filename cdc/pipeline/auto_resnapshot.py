@@ -20,9 +20,9 @@ per mark.
 
 After each cycle `poll` looks: a re-snapshot running -> nothing to do; one just ended -> its outcome is
 logged (a failure is recorded for `cdc status` under the `resnapshot` stage, and retried after
-RETRY_SECONDS with --follow, never again in an --until-now run); none -> flagged tables start one (an
-unfinished run in resnapshot.json is resumed first, with its own tables). A `cdc resnapshot` the user runs
-at the same time holds the lock: then this one stays out of its way.
+RETRY_SECONDS with --follow; an --until-now run does not retry it and ends with its error and exit code);
+none -> flagged tables start one (an unfinished run in resnapshot.json is resumed first, with its own tables).
+A `cdc resnapshot` the user runs at the same time holds the lock: then this one stays out of its way.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class AutoResnapshot:
         self.on_failure = on_failure
         self._thread: threading.Thread | None = None
         self._error: Exception | None = None
+        self._failure: CdcError | None = None  # the last failure, until a re-snapshot succeeds (unrepaired)
         self._failed_at: float | None = None
         self._carry = False  # a re-snapshot ended: one more full cycle carries its rows downstream
         self._halt = threading.Event()  # the run is over (close): the thread stops waiting for tail
@@ -131,13 +132,18 @@ class AutoResnapshot:
         self._thread.join()
         self._thread, error, self._error = None, self._error, None
         if error is None:
-            self._failed_at, self._carry = None, True
+            self._failed_at, self._carry, self._failure = None, True, None
             log.info("automatic re-snapshot done", extra={"stage": STAGE})
             return
         self._failed_at = time.monotonic()
         if isinstance(error, _Halted | LockedError):  # stopping, or a `cdc resnapshot` of the user's is running
             return
-        hint = f" ({error.hint})" if isinstance(error, CdcError) and error.hint else ""
-        log.warning(f"automatic re-snapshot failed: {error}{hint}", extra={"stage": STAGE})
+        self._failure = error if isinstance(error, CdcError) else CdcError(f"{type(error).__name__}: {error}")
+        log.warning(f"automatic re-snapshot failed: {error}", extra={"stage": STAGE})  # str(): its fix too
         if self.on_failure is not None:
             self.on_failure(error)
+
+    def unrepaired(self) -> CdcError | None:
+        """Why the last re-snapshot failed, if none succeeded since: an --until-now run then ends with its exit code
+        (3 a.m. runbooks gate on it), as the flagged tables still hold rows MySQL no longer has."""
+        return self._failure

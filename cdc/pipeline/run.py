@@ -235,6 +235,8 @@ def run_pipeline(
     # --until-now: a signal that came after the last stage finished does not make the run incomplete.
     summary.stopped = SIGNALLED if (stop.is_set() if options.follow else not finished) else CAUGHT_UP
     summary.seconds = time.monotonic() - began
+    if repairs is not None and not options.follow and (failed := repairs.unrepaired()) is not None:
+        raise StageError(AUTO_RESNAPSHOT, failed)
     return summary
 
 

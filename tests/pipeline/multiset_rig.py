@@ -33,13 +33,21 @@ def source_rows(server: MariaDB, db: str, table: str) -> tuple[TableSchema, Coun
         with conn.cursor() as cur:
             cur.execute(f"SELECT * FROM `{db}`.`{table}`")
             found = cur.fetchall()
-    return schema, Counter(tuple(encode_target(c, v) for c, v in zip(schema.columns, r)) for r in found)
+    return schema, Counter(tuple(_frozen(encode_target(c, _from_mysql(c, v))) for c, v in zip(schema.columns, r))
+                           for r in found)
+
+
+def _from_mysql(column: Any, value: Any) -> Any:
+    """PyMySQL's value in the target's Python form: a SET arrives as its 'a,b' text, a Snowflake ARRAY as a list."""
+    if column.data_type == "set" and isinstance(value, str):
+        return [member for member in value.split(",") if member]
+    return value
 
 
 def lake_rows(state: Path, schema: TableSchema) -> Counter[tuple[Any, ...]]:
     table = read_lake_table(state / "lake", schema.db, schema.table)
     assert table is not None
-    return Counter(tuple(encode_target(c, r[c.name]) for c in schema.columns) for r in table.rows)
+    return Counter(tuple(_frozen(encode_target(c, r[c.name])) for c in schema.columns) for r in table.rows)
 
 
 def snowflake_rows(sf: Any, schema: TableSchema) -> Counter[tuple[Any, ...]]:
@@ -51,5 +59,10 @@ def snowflake_rows(sf: Any, schema: TableSchema) -> Counter[tuple[Any, ...]]:
         values = dict(zip(schema.column_names, record))
         for column, is_null in zip(temporal, record[len(schema.columns):]):  # fakesnow: NULL reads as 1970-01-01
             values[column.name] = None if is_null else values[column.name]
-        found[tuple(encode_target(c, values[c.name]) for c in schema.columns)] += 1
+        found[tuple(_frozen(encode_target(c, values[c.name])) for c in schema.columns)] += 1
     return found
+
+
+def _frozen(value: Any) -> Any:
+    """A canonical value made hashable for the multiset (a SET's members are a list)."""
+    return tuple(value) if isinstance(value, list) else value
