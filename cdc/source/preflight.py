@@ -37,6 +37,10 @@ class Options:
     reader_id_source: str = "derived"
 
 
+# The watermark table absent: cdc run --until-now exits 4 when such a repair cannot start (cdc.pipeline.auto_resnapshot).
+MISSING = "does not exist (needed by cdc resnapshot, and by cdc run to repair a table after DDL the binlog cannot carry)"
+
+
 def run(settings: Settings, *, min_retention_hours: float = 24, strict: bool = False) -> Report:
     """Connect, gather the facts, judge them; add read-only checks of an existing state directory."""
     mysql = settings.mysql
@@ -86,7 +90,7 @@ def check_watermark_table(facts: Facts) -> Check:
                      "GRANT SELECT, LOCK TABLES ON <db>.* TO " + _account(facts.grants.user) + "; for each captured "
                      "database" + ("" if read_only else f", or GRANT INSERT, UPDATE ON {quoted} (watermarks)"))
     if mark.columns is None:  # a pipeline that never re-snapshots needs none: no warning for --strict
-        return Check("watermark_table", OK, f"{name} does not exist (needed by cdc resnapshot only)", expected,
+        return Check("watermark_table", OK, f"{name} {MISSING}", expected,
                      create + "; "
                      f"GRANT INSERT, UPDATE ON {quoted} TO {_account(facts.grants.user)};")
     if not {"slot", "mark"} <= set(mark.columns):

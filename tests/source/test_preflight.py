@@ -358,13 +358,15 @@ def test_retention_fix_stays_within_the_flavour_limit() -> None:
 
 def test_watermark_table_is_reported_for_resnapshot() -> None:
     from cdc.source.facts import WatermarkTable
+    from cdc.source.preflight import MISSING
 
     def check(mark: WatermarkTable, grants: list[str] = ALL_GRANTS, **variables: str) -> Check:
         return verdicts(facts(variables=variables, watermark=mark, grants=parse_grants("cdc@%", grants)))[
             "watermark_table"]
 
     missing = check(WatermarkTable("cdc", "watermarks", None))
-    assert (missing.status, missing.value) == ("ok", "cdc.watermarks does not exist (needed by cdc resnapshot only)")
+    assert (missing.status, missing.value) == ("ok", f"cdc.watermarks {MISSING}")
+    assert "cdc run" in MISSING
     assert missing.fix.startswith("CREATE TABLE `cdc`.`watermarks` ( slot VARCHAR(64) NOT NULL PRIMARY KEY, mark")
     assert "GRANT INSERT, UPDATE ON `cdc`.`watermarks` TO 'cdc'@'%';" in missing.fix
     good = WatermarkTable("cdc", "watermarks", ("slot", "mark"))
