@@ -18,6 +18,7 @@ from cdc.schema import ForeignKey
 from cdc.source.binlog_filters import BinlogFilters, captured_databases, read_filters, unlogged
 from cdc.source.connect import query, variables
 from cdc.source.flavour import binlog_status_statement, replicas_statement
+from cdc.source.replica_filters import ReplicaFilters, read_replica_filters, unreplicated
 from cdc.source.replica_updates import NAMES as REPLICA_UPDATES
 from cdc.source.replica_updates import is_replica, writes_replicated
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
@@ -143,6 +144,9 @@ class Facts:
     binlog_filters: BinlogFilters | None = None
     unlogged_databases: tuple[str, ...] = ()
     replica: bool | None = False  # set up to replicate (read only when it matters: log_slave_updates OFF); None: unknown
+    # A replica's replicate-* filters (None: not a replica, or unreadable) and the captured tables they leave out.
+    replica_filters: ReplicaFilters | None = None
+    unreplicated_tables: tuple[str, ...] = ()
 
 
 def _watermark(conn: pymysql.Connection, name: tuple[str, str] | None) -> WatermarkTable | None:
@@ -169,7 +173,10 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
     without_pk = _tables_without_pk(conn, databases)
     filters = _try(errors, "binlog_filters", lambda: read_filters(conn, status)) if binlogs is not None else None
     replica = False if writes_replicated(found) else _try(errors, "replica", lambda: is_replica(conn))
-    lost = unlogged(filters, captured_databases(databases, (), sorted(present - set(SYSTEM_SCHEMAS)))) if filters else []
+    captured = captured_databases(databases, (), sorted(present - set(SYSTEM_SCHEMAS)))
+    lost = unlogged(filters, captured) if filters else []
+    replicated = _try(errors, "replica_filters", lambda: read_replica_filters(conn))
+    skipped = unreplicated(replicated, _tables(conn, captured)) if replicated is not None and replicated.any else []
     unique_keys = {f"{db}.{table}": key for db, table in without_pk
                    for key in [_unique_key(conn, db, table)] if key}
     return Facts(
@@ -181,6 +188,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
         unique_keys=unique_keys, watermark=_watermark(conn, watermark),
         foreign_keys=_try(errors, "foreign_keys", lambda: _foreign_keys(conn, databases)) or (),
         binlog_filters=filters, unlogged_databases=tuple(lost), replica=replica,
+        replica_filters=replicated, unreplicated_tables=tuple(skipped),
     )
 
 
@@ -212,6 +220,15 @@ def _replica_ids(conn: pymysql.Connection, statement: str) -> tuple[int, ...]:
     rows = query(conn, statement)
     # MySQL 8.0.22+ spells the column Server_Id, older servers and MariaDB Server_id.
     return tuple(int(value) for row in rows for key, value in row.items() if key.lower() == "server_id")
+
+
+def _tables(conn: pymysql.Connection, databases: list[str]) -> list[tuple[str, str]]:
+    """The base tables of `databases`."""
+    if not databases:
+        return []
+    rows = query(conn, "SELECT TABLE_SCHEMA AS db, TABLE_NAME AS tbl FROM information_schema.TABLES WHERE TABLE_TYPE = "
+                 f"'BASE TABLE' AND TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))}) ORDER BY 1, 2", databases)
+    return [(str(r["db"]), str(r["tbl"])) for r in rows]
 
 
 def _tables_without_pk(conn: pymysql.Connection, databases: tuple[str, ...]) -> list[tuple[str, str]]:

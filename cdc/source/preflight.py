@@ -61,7 +61,7 @@ def evaluate(facts: Facts, options: Options) -> list[Check]:
     if facts.server.flavour == AURORA_MYSQL:
         checks.append(check_aurora_writer(facts.server))
     checks += [check_log_bin(facts), *check_row_settings(facts), check_compression(facts), check_binlog_filters(facts),
-               check_replica_updates(facts),
+               check_replica_updates(facts), check_replica_filters(facts),
                check_retention(facts, options), check_server_id(facts), check_reader_id(facts, options),
                check_gtid(facts), *check_grants(facts), check_primary_keys(facts), check_foreign_keys(facts),
                check_binlogs(facts), check_position(facts)]
@@ -201,6 +201,23 @@ def check_replica_updates(facts: Facts) -> Check:
     return Check("replica_updates", WARN, f"{shown}; replica or not unknown", "ON, or not a replica",
                  "GRANT SLAVE MONITOR (MariaDB) / REPLICATION CLIENT (MySQL) to let cdc see whether this is a "
                  "replica; if it is, " + replica_updates.FIX)
+
+
+def check_replica_filters(facts: Facts) -> Check:
+    """A replica that skips some of the primary's changes holds its own copy of those tables (cdc.source.replica_filters)."""
+    found = facts.replica_filters
+    expected = "none on the captured tables"
+    if found is None or not found.any:
+        unknown = facts.errors.get("replica_filters")  # no REPLICATION CLIENT / SLAVE MONITOR: replica_updates says so
+        value = f"unknown: {unknown}" if unknown else "not a replica" if found is None else "none"
+        return Check("replica_filters", OK, value, expected)
+    if not facts.unreplicated_tables:
+        return Check("replica_filters", OK, f"{found.describe()} (no captured table left out)", expected)
+    shown = ", ".join(facts.unreplicated_tables[:5]) + (", ..." if len(facts.unreplicated_tables) > 5 else "")
+    return Check("replica_filters", WARN, f"this replica does not apply the primary's changes to {shown}: cdc would copy "
+                 "the replica's rows of them, not the primary's", expected,
+                 "point cdc at the primary, remove those replicate-* filters from the replica's configuration, or leave "
+                 "the tables out of capture ([mysql] exclude_tables)")
 
 
 def check_retention(facts: Facts, options: Options) -> Check:

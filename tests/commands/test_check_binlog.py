@@ -209,3 +209,30 @@ def test_a_replica_without_log_slave_updates_fails_check_binlog_and_tail(
     assert refused.exit_code == 4, refused.output
     assert "is a replica that does not write the changes it replicates to its binlog" in flat(refused.stderr)
     assert not (tmp_path / "state" / "tail.json").exists()
+
+
+def test_check_binlog_warns_of_a_replica_that_skips_a_captured_table(
+        mariadb_factory: Callable[..., MariaDB], cli: Callable[..., Result]) -> None:
+    """A replica whose replicate-* filters skip a captured table holds its own copy of it, not the primary's."""
+    from tests.capture.test_tail_rebase import primary_and_replica
+
+    primary, replica = primary_and_replica(mariadb_factory, **{"log-slave-updates": 1,
+                                                                "replicate-wild-ignore-table": "shop.secret%"})
+    primary.execute("CREATE DATABASE shop")
+    primary.execute("CREATE TABLE shop.orders (id INT PRIMARY KEY)")
+    primary.execute("CREATE TABLE shop.secrets (id INT PRIMARY KEY)")
+    replica.wait_for_gtids(primary.execute("SELECT @@gtid_binlog_pos")[0][0])
+
+    def check(server: MariaDB) -> tuple[int, dict[str, Any]]:
+        result = cli("check-binlog", *server_args(server), *READER_ID, "--databases", "shop", "--json")
+        return result.exit_code, next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "replica_filters")
+
+    code, verdict = check(replica)
+    # The replica never created shop.secrets: only what it has can be named, and its orders are replicated.
+    assert code == 0 and verdict["status"] == "ok", verdict
+    replica.execute("CREATE TABLE shop.secrets_local (id INT PRIMARY KEY)")  # as an operator's copy would be
+    code, verdict = check(replica)
+    assert code == 0 and verdict["status"] == "warn", verdict
+    assert "shop.secrets_local (replicate_wild_ignore_table=shop.secret%)" in verdict["value"], verdict
+    assert "shop.orders" not in verdict["value"] and "point cdc at the primary" in verdict["fix"]
+    assert check(primary)[1]["value"] == "not a replica"
