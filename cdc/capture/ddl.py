@@ -1,4 +1,5 @@
-"""Recognise the DDL statements downstream stages must act on: ALTER, RENAME, TRUNCATE, DROP, CREATE TABLE.
+"""Recognise the DDL statements downstream stages must act on: ALTER, RENAME, TRUNCATE, DROP, CREATE TABLE, and
+DROP DATABASE (a DROP of each of its tables).
 
 The binlog carries DDL as query text. We only need the kind and the table names it touches, not
 a full parse: the new column list arrives with the next table map (binlog_row_metadata=FULL).
@@ -20,6 +21,7 @@ _RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.*)$", re.I | re.S)
 _RENAME_PAIR = re.compile(rf"\s*{_NAME}\s+TO\s+{_NAME}\s*", re.I | re.S)
 _TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_NAME}\s*$", re.I | re.S)
 _DROP = re.compile(rf"^DROP\s+(?:TEMPORARY\s+)?TABLES?\s+{_IF}(.*?)(?:\s+(?:RESTRICT|CASCADE))?\s*$", re.I | re.S)
+_DROP_DATABASE = re.compile(rf"^DROP\s+(?:DATABASE|SCHEMA)\s+{_IF}({_IDENT})\s*$", re.I | re.S)
 _CREATE = re.compile(rf"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+{_IF}{_NAME}", re.I | re.S)
 
 
@@ -85,6 +87,14 @@ def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
     if match := _CREATE.match(text):
         return [TableDdl("create", *_split_name(match[1], default_db))]
     return []
+
+
+def dropped_database(sql: str) -> str | None:
+    """The database a `DROP DATABASE` / `DROP SCHEMA` removes, or None. Its tables go with no row event and no DROP
+    TABLE of their own (a database reloaded from a dump: DROP DATABASE, CREATE DATABASE, the dump): tail writes a
+    drop line for each table of it that it knows (cdc.capture.schemas.SchemaRecorder.tables_of)."""
+    match = _DROP_DATABASE.match(clean_statement(sql))
+    return _unquote(match[1]) if match else None
 
 
 def _partition_ddl(alter: TableDdl, default_db: str) -> list[TableDdl]:

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 import pymysql
 
 from cdc.capture.commit import Committer
-from cdc.capture.ddl import opens_transaction, parse_ddl
+from cdc.capture.ddl import dropped_database, opens_transaction, parse_ddl
 from cdc.capture.decode_pool import DecodePool
 from cdc.capture.decoders import Decoders
 from cdc.capture.filters import Filters
@@ -269,6 +269,8 @@ class Capture:
     def _on_statement(self, event: Event) -> None:
         """A statement outside a transaction: DDL (its own transaction) becomes control lines."""
         changes = [] if self._seen else parse_ddl(event.sql or "", event.db or "")
+        if not changes and not self._seen and (dropped := dropped_database(event.sql or "")) is not None:
+            changes = self.schemas.tables_of(dropped)
         if not changes and not self._seen:  # a non-transactional table's row change is logged without BEGIN
             self._on_text_dml(event)
         elif changes:

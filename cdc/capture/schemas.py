@@ -136,6 +136,11 @@ class SchemaRecorder:
             if self.filters.wants(db, table) and self._flag(db, table, position, why):
                 _warn_resnapshot(db, table, f"{why} (at {position})", position)
 
+    def tables_of(self, db: str) -> list[TableDdl]:
+        """A `DROP DATABASE db`'s tables, as the DROP TABLE of each that tail has a history of (every table with rows
+        downstream has one: snapshot and tail record the tables they write)."""
+        return [TableDdl("drop", db, table) for known, table in self.history.tables() if known == db]
+
     def forget_absent(self) -> None:
         """A DDL statement was read: a name that was no table may be one now."""
         self._absent.clear()

@@ -73,6 +73,16 @@ def test_parse_ddl_partition_maintenance(sql: str, expected: list[tuple[str, str
     assert [(c.kind, c.db, c.table, bool(c.rows_changed)) for c in parse_ddl(sql, "d")] == expected
 
 
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("DROP DATABASE shop", "shop"), ("drop schema if exists `my``db`;", "my`db"), ("/* x */ DROP DATABASE `a b`", "a b"),
+    ("DROP TABLE shop", None), ("CREATE DATABASE shop", None), ("DROP DATABASE a, b", None),
+])
+def test_dropped_database(sql: str, expected: str | None) -> None:
+    from cdc.capture.ddl import dropped_database
+
+    assert dropped_database(sql) == expected
+
+
 def test_ddl_control_lines_and_schema_history(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
     db = f"`{fresh_db}`"
     start = binlog_start(mariadb)
