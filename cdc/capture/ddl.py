@@ -85,7 +85,10 @@ def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
     if match := _DROP.match(text):
         return [TableDdl("drop", *_split_name(name, default_db)) for name in _split_top_level(match[1])]
     if match := _CREATE.match(text):
-        return [TableDdl("create", *_split_name(match[1], default_db))]
+        created = TableDdl("create", *_split_name(match[1], default_db))
+        # MariaDB's CREATE OR REPLACE drops the table it replaces first (a temporary one replaces no base table).
+        replaces = re.match(r"CREATE\s+OR\s+REPLACE\s+TABLE\b", text, re.I) is not None
+        return [replace(created, kind="drop"), created] if replaces else [created]
     return []
 
 
