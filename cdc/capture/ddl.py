@@ -16,7 +16,11 @@ _COMMENT = re.compile(r"/\*(?!!).*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
 _VERSIONED = re.compile(r"/\*!\d*\s*(.*?)\*/", re.DOTALL)
 _IF = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
 
-_ALTER = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_IF}{_NAME}(.*)$", re.I | re.S)
+_ALTER = re.compile(rf"^ALTER\s+((?:ONLINE\s+|IGNORE\s+)*)TABLE\s+{_IF}{_NAME}(.*)$", re.I | re.S)
+# ALTER IGNORE (MariaDB) adding a unique key deletes the rows that duplicate it, with no row event; over-counted: any
+# UNIQUE or PRIMARY in its clauses (a column added UNIQUE NOT NULL DEFAULT 0 keeps one row).
+_UNIQUE = re.compile(r"\b(?:UNIQUE|PRIMARY)\b", re.I)
+IGNORE_DEDUPE = "ALTER IGNORE TABLE added a unique key: the rows duplicating it were deleted with no row event"
 _RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.*)$", re.I | re.S)
 _RENAME_PAIR = re.compile(rf"\s*{_NAME}\s+TO\s+{_NAME}\s*", re.I | re.S)
 _TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_NAME}\s*$", re.I | re.S)
@@ -38,6 +42,8 @@ class TableDdl:
     clauses: str = field(default="", compare=False)
     # Why the statement left the table's rows other than its row events say (cdc.capture.partitions); "" if not.
     rows_changed: str = field(default="", compare=False)
+    # ALTER IGNORE: conversion errors became warnings, as in a non-strict session (cdc.schema.retype).
+    ignore: bool = field(default=False, compare=False)
 
 
 def _unquote(ident: str) -> str:
@@ -64,14 +70,20 @@ def parse_ddl(sql: str, default_db: str) -> list[TableDdl]:
     """The tables a statement changes, in statement order; [] for anything that is not table DDL."""
     text = clean_statement(sql)
     if match := _ALTER.match(text):
-        db, table = _split_name(match[1], default_db)
-        renamed, others = _rename_clause(match[2])
-        if renamed is None:
-            return _partition_ddl(TableDdl("alter", db, table, clauses=match[2]), default_db)
-        new_db, new_table = _split_name(renamed, db)
+        db, table = _split_name(match[2], default_db)
+        ignore = "IGNORE" in match[1].upper()
+        renamed, others = _rename_clause(match[3])
+        if renamed is not None:
+            db, table = new_db, new_table = _split_name(renamed, db)
         # The other clauses act on the renamed table: after the move (their fills read under the new name).
-        rest = _partition_ddl(TableDdl("alter", new_db, new_table, clauses=match[2]), default_db) if others else []
-        return [TableDdl("rename", db, table, new_db, new_table), *rest]
+        rest = _partition_ddl(TableDdl("alter", db, table, clauses=match[3], ignore=ignore), default_db) \
+            if renamed is None or others else []
+        if ignore and rest and _UNIQUE.search(match[3]) and not rest[0].rows_changed:
+            rest[0] = replace(rest[0], rows_changed=IGNORE_DEDUPE)
+        if renamed is None:
+            return rest
+        old_db, old_table = _split_name(match[2], default_db)
+        return [TableDdl("rename", old_db, old_table, new_db, new_table), *rest]
     if match := _RENAME.match(text):
         found = []
         for pair in _split_top_level(match[1]):

@@ -24,7 +24,7 @@ from cdc.config import MySQLSettings
 from cdc.errors import DataError, TransientError
 from cdc.rows.table_map import schema_from_map
 from cdc.schema import SchemaHistory, TableSchema
-from cdc.schema.retype import Session
+from cdc.schema.retype import STRICT_ALL_TABLES, STRICT_TRANS_TABLES, Session
 from cdc.source.binlog import Event
 from cdc.source.connect import bounded_waits, open_connection, query
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
@@ -106,6 +106,8 @@ class SchemaRecorder:
         if before is None:
             return  # a table tail has not seen yet: its first table map records it
         now = self.read_current(change.db, change.table)
+        if change.ignore and sql_mode is not None:  # IGNORE turns a strict session's refusals into conversions
+            sql_mode &= ~(STRICT_TRANS_TABLES | STRICT_ALL_TABLES)
         effects = alter_effects(before, now, change.clauses, Session(sql_mode, self.is_mariadb()))
         if effects.schema is not None:
             self.history.record(replace(effects.schema, position=position))

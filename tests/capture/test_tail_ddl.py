@@ -86,6 +86,22 @@ def test_dropped_database(sql: str, expected: str | None) -> None:
     assert dropped_database(sql) == expected
 
 
+@pytest.mark.parametrize(("sql", "ignore", "dedupe"), [
+    ("ALTER IGNORE TABLE t ADD UNIQUE KEY (email)", True, True),
+    ("alter online ignore table t add constraint u unique (a, b)", True, True),
+    ("ALTER IGNORE TABLE t ADD PRIMARY KEY (id), RENAME TO u", True, True),
+    ("ALTER IGNORE TABLE t MODIFY n TINYINT", True, False),
+    ("ALTER TABLE t ADD UNIQUE KEY (email)", False, False),
+])
+def test_alter_ignore(sql: str, ignore: bool, dedupe: bool) -> None:
+    """MariaDB's ALTER IGNORE: a unique key added deletes duplicates (flagged), and conversions are not strict."""
+    from cdc.capture.ddl import IGNORE_DEDUPE
+
+    altered = [c for c in parse_ddl(sql, "d") if c.kind == "alter"]
+    assert len(altered) == 1 and altered[0].ignore is ignore
+    assert altered[0].rows_changed == (IGNORE_DEDUPE if dedupe else "")
+
+
 def test_ddl_control_lines_and_schema_history(mariadb: MariaDB, fresh_db: str, tmp_path: Path) -> None:
     db = f"`{fresh_db}`"
     start = binlog_start(mariadb)

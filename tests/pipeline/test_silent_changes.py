@@ -127,3 +127,43 @@ def test_rows_changed_with_no_row_event_are_repaired_by_cdc_run(source: dict[str
     verified = subprocess.run(cdc_argv(config, "verify", "--json"), cwd=ROOT, capture_output=True, text=True,
                               timeout=300)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_alter_ignore_is_repaired_by_cdc_run(tmp_path: Path, mariadb_factory: Any, aws_env: dict[str, str],
+                                             bucket: str, snowflake_env: dict[str, str], sf: Any) -> None:  # noqa: F811
+    """MariaDB's `ALTER IGNORE TABLE`: adding a UNIQUE key deletes the rows that duplicate it (the first one kept),
+    and a type change that a strict session refuses converts the values instead (as without strict mode); neither
+    writes a row event. The tables are flagged and `cdc run` re-reads them."""
+    server = mariadb_factory()
+    server.execute("CREATE DATABASE ign")
+    server.execute("CREATE TABLE ign.people (id INT PRIMARY KEY, email VARCHAR(40), n INT)")
+    server.execute("INSERT INTO ign.people VALUES (1, 'a@x', 1), (2, 'a@x', 2), (3, 'b@x', 3), (4, 'b@x', 4), "
+                   "(5, NULL, 5), (6, NULL, 6)")
+    server.execute("CREATE TABLE ign.amounts (id INT PRIMARY KEY, v VARCHAR(10))")
+    server.execute("INSERT INTO ign.amounts VALUES (1, '12'), (2, 'x7'), (3, NULL)")
+    server.execute("CREATE TABLE ign.small (id INT PRIMARY KEY, n INT)")
+    server.execute("INSERT INTO ign.small VALUES (1, 300), (2, 5)")
+    server.execute("CREATE DATABASE cdc")
+    server.execute("CREATE TABLE cdc.watermarks (slot VARCHAR(64) NOT NULL PRIMARY KEY, mark TEXT NOT NULL)")
+    config = write_config(tmp_path / "cdc.toml", server, "ign", aws_env, bucket, tmp_path / "state")
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+
+    server.execute("ALTER IGNORE TABLE ign.people ADD UNIQUE KEY (email)")
+    server.execute("ALTER IGNORE TABLE ign.amounts MODIFY v INT")
+    server.execute("ALTER IGNORE TABLE ign.small MODIFY n TINYINT")  # the strict session's refusal: a clip instead
+    expected = {t: sorted(tuple(r) for r in server.execute(f"SELECT * FROM ign.{t}"))
+                for t in ("people", "amounts", "small")}
+    assert expected["small"] == [(1, 127), (2, 5)], expected
+    assert expected["people"] == [(1, "a@x", 1), (3, "b@x", 3), (5, None, 5), (6, None, 6)], expected
+    assert expected["amounts"] == [(1, 12), (2, 0), (3, None)], expected
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+    assert sorted(rows(sf, 'SELECT * EXCLUDE ("_CDC_POSITION", "_CDC_COMMIT_TS", "_CDC_OP") FROM "PEOPLE"')) == \
+        expected["people"]
+    assert sorted(rows(sf, 'SELECT "ID", "V" FROM "AMOUNTS"')) == expected["amounts"]
+    assert sorted(rows(sf, 'SELECT "ID", "N" FROM "SMALL"')) == expected["small"]
+    assert _status(config)["needs_resnapshot"] == []
+    verified = subprocess.run(cdc_argv(config, "verify", "--json"), cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
