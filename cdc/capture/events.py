@@ -191,6 +191,10 @@ class Capture:
         if event.table_id in self.decoders.marks:
             self._on_marks(decoder, event, meta)
             return
+        if event.partial:  # columns left out are unknown: no line, the table is read again (cdc.capture.schemas)
+            self._later(self.schemas.at_partial_rows, meta.db, meta.table, position_string(
+                event.file, event.pos, 0, seq_offset=self.out.seq_offset))
+            return
         if self.out.skip_until is not None:
             meta = meta._replace(first=first_row_after(meta, self.out.skip_until))
             if meta.first:  # rows already in a sealed segment still count for an open window

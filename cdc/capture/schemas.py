@@ -31,6 +31,9 @@ from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 
 log = logging.getLogger(__name__)
 
+PARTIAL_IMAGES = ("rows changed by an event with partial row images (binlog_row_image MINIMAL or NOBLOB in the "
+                  "writing session; the global setting is FULL)")
+
 
 class SchemaRecorder:
     """The schema history of one tail run, and the control connection that fills in what the binlog lacks."""
@@ -45,6 +48,7 @@ class SchemaRecorder:
         # the next DDL, which may create one (forget_absent).
         self._absent: set[tuple[str, str]] = set()
         self._mariadb: bool | None = None
+        self._partial: set[tuple[str, str]] = set()  # tables warned of partial row images in this run
 
     # --- the control connection --------------------------------------------------------------------------
 
@@ -142,6 +146,14 @@ class SchemaRecorder:
         """A `DROP DATABASE db`'s tables, as the DROP TABLE of each that tail has a history of (every table with rows
         downstream has one: snapshot and tail record the tables they write)."""
         return [TableDdl("drop", db, table) for known, table in self.history.tables() if known == db]
+
+    def at_partial_rows(self, db: str, table: str, position: str) -> None:
+        """A rows event whose images leave columns out (one session's binlog_row_image MINIMAL or NOBLOB): the
+        row's other values, even its key in an UPDATE's after image, are not in it. Nothing of it is written; the
+        table is flagged for a re-snapshot at the event's position, and warned of once per table per run."""
+        if self._flag(db, table, position, PARTIAL_IMAGES) and (db, table) not in self._partial:
+            self._partial.add((db, table))
+            _warn_resnapshot(db, table, f"{PARTIAL_IMAGES} (at {position})", position)
 
     def forget_absent(self) -> None:
         """A DDL statement was read: a name that was no table may be one now."""

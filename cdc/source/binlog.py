@@ -104,6 +104,7 @@ class Event:
     # when it starts with a statement (CREATE TABLE ... SELECT). None: not known (MySQL).
     standalone: bool | None = None
     sql_mode: int | None = None  # query events: the statement's session sql_mode (how an ALTER converted values)
+    partial: bool = False  # rows events: an image leaves columns out (binlog_row_image MINIMAL/NOBLOB in its session)
     raw: Any = field(default=None, repr=False)  # the library's event, for table maps and rows
 
 
@@ -138,7 +139,7 @@ def translate(raw: Any, file: str) -> Event:
                 hint="restart tail from its checkpoint (a transaction boundary); never from a position inside a transaction",
             )
         return Event("rows", *base, db=raw.schema, table=raw.table, op=_OPS[kind], table_id=raw.table_id, raw=raw,
-                     fk_checks=not raw.flags & NO_FOREIGN_KEY_CHECKS)
+                     fk_checks=not raw.flags & NO_FOREIGN_KEY_CHECKS, partial=raw.complete and raw.partial_images())
     if kind is lib_rows.TableMapEvent:
         return Event("table_map", *base, db=raw.schema, table=raw.table, table_id=raw.table_id, raw=raw)
     if kind is lib_event.XidEvent:

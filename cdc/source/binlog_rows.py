@@ -15,6 +15,7 @@ JSON documents for the library's rows as MySQL's text (read_binary_json: cdc.row
 from __future__ import annotations
 
 import struct
+from functools import cache
 from typing import Any
 
 import pymysqlreplication.binlogstream as _stream_module
@@ -25,6 +26,12 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from cdc.rows.exact_reads import ExactReads
 from cdc.rows.images import ImageReader
 from cdc.rows.json_binary import library_read_binary_json
+
+
+@cache
+def _full_bitmap(count: int) -> bytes:
+    """The columns-present bitmap of an image that carries all `count` columns."""
+    return b"\xff" * (count // 8) + (bytes([(1 << (count % 8)) - 1]) if count % 8 else b"")
 
 
 class _RowsGuard(ExactReads):
@@ -43,6 +50,14 @@ class _RowsGuard(ExactReads):
             self.unmapped = True
             self._processed = True  # reach the caller, who stops with coordinates
 
+    def partial_images(self) -> bool:
+        """Some image leaves columns out: binlog_row_image MINIMAL or NOBLOB in the writing session (the global
+        setting is checked to be FULL; one session may still override it)."""
+        full = _full_bitmap(self.number_of_columns)
+        if self.op == "u" and bytes(self.columns_present_bitmap2) != full:
+            return True
+        return bytes(self.columns_present_bitmap) != full
+
     def row_bytes(self) -> bytes | None:
         """The row images as bytes if every image carries every column (binlog_row_image=FULL), else None."""
         body: bytes | None = getattr(self, "_cdc_body", None)
@@ -50,10 +65,7 @@ class _RowsGuard(ExactReads):
             return body
         if not self.complete or self._RowsEvent__rows is not None:
             return None
-        count = self.number_of_columns
-        full = b"\xff" * (count // 8) + (bytes([(1 << (count % 8)) - 1]) if count % 8 else b"")
-        bitmaps = [self.columns_present_bitmap] + ([self.columns_present_bitmap2] if self.op == "u" else [])
-        if any(bytes(b) != full for b in bitmaps):
+        if self.partial_images():
             return None
         self._cdc_body: bytes | None = bytes(self.packet.read(self.event_size - self.packet.read_bytes))
         return self._cdc_body

@@ -199,26 +199,34 @@ def test_current_position_with_binlog_off_is_a_precondition_error() -> None:
         binlog.current_position(_Conn({"SHOW BINARY LOG STATUS": None}))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("fmt", ["MIXED", "STATEMENT"])
-def test_tail_refuses_a_server_that_logs_row_changes_as_statements(fmt: str, mariadb_factory: Any,
-                                                                    tmp_path: Path) -> None:
-    """MariaDB's default is MIXED: its INSERTs reach the binlog as SQL text, which tail would pass over as if
-    nothing changed ("caught up", 0 rows). Not ready (exit 4), before anything is written; so is a snapshot."""
+@pytest.mark.parametrize(("option", "value", "fix"), [
+    ("binlog-format", "MIXED", "SET GLOBAL binlog_format = 'ROW'"),
+    ("binlog-format", "STATEMENT", "SET GLOBAL binlog_format = 'ROW'"),
+    ("binlog-row-image", "MINIMAL", "SET GLOBAL binlog_row_image = 'FULL'"),
+    ("binlog-row-image", "NOBLOB", "SET GLOBAL binlog_row_image = 'FULL'"),
+])
+def test_tail_and_snapshot_refuse_a_server_whose_row_events_miss_changes(option: str, value: str, fix: str,
+                                                                         mariadb_factory: Any, tmp_path: Path) -> None:
+    """MariaDB's default binlog_format is MIXED: its INSERTs reach the binlog as SQL text, which tail would pass over
+    as if nothing changed ("caught up", 0 rows). A binlog_row_image other than FULL leaves out of an UPDATE's after
+    image the columns it did not set, which tail took for NULL (a corrupt lake, then a stuck apply). Not ready
+    (exit 4), before anything is written; so is a snapshot."""
     from tests.capture.conftest import binlog_start, tail_once
 
-    server = mariadb_factory({"binlog-format": fmt})
+    server = mariadb_factory({option: value})
     server.execute("CREATE DATABASE m")
-    server.execute("CREATE TABLE m.t (id INT PRIMARY KEY)")
+    server.execute("CREATE TABLE m.t (id INT PRIMARY KEY, a INT, c TEXT)")
     start = binlog_start(server)
-    server.execute("INSERT INTO m.t VALUES (1)")
-    with pytest.raises(PreconditionError, match=f"binlog_format={fmt}") as raised:
+    server.execute("INSERT INTO m.t VALUES (1, 1, 'x')")
+    refusal = f"{option.replace('-', '_')}={value}"
+    with pytest.raises(PreconditionError, match=refusal) as raised:
         tail_once(server, tmp_path / "state", "m", start)
-    assert "SET GLOBAL binlog_format = 'ROW'" in (raised.value.hint or "")
+    assert fix in (raised.value.hint or "")
     assert not (tmp_path / "state" / "tail.json").exists()
     # A snapshot, which would hand over to that tail, is refused before it copies a row.
     from cdc.snapshot import SnapshotRequest, run_snapshot
 
-    with pytest.raises(PreconditionError, match=f"binlog_format={fmt}"):
+    with pytest.raises(PreconditionError, match=refusal):
         run_snapshot(settings_for(server, tmp_path / "snap", **{"mysql.databases": ["m"]}), SnapshotRequest())
     assert not list((tmp_path / "snap").glob("changelog/*")) and not (tmp_path / "snap" / "snapshot.json").exists()
 

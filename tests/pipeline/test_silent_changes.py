@@ -129,25 +129,44 @@ def test_rows_changed_with_no_row_event_are_repaired_by_cdc_run(source: dict[str
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
+def _replicated(server: Any, db: str, setup: list[str], tmp_path: Path, aws_env: dict[str, str],
+                bucket: str) -> Path:
+    """`db` made by `setup` beside the watermark table, run once through `cdc run --until-now`; the config."""
+    server.execute(f"CREATE DATABASE {db}")
+    for statement in setup:
+        server.execute(statement, database=db)
+    server.execute("CREATE DATABASE cdc")
+    server.execute("CREATE TABLE cdc.watermarks (slot VARCHAR(64) NOT NULL PRIMARY KEY, mark TEXT NOT NULL)")
+    config = write_config(tmp_path / "cdc.toml", server, db, aws_env, bucket, tmp_path / "state")
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+    return config
+
+
+def _repaired(config: Path) -> None:
+    """The next `cdc run --until-now` repairs what was flagged: nothing stays flagged, and verify says OK."""
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+    assert _status(config)["needs_resnapshot"] == []
+    verified = subprocess.run(cdc_argv(config, "verify", "--json"), cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
 def test_alter_ignore_is_repaired_by_cdc_run(tmp_path: Path, mariadb_factory: Any, aws_env: dict[str, str],
                                              bucket: str, snowflake_env: dict[str, str], sf: Any) -> None:  # noqa: F811
     """MariaDB's `ALTER IGNORE TABLE`: adding a UNIQUE key deletes the rows that duplicate it (the first one kept),
     and a type change that a strict session refuses converts the values instead (as without strict mode); neither
     writes a row event. The tables are flagged and `cdc run` re-reads them."""
     server = mariadb_factory()
-    server.execute("CREATE DATABASE ign")
-    server.execute("CREATE TABLE ign.people (id INT PRIMARY KEY, email VARCHAR(40), n INT)")
-    server.execute("INSERT INTO ign.people VALUES (1, 'a@x', 1), (2, 'a@x', 2), (3, 'b@x', 3), (4, 'b@x', 4), "
-                   "(5, NULL, 5), (6, NULL, 6)")
-    server.execute("CREATE TABLE ign.amounts (id INT PRIMARY KEY, v VARCHAR(10))")
-    server.execute("INSERT INTO ign.amounts VALUES (1, '12'), (2, 'x7'), (3, NULL)")
-    server.execute("CREATE TABLE ign.small (id INT PRIMARY KEY, n INT)")
-    server.execute("INSERT INTO ign.small VALUES (1, 300), (2, 5)")
-    server.execute("CREATE DATABASE cdc")
-    server.execute("CREATE TABLE cdc.watermarks (slot VARCHAR(64) NOT NULL PRIMARY KEY, mark TEXT NOT NULL)")
-    config = write_config(tmp_path / "cdc.toml", server, "ign", aws_env, bucket, tmp_path / "state")
-    code, _, err = cdc_run(config, "--until-now")
-    assert code == 0, err
+    config = _replicated(server, "ign", [
+        "CREATE TABLE people (id INT PRIMARY KEY, email VARCHAR(40), n INT)",
+        "INSERT INTO people VALUES (1, 'a@x', 1), (2, 'a@x', 2), (3, 'b@x', 3), (4, 'b@x', 4), (5, NULL, 5), "
+        "(6, NULL, 6)",
+        "CREATE TABLE amounts (id INT PRIMARY KEY, v VARCHAR(10))",
+        "INSERT INTO amounts VALUES (1, '12'), (2, 'x7'), (3, NULL)",
+        "CREATE TABLE small (id INT PRIMARY KEY, n INT)", "INSERT INTO small VALUES (1, 300), (2, 5)",
+    ], tmp_path, aws_env, bucket)
 
     server.execute("ALTER IGNORE TABLE ign.people ADD UNIQUE KEY (email)")
     server.execute("ALTER IGNORE TABLE ign.amounts MODIFY v INT")
@@ -157,13 +176,35 @@ def test_alter_ignore_is_repaired_by_cdc_run(tmp_path: Path, mariadb_factory: An
     assert expected["small"] == [(1, 127), (2, 5)], expected
     assert expected["people"] == [(1, "a@x", 1), (3, "b@x", 3), (5, None, 5), (6, None, 6)], expected
     assert expected["amounts"] == [(1, 12), (2, 0), (3, None)], expected
-    code, _, err = cdc_run(config, "--until-now")
-    assert code == 0, err
+    _repaired(config)
     assert sorted(rows(sf, 'SELECT * EXCLUDE ("_CDC_POSITION", "_CDC_COMMIT_TS", "_CDC_OP") FROM "PEOPLE"')) == \
         expected["people"]
     assert sorted(rows(sf, 'SELECT "ID", "V" FROM "AMOUNTS"')) == expected["amounts"]
     assert sorted(rows(sf, 'SELECT "ID", "N" FROM "SMALL"')) == expected["small"]
-    assert _status(config)["needs_resnapshot"] == []
-    verified = subprocess.run(cdc_argv(config, "verify", "--json"), cwd=ROOT, capture_output=True, text=True,
-                              timeout=300)
-    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+@pytest.mark.parametrize("image", ["MINIMAL", "NOBLOB"])
+def test_partial_row_images_of_one_session_are_repaired_by_cdc_run(
+        image: str, tmp_path: Path, mariadb_factory: Any, aws_env: dict[str, str], bucket: str,
+        snowflake_env: dict[str, str], sf: Any) -> None:  # noqa: F811
+    """The server logs FULL images (check-binlog and tail require it), but one session sets binlog_row_image MINIMAL
+    or NOBLOB for itself: its UPDATE's after image lacks the columns it did not set (MINIMAL: even the key), its
+    INSERT the ones it left to their DEFAULT, its DELETE all but the key. Taking the missing columns as NULL
+    corrupted the lake and stopped snowflake-apply; now nothing of such an event is written, the table is flagged,
+    and `cdc run` re-reads it."""
+    server = mariadb_factory()
+    config = _replicated(server, "img", [
+        "CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10) NOT NULL DEFAULT 'dflt', b INT, c TEXT)",
+        "INSERT INTO t VALUES (1, 'one', 1, 'x'), (2, 'two', 2, 'y'), (3, 'three', 3, 'z')",
+    ], tmp_path, aws_env, bucket)
+    with server.connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"SET SESSION binlog_row_image = '{image}'")
+        cursor.execute("UPDATE img.t SET b = 20 WHERE id = 2")
+        cursor.execute("DELETE FROM img.t WHERE id = 3")
+        cursor.execute("INSERT INTO img.t (id, b) VALUES (4, 4)")
+        conn.commit()
+    server.execute("UPDATE img.t SET c = 'full again' WHERE id = 1")  # another session: FULL images
+    _repaired(config)
+    expected = sorted(tuple(r) for r in server.execute("SELECT * FROM img.t"))
+    assert expected == [(1, "one", 1, "full again"), (2, "two", 20, "y"), (4, "dflt", 4, None)]
+    assert sorted(rows(sf, 'SELECT "ID", "A", "B", "C" FROM "T"')) == expected
