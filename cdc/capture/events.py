@@ -296,6 +296,7 @@ class Capture:
             if change.kind == "rename":  # RENAME TABLE may move a table to another database
                 body["new_db"], body["new_table"] = change.new_db or change.db, change.new_table
             src = {"file": event.file, "gtid": self._txn_gtid, "pos": event.pos, "row": index, "server_id": event.server_id}
+            self.schemas.refuse_versioned(change, event.sql or "", position)
             if change.kind == "alter":
                 self.schemas.at_alter(change, position, event.sql_mode)
             elif change.kind == "rename" and change.new_table and self.filters.wants(body["new_db"], change.new_table):

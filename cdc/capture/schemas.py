@@ -9,6 +9,7 @@ changed shape, the ALTER itself, a RENAME, any DDL that may change a foreign key
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 from dataclasses import replace
 from typing import Any
@@ -31,6 +32,7 @@ from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 
 log = logging.getLogger(__name__)
 
+_VERSIONING = re.compile(r"\b(?:ADD|WITH)\s+SYSTEM\s+VERSIONING\b", re.I)
 PARTIAL_IMAGES = ("rows changed by an event with partial row images (binlog_row_image MINIMAL or NOBLOB in the "
                   "writing session; the global setting is FULL)")
 
@@ -121,6 +123,17 @@ class SchemaRecorder:
                                       effects.resnapshot)
         if effects.resnapshot:
             _warn_resnapshot(change.db, change.table, f"{effects.resnapshot} (ALTER at {position})", position)
+
+    @staticmethod
+    def refuse_versioned(change: TableDdl, sql: str, position: str) -> None:
+        """A captured table made system-versioned (CREATE ... WITH / ALTER ... ADD SYSTEM VERSIONING) stops tail
+        before its DDL line: its history rows would reach the change log as rows (cdc.source.tables)."""
+        text = change.clauses if change.kind == "alter" else sql if change.kind == "create" else ""
+        if _VERSIONING.search(text):
+            raise DataError(f"{change.db}.{change.table} is made system-versioned at {position}: system-versioned "
+                            "tables are not supported (their history rows reach the binlog as row changes of the "
+                            "table)", hint=f"leave {change.db}.{change.table} out of capture ([mysql] exclude_tables)"
+                            " and restart tail; its rows stay downstream as of this DDL")
 
     def at_rows_changed(self, change: TableDdl, position: str) -> None:
         """DDL changed the table's rows with no row event (partition maintenance): flag it for a re-snapshot."""

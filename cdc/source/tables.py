@@ -81,6 +81,9 @@ class TablePlan:
         return [(c.name, column_encoder(c)) for c in self.schema.columns if not is_final_as_fetched(c)]
 
 
+SYSTEM_VERSIONED = "SYSTEM VERSIONED"  # information_schema.TABLES.TABLE_TYPE of MariaDB's versioned tables
+
+
 def select_tables(conn: pymysql.Connection, settings: MySQLSettings) -> list[TableInfo]:
     """The base tables matching --tables / --databases minus --exclude-tables, in (db, table) order."""
     if not settings.tables and not settings.databases:
@@ -102,10 +105,10 @@ def select_tables(conn: pymysql.Connection, settings: MySQLSettings) -> list[Tab
         for r in rows
     ]
     _check_patterns(settings, [t for t, _ in found])
-    chosen = [
-        t for t, kind in found
-        if kind == "BASE TABLE" and _is_selected(t, settings) and not _matches_any(t.name, settings.exclude_tables)
-    ]
+    selected = [(t, kind) for t, kind in found
+                if _is_selected(t, settings) and not _matches_any(t.name, settings.exclude_tables)]
+    _refuse_versioned([t.name for t, kind in selected if kind == SYSTEM_VERSIONED])
+    chosen = [t for t, kind in selected if kind == "BASE TABLE"]
     if not chosen:
         raise PreconditionError(
             f"the selection (tables={list(settings.tables)}, databases={list(settings.databases)}) "
@@ -113,6 +116,18 @@ def select_tables(conn: pymysql.Connection, settings: MySQLSettings) -> list[Tab
             hint="check the names (case matters) with SHOW TABLES; views are never snapshotted",
         )
     return sorted(chosen, key=lambda t: (t.db, t.table))
+
+
+def _refuse_versioned(names: list[str]) -> None:
+    """MariaDB's system-versioned tables (WITH SYSTEM VERSIONING) are refused, not skipped in silence: their old
+    versions are rows of the table in the binlog (an UPDATE inserts one, a DELETE closes the row), while SELECT *
+    shows the current rows only, so neither a copy nor the change log would match what users query."""
+    if names:
+        raise PreconditionError(
+            f"system-versioned tables are not supported: {', '.join(names)} (WITH SYSTEM VERSIONING: their history "
+            "rows reach the binlog as row changes of the table)",
+            hint="leave them out of capture: [mysql] exclude_tables (or --exclude-tables) = " +
+                 ", ".join(repr(n) for n in names))
 
 
 def _is_selected(table: TableInfo, settings: MySQLSettings) -> bool:

@@ -80,3 +80,4 @@ def test_create_or_replace_table_replaces_the_rows(tmp_path: Path, mariadb_facto
     verified = subprocess.run(cdc_argv(config, "verify", "--json"), cwd=ROOT, capture_output=True, text=True,
                               timeout=300)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
