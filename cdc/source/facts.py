@@ -24,6 +24,7 @@ from cdc.source.replica_updates import is_replica, writes_replicated
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
 from cdc.source.schema_reads import SYSTEM_SCHEMAS, read_table_schema, select_foreign_keys, user_databases
 from cdc.source.server import ServerInfo, describe_server
+from cdc.source.tables import SYSTEM_VERSIONED
 
 VARIABLES = [
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
@@ -147,6 +148,7 @@ class Facts:
     # A replica's replicate-* filters (None: not a replica, or unreadable) and the captured tables they leave out.
     replica_filters: ReplicaFilters | None = None
     unreplicated_tables: tuple[str, ...] = ()
+    versioned_tables: tuple[str, ...] = ()  # MariaDB's WITH SYSTEM VERSIONING tables in the captured databases
 
 
 def _watermark(conn: pymysql.Connection, name: tuple[str, str] | None) -> WatermarkTable | None:
@@ -189,6 +191,7 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
         foreign_keys=_try(errors, "foreign_keys", lambda: _foreign_keys(conn, databases)) or (),
         binlog_filters=filters, unlogged_databases=tuple(lost), replica=replica,
         replica_filters=replicated, unreplicated_tables=tuple(skipped),
+        versioned_tables=tuple(f"{db}.{table}" for db, table in _tables(conn, captured, SYSTEM_VERSIONED)),
     )
 
 
@@ -222,12 +225,12 @@ def _replica_ids(conn: pymysql.Connection, statement: str) -> tuple[int, ...]:
     return tuple(int(value) for row in rows for key, value in row.items() if key.lower() == "server_id")
 
 
-def _tables(conn: pymysql.Connection, databases: list[str]) -> list[tuple[str, str]]:
-    """The base tables of `databases`."""
+def _tables(conn: pymysql.Connection, databases: list[str], kind: str = "BASE TABLE") -> list[tuple[str, str]]:
+    """The tables of `databases` of this TABLE_TYPE."""
     if not databases:
         return []
     rows = query(conn, "SELECT TABLE_SCHEMA AS db, TABLE_NAME AS tbl FROM information_schema.TABLES WHERE TABLE_TYPE = "
-                 f"'BASE TABLE' AND TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))}) ORDER BY 1, 2", databases)
+                 f"%s AND TABLE_SCHEMA IN ({', '.join(['%s'] * len(databases))}) ORDER BY 1, 2", [kind, *databases])
     return [(str(r["db"]), str(r["tbl"])) for r in rows]
 
 

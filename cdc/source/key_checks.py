@@ -31,6 +31,17 @@ def check_primary_keys(facts: Facts) -> Check:
                  "or add a primary key (ALTER TABLE ... ADD PRIMARY KEY (...))")
 
 
+def check_versioned(facts: Facts) -> Check:
+    """MariaDB's system-versioned tables are refused by snapshot and tail (cdc.source.tables): name them first."""
+    expected = "none, or left out ([mysql] exclude_tables)"
+    if not facts.versioned_tables:
+        return Check("system_versioned", OK, "none", expected)
+    return Check("system_versioned", WARN, f"{len(facts.versioned_tables)} system-versioned table(s), not replicated: "
+                 f"{_shown(list(facts.versioned_tables))}", expected,
+                 "leave them out of capture: [mysql] exclude_tables = " +
+                 ", ".join(repr(n) for n in facts.versioned_tables) + " (snapshot refuses them otherwise)")
+
+
 def _shown(names: list[str]) -> str:
     more = f" and {len(names) - SHOWN_TABLES} more" if len(names) > SHOWN_TABLES else ""
     return ", ".join(names[:SHOWN_TABLES]) + more

@@ -20,7 +20,7 @@ from cdc.source import binlog_filters, flavour, replica_updates
 from cdc.source.capturable import FORMAT_WHY
 from cdc.source.connect import connection, tls_state
 from cdc.source.facts import Facts, gather
-from cdc.source.key_checks import cascade_notes, check_foreign_keys, check_primary_keys
+from cdc.source.key_checks import cascade_notes, check_foreign_keys, check_primary_keys, check_versioned
 from cdc.source.replica_updates import NAMES as REPLICA_UPDATES
 from cdc.source.replica_updates import writes_replicated
 from cdc.source.retention import effective_retention, retention_fix, retention_limits
@@ -63,7 +63,8 @@ def evaluate(facts: Facts, options: Options) -> list[Check]:
     checks += [check_log_bin(facts), *check_row_settings(facts), check_compression(facts), check_binlog_filters(facts),
                check_replica_updates(facts), check_replica_filters(facts),
                check_retention(facts, options), check_server_id(facts), check_reader_id(facts, options),
-               check_gtid(facts), *check_grants(facts), check_primary_keys(facts), check_foreign_keys(facts),
+               check_gtid(facts), *check_grants(facts), check_primary_keys(facts), check_versioned(facts),
+               check_foreign_keys(facts),
                check_binlogs(facts), check_position(facts)]
     if facts.watermark is not None:
         checks.append(check_watermark_table(facts))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests.pipeline.campaign import ROOT, cdc_argv
 from tests.pipeline.run_rig import cdc_run, write_config
 from tests.snowflake.stand_in import rows
 
@@ -26,6 +29,10 @@ def test_system_versioned_tables_are_refused_not_skipped(tmp_path: Path, mariadb
     config = write_config(tmp_path / "cdc.toml", server, "m", aws_env, bucket, tmp_path / "state")
     code, _, err = cdc_run(config, "--until-now")
     assert code == 4 and "system-versioned tables are not supported: m.audit" in err and "exclude_tables" in err, err
+    checked = subprocess.run(cdc_argv(config, "check-binlog", "--json"), cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+    verdict = next(c for c in json.loads(checked.stdout)["checks"] if c["name"] == "system_versioned")
+    assert verdict["status"] == "warn" and "m.audit" in verdict["value"] and "m.plain" not in verdict["value"], verdict
 
     config.write_text(config.read_text().replace('databases = ["m"]', 'databases = ["m"]\nexclude_tables = ["m.audit"]'))
     code, _, err = cdc_run(config, "--until-now")

@@ -94,7 +94,8 @@ def test_good_mysql8_passes_every_check() -> None:
         "server", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
         "binlog_compression", "binlog_filters", "replica_updates", "replica_filters", "binlog_retention", "server_id",
         "reader_server_id", "gtid",
-        "grant_replication_slave", "grant_replication_client", "grant_select", "primary_keys", "foreign_keys",
+        "grant_replication_slave", "grant_replication_client", "grant_select", "primary_keys", "system_versioned",
+        "foreign_keys",
         "binlog_files", "binlog_position"]
     assert checks["binlog_retention"].value == "720h (binlog_expire_logs_seconds=2592000): runway 720h for a stopped pipeline"
 
