@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pymysql
 
@@ -31,6 +32,7 @@ from cdc.source.connect import bounded_waits, open_connection, query
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _VERSIONING = re.compile(r"\b(?:ADD|WITH)\s+SYSTEM\s+VERSIONING\b", re.I)
 PARTIAL_IMAGES = ("rows changed by an event with partial row images (binlog_row_image MINIMAL or NOBLOB in the "
@@ -75,11 +77,16 @@ class SchemaRecorder:
             self._ctl = None
 
     def read_current(self, db: str, table: str) -> TableSchema | None:
+        return self._ask(f"the schema of {db}.{table}", lambda conn: read_table_schema(conn, db, table))
+
+    def _ask(self, what: str, read: Callable[[pymysql.Connection], T]) -> T:
+        """One read over the control connection; a failure closes it and is transient (e.g. the server restarted
+        under it: tail's rerun resumes from its checkpoint)."""
         try:
-            return read_table_schema(self.control(), db, table)
-        except pymysql.err.MySQLError as exc:  # e.g. the server restarted under our control connection
+            return read(self.control())
+        except pymysql.err.MySQLError as exc:
             self.close_control()
-            raise TransientError(f"reading the schema of {db}.{table} from {self.mysql.describe()} failed: {exc}") from None
+            raise TransientError(f"reading {what} from {self.mysql.describe()} failed: {exc}") from None
 
     # --- recording -------------------------------------------------------------------------------------------
 
@@ -148,8 +155,8 @@ class SchemaRecorder:
         if written is None:
             return
         reason = "rows changed by a statement logged as SQL text (binlog_format STATEMENT or MIXED), not as row events"
-        reached = reached_tables(lambda q, params: query(self.control(), q, params), written,
-                                 called_names(sql, default_db))
+        reached = self._ask("triggers and stored functions", lambda conn: reached_tables(
+            lambda q, params: query(conn, q, params), written, called_names(sql, default_db)))
         for (db, table), hidden in reached.items():
             why = f"{reason}{', through a trigger or stored function' if hidden else ''}"
             if self.filters.wants(db, table) and self._flag(db, table, position, why):
@@ -210,12 +217,7 @@ class SchemaRecorder:
         ends = {(db, table)}
         for key in (latest.foreign_keys + latest.referenced_by) if latest is not None else ():
             ends |= {(key.db, key.table), (key.ref_db, key.ref_table)}
-        try:
-            own, referencing = read_foreign_keys(self.control(), db, table)
-        except pymysql.err.MySQLError as exc:
-            self.close_control()
-            raise TransientError(f"reading the foreign keys of {db}.{table} from {self.mysql.describe()} "
-                                 f"failed: {exc}") from None
+        own, referencing = self._ask(f"the foreign keys of {db}.{table}", lambda conn: read_foreign_keys(conn, db, table))
         for key in own + referencing:
             ends |= {(key.db, key.table), (key.ref_db, key.ref_table)}
         for end_db, end_table in sorted(ends):

@@ -22,6 +22,8 @@ from functools import cache
 
 import pymysql
 
+from cdc.source.replica_updates import replica_status
+
 FIELDS = ("Replicate_Do_DB", "Replicate_Ignore_DB", "Replicate_Do_Table", "Replicate_Ignore_Table",
           "Replicate_Wild_Do_Table", "Replicate_Wild_Ignore_Table")
 
@@ -70,18 +72,9 @@ class ReplicaFilters:
 
 def read_replica_filters(conn: pymysql.Connection) -> ReplicaFilters | None:
     """The filters of the server's replication (None: not a replica). A missing privilege raises (the caller's
-    `_try` records it); a flavour without SHOW REPLICA STATUS gets SHOW SLAVE STATUS."""
-    for statement in ("SHOW REPLICA STATUS", "SHOW SLAVE STATUS"):
-        try:
-            with conn.cursor(pymysql.cursors.DictCursor) as cursor:
-                cursor.execute(statement)
-                row = cursor.fetchone()
-        except pymysql.err.ProgrammingError:  # a flavour without this spelling
-            continue
-        if row is None:
-            return None
-        return ReplicaFilters(*(_names(row.get(name)) for name in FIELDS))
-    return None
+    `_try` records it)."""
+    row = replica_status(conn)
+    return None if row is None else ReplicaFilters(*(_names(row.get(name)) for name in FIELDS))
 
 
 def unreplicated(filters: ReplicaFilters, tables: Iterable[tuple[str, str]]) -> list[str]:

@@ -14,6 +14,7 @@ is unknown, and only check-binlog says so (a warning).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pymysql
 
@@ -32,20 +33,28 @@ def writes_replicated(variables: Mapping[str, str]) -> bool:
     return not found or found[0].upper() in ("ON", "1")
 
 
-def is_replica(conn: pymysql.Connection) -> bool | None:
-    """The server is set up to replicate from a primary; None when that cannot be read (privilege)."""
+def replica_status(conn: pymysql.Connection) -> dict[str, Any] | None:
+    """SHOW REPLICA STATUS's row (SHOW SLAVE STATUS on flavours without that spelling); None: not a replica. A
+    missing privilege raises OperationalError (PRIVILEGE_DENIED)."""
     for statement in ("SHOW REPLICA STATUS", "SHOW SLAVE STATUS"):
         try:
-            with conn.cursor() as cursor:
+            with conn.cursor(pymysql.cursors.DictCursor) as cursor:
                 cursor.execute(statement)
-                return cursor.fetchone() is not None
+                row: dict[str, Any] | None = cursor.fetchone()
+                return row
         except pymysql.err.ProgrammingError:  # a flavour without this spelling
             continue
-        except pymysql.err.OperationalError as exc:
-            if exc.args and exc.args[0] in PRIVILEGE_DENIED:  # the privilege is missing
-                break
+    return None
+
+
+def is_replica(conn: pymysql.Connection) -> bool | None:
+    """The server is set up to replicate from a primary; None when that cannot be read (privilege)."""
+    try:
+        return replica_status(conn) is not None
+    except pymysql.err.OperationalError as exc:
+        if not exc.args or exc.args[0] not in PRIVILEGE_DENIED:
             raise
-    return _slave_running(conn)
+    return _slave_running(conn)  # the privilege is missing
 
 
 def _slave_running(conn: pymysql.Connection) -> bool | None:
