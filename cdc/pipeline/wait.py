@@ -4,6 +4,8 @@
 tail's checkpoint is at or past P, and (for a stage after tail) no sealed segment it has not
 consumed yet starts before P. Segments hold whole transactions and tail seals them before it
 advances its checkpoint (data first, checkpoint last), so nothing before P can still be on its way.
+A tail behind P counts as at P when the server shows only rotation headers and checkpoints between the
+two (cdc.source.binlog_headers): a FLUSH BINARY LOGS or a restart after the last transaction.
 A GTID set is reached likewise: tail's checkpoint GTID state contains it, and no unconsumed
 segment holds a change inside it (snapshot lines count as inside: they precede the hand-over).
 """
@@ -14,6 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pymysql
+
 from cdc.changelog import file_seq, read_segment, segment_key
 from cdc.checkpoints import ApplyCheckpoint, MergeCheckpoint, ShipKinesisCheckpoint, ShipS3Checkpoint, TailCheckpoint
 from cdc.config import Settings
@@ -22,6 +26,8 @@ from cdc.gtid import GtidSet
 from cdc.pipeline.local import LocalState, SourcePosition, change_time, first_line, read_local
 from cdc.pipeline.probe import read_server_view
 from cdc.pipeline.status import offline_lag, server_lag
+from cdc.source.binlog_headers import only_headers_between
+from cdc.source.connect import connection
 from cdc.state import StateDir
 
 WAIT_STAGES = tuple(k.STAGE for k in (TailCheckpoint, ShipS3Checkpoint, ShipKinesisCheckpoint, MergeCheckpoint,
@@ -127,27 +133,39 @@ def observe(settings: Settings, gate: Gate, local: LocalState, stage: str | None
         if gate.lag_below is not None:
             return _observe_lag(settings, gate.lag_below, local, chosen)
         if gate.position is not None:
-            return _observe_position(gate.position, local, chosen)
+            return _observe_position(settings, gate.position, local, chosen)
         return _observe_gtid(str(gate.gtid), local, chosen)
     except TransientError as exc:
         return Observation(chosen, False, exc.message, UNREACHABLE)
 
 
-def _observe_position(target: SourcePosition, local: LocalState, stage: str) -> Observation:
+def _observe_position(settings: Settings, target: SourcePosition, local: LocalState, stage: str) -> Observation:
     tail = local.tail
     if tail is None:
         return Observation(stage, False, "tail has no checkpoint yet", NO_CHECKPOINT)
     at = SourcePosition(tail.file, tail.pos)
+    where = f"tail is at {at}"
     if at.key() < target.key():
-        return Observation(stage, False, f"tail is at {at}", TAIL_BEHIND)
+        if not _headers_only(settings, at, target):
+            return Observation(stage, False, where, TAIL_BEHIND)
+        where += f", and only rotation headers lie from there to {target}"  # no transaction in between
     if stage == TailCheckpoint.STAGE:
-        return Observation(stage, True, f"tail is at {at}", REACHED)
+        return Observation(stage, True, where, REACHED)
     offset = tail.seq_offset  # change-log positions after a --rebase (docs/formats.md)
     before = [p for p in local.pending_segments(stage) if _starts_before(p.name, target, offset)]
     if before:
         return Observation(stage, False, f"{len(before)} segment(s) before {target} not consumed yet (next {before[0].name})",
                            PENDING)
     return Observation(stage, True, f"every segment before {target} consumed; at {local.last_segment(stage)}", REACHED)
+
+
+def _headers_only(settings: Settings, at: SourcePosition, target: SourcePosition) -> bool:
+    """True if the server says only rotation headers lie from `at` to `target`; False if it cannot be asked."""
+    try:
+        with connection(settings.mysql) as conn:
+            return only_headers_between(conn, (at.file, at.pos), (target.file, target.pos))
+    except (CdcError, pymysql.MySQLError, OSError):
+        return False  # behind, as before the question: a waiter polls again, verify says BEHIND
 
 
 def _starts_before(segment: str, target: SourcePosition, seq_offset: int) -> bool:

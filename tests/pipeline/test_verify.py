@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import shlex
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,32 @@ def test_canonical_forms_of_the_documented_conversions() -> None:
         "0001-01-01 00:00:00.000000")
     assert encode_target(Column("s", "set('x','y')", "set", set_values=("x", "y")), '[\n  "y",\n  "x"\n]') == ["x", "y"]
     assert encode_target(Column("n", "decimal(5,2)", "decimal", precision=5, scale=2), Decimal("1.5")) == "1.50"
+
+
+def test_a_binlog_moved_only_by_rotations_and_restarts_is_not_behind(mariadb_factory: Any, tmp_path: Path,
+                                                                      spark: Any) -> None:  # noqa: F811
+    """FLUSH BINARY LOGS and a restart write headers, and MariaDB's Binlog_checkpoint up to a second later,
+    without a transaction: a pipeline run up to "now" before them holds every row, so verify is OK, not BEHIND
+    (found by the fault campaign: a rotation just before its final `cdc run --until-now`)."""
+    server, state = mariadb_factory(), tmp_path / "state"
+    db = server.create_database("moved")
+    start = binlog_start(server)
+    create_hostile_table(server, db)
+    replicate(server, state, db, spark, start)
+    for move in ("FLUSH BINARY LOGS", "restart", "FLUSH BINARY LOGS"):
+        server.restart() if move == "restart" else server.execute(move)
+        time.sleep(2)  # the checkpoint event is written once the engines flushed: about a second on this rig
+        code, doc = verify_json(state, server)
+        assert code == 0, (move, doc["targets"])
+        assert doc["pinned"]["file"] == server.binlog_position()[0], "the pin is in the newest file"
+    end = ":".join(map(str, server.binlog_position()))
+    waited = run("wait", "--state-dir", str(state), *server_args(server), "--position", end, "--stage", "tail",
+                 "--timeout", "1s")
+    assert waited.exit_code == 0 and "only rotation headers" in waited.stderr, waited.output
+    server.execute("FLUSH BINARY LOGS")
+    server.execute(f"INSERT INTO `{db}`.`{HOSTILE_TABLE.replace('`', '``')}` VALUES ('z', 9, 9, 'late')")
+    server.execute("FLUSH BINARY LOGS")
+    code, doc = verify_json(state, server)
+    assert code == 7 and doc["targets"]["lake"]["reached"] is False, "a transaction among the headers is behind"
+    replicate(server, state, db, spark)
+    assert verify_json(state, server)[0] == 0
