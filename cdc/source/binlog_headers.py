@@ -24,14 +24,16 @@ MAX_EVENTS = 64  # a real gap of headers is a handful of events per file; more m
 def only_headers_between(conn: pymysql.Connection, start: tuple[str, int], end: tuple[str, int]) -> bool:
     """True if every event from `start` (an event's start) up to `end` is a header: no transaction lies there.
 
-    False when unsure: a file missing from SHOW BINARY LOGS (purged, another server), more than MAX_EVENTS
-    events, or a position the server refuses (not an event's start).
+    False when unsure: a file missing from SHOW BINARY LOGS (purged, another server), `end` past what the server
+    has written, more than MAX_EVENTS events, or a position the server refuses (not an event's start).
     """
-    names = sorted((str(row["Log_name"]) for row in query(conn, "SHOW BINARY LOGS")), key=file_seq)
+    sizes = {str(row["Log_name"]): int(row["File_size"]) for row in query(conn, "SHOW BINARY LOGS")}
     first, last = file_seq(start[0]), file_seq(end[0])
-    files = [name for name in names if first <= file_seq(name) <= last]
+    files = sorted((name for name in sizes if first <= file_seq(name) <= last), key=file_seq)
     if not files or files[0] != start[0] or files[-1] != end[0] or len(files) != last - first + 1:
         return False
+    if end[1] > sizes[end[0]]:
+        return False  # a position the server has not written yet
     budget = MAX_EVENTS
     for name in files:
         sql = f"SHOW BINLOG EVENTS IN %s FROM %s LIMIT {budget + 1}"
