@@ -53,6 +53,8 @@ class AlterColumns:
     dropped: list[str] = field(default_factory=list)
     renamed: list[tuple[str, str]] = field(default_factory=list)  # (old, new)
     retyped: bool = False  # a MODIFY, CHANGE or CONVERT TO: a column's type changes (not read from the text)
+    # Generated columns a MODIFY or CHANGE (re)defines: MySQL computes them again in every row, without row events.
+    regenerated: list[str] = field(default_factory=list)
 
 
 def tokenize(text: str) -> list[Token]:
@@ -136,12 +138,32 @@ def parse_alter_columns(specs: str) -> AlterColumns:
             found.renamed.append((clause[2].text, clause[4].text))
         elif head.is_word("MODIFY") or (head.is_word("CONVERT") and len(clause) > 1 and clause[1].is_word("TO")):
             found.retyped = True  # CONVERT TO CHARACTER SET; not CONVERT PARTITION / TABLE (cdc.capture.partitions)
+            if head.is_word("MODIFY"):
+                _regenerated(_skip_if_exists(_skip(clause[1:], "COLUMN")), found)
         elif head.is_word("CHANGE"):
             found.retyped = True
             rest = _skip_if_exists(_skip(clause[1:], "COLUMN"))
             if len(rest) >= 2 and rest[0].text != rest[1].text:
                 found.renamed.append((rest[0].text, rest[1].text))
+            _regenerated(rest[1:], found)
     return found
+
+
+def _regenerated(definition: list[Token], found: AlterColumns) -> None:
+    """A column definition (name first) with `AS (expr)` or `GENERATED ALWAYS AS`: a generated column."""
+    if definition and _attribute_words(definition[1:]) & {"AS", "GENERATED"}:
+        found.regenerated.append(definition[0].text)
+
+
+def _attribute_words(attributes: list[Token]) -> set[str]:
+    """The words of a column definition outside parentheses (not those of a type's, DEFAULT's or AS' expression)."""
+    words, depth = set(), 0
+    for token in attributes:
+        if token.kind == "punct" and token.text in "()":
+            depth += 1 if token.text == "(" else -1
+        elif not depth and token.kind == "word":
+            words.add(token.text.upper())
+    return words
 
 
 def _skip(tokens: list[Token], word: str) -> list[Token]:

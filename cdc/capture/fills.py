@@ -180,6 +180,8 @@ def alter_effects(before: TableSchema, now: TableSchema | None, clauses: str,
             reasons.append(why)
         elif value is not None:
             fills[added.name] = value
+    reasons += [f"generated column {name} (re)defined: MySQL computed it again in every row"
+                for name in change.regenerated]
     renames = dict(change.renamed)
     renamed = {new: old for old, new in change.renamed if old in before.column_names}
     trusted = now is not None and _trusted(before, now, change, renames)

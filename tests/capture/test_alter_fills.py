@@ -90,6 +90,21 @@ def test_alter_read_late_keeps_fills_and_derives_drops() -> None:
     assert dropped.renamed == {"a2": "a"}
 
 
+@pytest.mark.parametrize(("clauses", "regenerated"), [
+    ("MODIFY total DECIMAL(12,2) AS (price * qty * 2) STORED", ["total"]),
+    ("CHANGE COLUMN IF EXISTS g `g 2` INT GENERATED ALWAYS AS (a + 1) VIRTUAL, ADD INDEX (a)", ["g 2"]),
+    ("MODIFY COLUMN g INT AS (a) PERSISTENT, MODIFY b INT", ["g"]),
+    ("MODIFY id BIGINT AUTO_INCREMENT", []),  # ids run out: no value changes, so no re-read of a big table
+    ("MODIFY c VARCHAR(10) COMMENT 'x AS y' DEFAULT (a)", []),
+    ("ADD g INT AS (a) VIRTUAL", []),  # an added column's own reason (test_alter_clauses_are_read...)
+])
+def test_a_generated_column_redefined_is_recomputed_in_every_row(clauses: str, regenerated: list[str]) -> None:
+    assert parse_alter_columns(clauses).regenerated == regenerated
+    before = _schema("p1", ["id", "a", "b", "c", "g", "total"])
+    effects = alter_effects(before, before, clauses)
+    assert bool(regenerated) == ("computed it again in every row" in (effects.resnapshot or ""))
+
+
 def test_carried_walks_every_version(tmp_path: Any) -> None:
     history = SchemaHistory(tmp_path)
     history.record(_schema("p1", ["id", "a", "n"]))

@@ -111,6 +111,20 @@ def cdc_run(config: Path, *args: str, timeout: float = 300,
     return done.returncode, [json.loads(line) for line in done.stdout.splitlines()], done.stderr
 
 
+def replicated(server: Any, db: str, setup: list[str], tmp_path: Path, aws_env: dict[str, str],
+                bucket: str) -> Path:
+    """`db` made by `setup` beside the watermark table, run once through `cdc run --until-now`; the config."""
+    server.execute(f"CREATE DATABASE {db}")
+    for statement in setup:
+        server.execute(statement, database=db)
+    server.execute("CREATE DATABASE cdc")
+    server.execute("CREATE TABLE cdc.watermarks (slot VARCHAR(64) NOT NULL PRIMARY KEY, mark TEXT NOT NULL)")
+    config = write_config(tmp_path / "cdc.toml", server, db, aws_env, bucket, tmp_path / "state")
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+    return config
+
+
 class Background:
     """`cdc run --json ...` running in the background; its stdout JSON lines collected as they come."""
 

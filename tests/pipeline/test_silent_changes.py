@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import pytest
 
 from cdc.spark import read_lake_table
 from tests.pipeline.campaign import ROOT, cdc_argv
-from tests.pipeline.run_rig import cdc_run, write_config
+from tests.pipeline.run_rig import cdc_run, replicated, write_config
 from tests.snowflake.stand_in import rows
 
 DB = "parts"
@@ -129,20 +130,6 @@ def test_rows_changed_with_no_row_event_are_repaired_by_cdc_run(source: dict[str
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
-def _replicated(server: Any, db: str, setup: list[str], tmp_path: Path, aws_env: dict[str, str],
-                bucket: str) -> Path:
-    """`db` made by `setup` beside the watermark table, run once through `cdc run --until-now`; the config."""
-    server.execute(f"CREATE DATABASE {db}")
-    for statement in setup:
-        server.execute(statement, database=db)
-    server.execute("CREATE DATABASE cdc")
-    server.execute("CREATE TABLE cdc.watermarks (slot VARCHAR(64) NOT NULL PRIMARY KEY, mark TEXT NOT NULL)")
-    config = write_config(tmp_path / "cdc.toml", server, db, aws_env, bucket, tmp_path / "state")
-    code, _, err = cdc_run(config, "--until-now")
-    assert code == 0, err
-    return config
-
-
 def _repaired(config: Path) -> None:
     """The next `cdc run --until-now` repairs what was flagged: nothing stays flagged, and verify says OK."""
     code, _, err = cdc_run(config, "--until-now")
@@ -159,7 +146,7 @@ def test_alter_ignore_is_repaired_by_cdc_run(tmp_path: Path, mariadb_factory: An
     and a type change that a strict session refuses converts the values instead (as without strict mode); neither
     writes a row event. The tables are flagged and `cdc run` re-reads them."""
     server = mariadb_factory()
-    config = _replicated(server, "ign", [
+    config = replicated(server, "ign", [
         "CREATE TABLE people (id INT PRIMARY KEY, email VARCHAR(40), n INT)",
         "INSERT INTO people VALUES (1, 'a@x', 1), (2, 'a@x', 2), (3, 'b@x', 3), (4, 'b@x', 4), (5, NULL, 5), "
         "(6, NULL, 6)",
@@ -193,7 +180,7 @@ def test_partial_row_images_of_one_session_are_repaired_by_cdc_run(
     corrupted the lake and stopped snowflake-apply; now nothing of such an event is written, the table is flagged,
     and `cdc run` re-reads it."""
     server = mariadb_factory()
-    config = _replicated(server, "img", [
+    config = replicated(server, "img", [
         "CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10) NOT NULL DEFAULT 'dflt', b INT, c TEXT)",
         "INSERT INTO t VALUES (1, 'one', 1, 'x'), (2, 'two', 2, 'y'), (3, 'three', 3, 'z')",
     ], tmp_path, aws_env, bucket)
@@ -208,3 +195,28 @@ def test_partial_row_images_of_one_session_are_repaired_by_cdc_run(
     expected = sorted(tuple(r) for r in server.execute("SELECT * FROM img.t"))
     assert expected == [(1, "one", 1, "full again"), (2, "two", 20, "y"), (4, "dflt", 4, None)]
     assert sorted(rows(sf, 'SELECT "ID", "A", "B", "C" FROM "T"')) == expected
+
+
+def test_a_generated_columns_new_expression_is_repaired_by_cdc_run(
+        tmp_path: Path, mariadb_factory: Any, aws_env: dict[str, str], bucket: str,
+        snowflake_env: dict[str, str], sf: Any) -> None:  # noqa: F811
+    """`MODIFY` or `CHANGE` of a generated column (a new expression, STORED or VIRTUAL) makes MySQL compute it
+    again in every row, with no row event: the lake and Snowflake kept the old values. The table is flagged and
+    `cdc run` re-reads it."""
+    server = mariadb_factory()
+    config = replicated(server, "gen", [
+        "CREATE TABLE orders (id INT PRIMARY KEY, price DECIMAL(10,2), qty INT, "
+        "total DECIMAL(12,2) AS (price * qty) STORED, label VARCHAR(30) AS (CONCAT('#', id)) VIRTUAL)",
+        "INSERT INTO orders (id, price, qty) VALUES (1, 2.50, 4), (2, 10.00, 1), (3, NULL, 2)",
+        "CREATE TABLE plain (id INT PRIMARY KEY, n INT)", "INSERT INTO plain VALUES (1, 1)",
+    ], tmp_path, aws_env, bucket)
+    server.execute("ALTER TABLE gen.orders MODIFY total DECIMAL(12,2) AS (price * qty * 2) STORED")
+    server.execute("ALTER TABLE gen.orders CHANGE label tag VARCHAR(30) AS (CONCAT('order ', id)) VIRTUAL")
+    server.execute("ALTER TABLE gen.plain MODIFY n BIGINT")  # a widening: converted downstream, not re-read
+    server.execute("INSERT INTO gen.orders (id, price, qty) VALUES (4, 1.25, 8)")
+    _repaired(config)
+    expected = sorted(tuple(r) for r in server.execute("SELECT id, price, qty, total, tag FROM gen.orders"))
+    assert expected[0][3:] == (Decimal("20.00"), "order 1"), expected
+    assert sorted(rows(sf, 'SELECT "ID", "PRICE", "QTY", "TOTAL", "TAG" FROM "ORDERS"')) == expected
+    reread = [t["table"] for t in _status(config)["resnapshot"]["tables"]]
+    assert reread == ["gen.orders"], reread
