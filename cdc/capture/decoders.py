@@ -41,7 +41,7 @@ class Decoders:
         if self.windows.is_mark_table(event.db, event.table):
             decoder = self._mark_decoder(event, position)
             self.marks.add(raw.table_id)
-        elif self.filters.wants(event.db or "", event.table or ""):
+        elif self.filters.wants(event.db or "", event.table or "") and not self.schemas.is_sequence(event):
             schema = self.schemas.at_table_map(event, position)
             self.filters.rules.check_key(schema)
             excluded, hashed = self.filters.columns(schema.db, schema.table)

@@ -30,6 +30,7 @@ from cdc.schema.retype import STRICT_ALL_TABLES, STRICT_TRANS_TABLES, Session
 from cdc.source.binlog import Event
 from cdc.source.connect import bounded_waits, open_connection, query
 from cdc.source.schema_reads import read_foreign_keys, read_table_schema
+from cdc.source.tables import SEQUENCE_COLUMNS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -78,6 +79,11 @@ class SchemaRecorder:
 
     def read_current(self, db: str, table: str) -> TableSchema | None:
         return self._ask(f"the schema of {db}.{table}", lambda conn: read_table_schema(conn, db, table))
+
+    @staticmethod
+    def is_sequence(event: Event) -> bool:
+        """The table map is a MariaDB sequence's (its column names; tail needs them: binlog_row_metadata=FULL)."""
+        return tuple(column.name for column in event.raw.columns) == SEQUENCE_COLUMNS
 
     def _ask(self, what: str, read: Callable[[pymysql.Connection], T]) -> T:
         """One read over the control connection; a failure closes it and is transient (e.g. the server restarted

@@ -82,6 +82,10 @@ class TablePlan:
 
 
 SYSTEM_VERSIONED = "SYSTEM VERSIONED"  # information_schema.TABLES.TABLE_TYPE of MariaDB's versioned tables
+# MariaDB's sequences (CREATE SEQUENCE): TABLE_TYPE 'SEQUENCE' (so never snapshotted), and in the binlog a table of
+# these columns whose NEXTVAL, SETVAL and ALTER SEQUENCE are rows events. A generator's state, not rows: not captured.
+SEQUENCE_COLUMNS = ("next_not_cached_value", "minimum_value", "maximum_value", "start_value", "increment",
+                    "cache_size", "cycle_option", "cycle_count")
 
 
 def select_tables(conn: pymysql.Connection, settings: MySQLSettings) -> list[TableInfo]:

@@ -1,0 +1,65 @@
+"""MariaDB sequences and invisible columns in a captured database, end to end.
+
+A sequence (`CREATE SEQUENCE`, an id generator behind `DEFAULT (NEXT VALUE FOR s)`) is a one-row object that
+information_schema lists as TABLE_TYPE 'SEQUENCE' and the binlog writes to like a table: every NEXTVAL that
+passes its cache, SETVAL and ALTER SEQUENCE is a rows event on it. It is not data to replicate. An INVISIBLE
+column is left out of `SELECT *` but is a column of the table, of its rows events and of information_schema.
+
+Real MariaDB -> `cdc run --until-now` -> sequence use, DDL and row changes -> `cdc run --until-now` again: the
+run succeeds, the lake and Snowflake equal the table (invisible columns included) row for row, no sequence
+reaches the lake or Snowflake, and `cdc verify` says OK.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from cdc.spark import read_lake_table
+from tests.pipeline.campaign import ROOT, cdc_argv
+from tests.pipeline.run_rig import cdc_run, replicated
+from tests.snowflake.stand_in import rows
+
+DB = "seqs"
+COLUMNS = ("id", "note", "version", "shelf")
+
+
+def test_sequences_stay_out_and_invisible_columns_arrive(tmp_path: Path, mariadb_factory: Any,
+                                                         aws_env: dict[str, str], bucket: str,  # noqa: F811
+                                                         snowflake_env: dict[str, str], sf: Any) -> None:  # noqa: F811
+    server = mariadb_factory()
+    config = replicated(server, DB, [
+        "CREATE SEQUENCE ids START WITH 100 CACHE 2",
+        "CREATE TABLE orders (id BIGINT PRIMARY KEY DEFAULT (NEXT VALUE FOR ids), note VARCHAR(20), "
+        "version INT INVISIBLE DEFAULT 1)",
+        "INSERT INTO orders (note) VALUES ('a'), ('b')",
+    ], tmp_path, aws_env, bucket)
+
+    for statement in (
+        "INSERT INTO orders (note) VALUES ('c'), ('d'), ('e')",  # past the cache: rows events on the sequence
+        "SELECT NEXTVAL(ids)", "SELECT SETVAL(ids, 1000)",
+        "UPDATE orders SET version = 2 WHERE note = 'a'",
+        "ALTER TABLE orders ADD COLUMN shelf INT INVISIBLE DEFAULT 9",
+        "ALTER SEQUENCE ids RESTART WITH 5000",
+        "INSERT INTO orders (note, version, shelf) VALUES ('f', 3, 4)",
+        "CREATE SEQUENCE spare", "SELECT NEXTVAL(spare)", "DROP SEQUENCE spare",
+        "DELETE FROM orders WHERE note = 'b'",
+    ):
+        server.execute(statement, database=DB)
+    code, _, err = cdc_run(config, "--until-now")
+    assert code == 0, err
+
+    listed = ", ".join(COLUMNS)
+    expected = sorted(tuple(r) for r in server.execute(f"SELECT {listed} FROM orders", database=DB))
+    assert [r[:2] for r in expected] == [(100, "a"), (102, "c"), (103, "d"), (104, "e"), (5000, "f")], expected
+    lake = read_lake_table(tmp_path / "state" / "lake", DB, "orders")
+    assert lake is not None and sorted(tuple(r[c] for c in COLUMNS) for r in lake.rows) == expected
+    assert sorted(rows(sf, f'SELECT {", ".join(c.upper() for c in COLUMNS)} FROM "ORDERS"')) == expected
+    for sequence in ("ids", "spare"):
+        assert read_lake_table(tmp_path / "state" / "lake", DB, sequence) is None
+        assert rows(sf, f"SELECT COUNT(*) FROM information_schema.tables WHERE table_name = '{sequence.upper()}'") \
+            == [(0,)]
+    verified = subprocess.run(cdc_argv(config, "verify", "--json"), cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
