@@ -86,7 +86,13 @@ def snowflake_stand_in(workdir: Path) -> Iterator[dict[str, str]]:
         conn = snowflake.connector.connect(**params)
         conn.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {SNOWFLAKE_DATABASE}")
         conn.close()
-        yield {"SNOWFLAKE_HOME": str(home)}
+        try:
+            yield {"SNOWFLAKE_HOME": str(home)}
+        finally:
+            from fakesnow.transforms import stage
+
+            # fakesnow stages PUT files in a /tmp folder it makes at import and never removes: staged rows.
+            shutil.rmtree(stage.LOCAL_BUCKET_PATH, ignore_errors=True)
 
 
 def aws_stand_in(stack: ExitStack) -> MotoServer:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,14 @@ def fakesnow_server() -> Iterator[dict[str, Any]]:
     except ImportError as exc:  # fail, never skip: the test rig is part of the project
         pytest.fail(f"fakesnow server mode needs {exc.name}: pip install 'fakesnow[server]==0.12.1'")
     faithful_not_null()
-    with fakesnow.server() as params:
-        yield params
+    try:
+        with fakesnow.server() as params:
+            yield params
+    finally:
+        from fakesnow.transforms import stage
+
+        # fakesnow stages PUT files in a /tmp folder it makes at import and never removes: staged rows.
+        shutil.rmtree(stage.LOCAL_BUCKET_PATH, ignore_errors=True)
 
 
 def faithful_not_null() -> None:
