@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -243,3 +244,19 @@ def test_a_flag_without_a_new_shape_persists_until_a_resnapshot_cut_passes_it(tm
         "TRUNCATE PARTITION deleted rows with no row event (at 000001:0000000300:00000)")
     reread.mark_repaired("d", "t", "000001:0000000400:00000")
     assert SchemaHistory(tmp_path).resnapshot_reason("d", "t") is None
+
+
+def test_a_memory_tables_rows_lost_at_restart_become_a_truncate(mariadb_factory: Any, tmp_path: Path) -> None:
+    """A MEMORY table is empty after a server restart, with no row event: MariaDB (and MySQL) writes a `TRUNCATE
+    TABLE` of its own when the table is first opened, which tail must turn into a truncate line."""
+    server = mariadb_factory()
+    db = server.create_database("mem")
+    start = binlog_start(server)
+    server.execute("CREATE TABLE sessions (id INT PRIMARY KEY, token VARCHAR(20)) ENGINE=MEMORY", database=db)
+    server.execute("INSERT INTO sessions VALUES (1, 'a'), (2, 'b')", database=db)
+    server.restart()
+    assert server.execute(f"SELECT COUNT(*) FROM `{db}`.sessions") == [(0,)]  # the first open logs the TRUNCATE
+    server.execute("INSERT INTO sessions VALUES (3, 'c')", database=db)
+    tail_once(server, tmp_path / "state", db, start)
+    seen = [(line["op"], line.get("kind")) for line in changelog_lines(tmp_path / "state")]
+    assert seen == [("ddl", "create"), ("c", None), ("c", None), ("ddl", "truncate"), ("c", None)], seen
