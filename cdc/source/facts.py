@@ -8,8 +8,8 @@ that needs it then says what is missing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pymysql
@@ -24,7 +24,7 @@ from cdc.source.replica_updates import is_replica, writes_replicated
 from cdc.source.retention import RETENTION_VARIABLES, read_rds_config
 from cdc.source.schema_reads import SYSTEM_SCHEMAS, read_table_schema, select_foreign_keys, user_databases
 from cdc.source.server import ServerInfo, describe_server
-from cdc.source.tables import SYSTEM_VERSIONED
+from cdc.source.tables import SYSTEM_VERSIONED, is_captured
 
 VARIABLES = [
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
@@ -193,6 +193,21 @@ def gather(conn: pymysql.Connection, databases: tuple[str, ...], watermark: tupl
         replica_filters=replicated, unreplicated_tables=tuple(skipped),
         versioned_tables=tuple(f"{db}.{table}" for db, table in _tables(conn, captured, SYSTEM_VERSIONED)),
     )
+
+
+def in_scope(facts: Facts, databases: Sequence[str], tables: Sequence[str], exclude_tables: Sequence[str]) -> Facts:
+    """The facts with their lists of tables narrowed to the ones tail captures (the settings' table filters): a
+    table the user left out with `exclude_tables`, as the keyless and system-versioned warnings advise, is no
+    longer warned of. Foreign keys stay whole: a cascade into a table left out is worth a note."""
+    def kept(name: str) -> bool:
+        db, _, table = name.partition(".")
+        return is_captured(databases, tables, exclude_tables, db, table)
+
+    return replace(facts, tables_without_pk=tuple(filter(kept, facts.tables_without_pk)),
+                   unique_keys={name: key for name, key in facts.unique_keys.items() if kept(name)},
+                   versioned_tables=tuple(filter(kept, facts.versioned_tables)),
+                   # "db.table (rule)": the name is before the rule
+                   unreplicated_tables=tuple(n for n in facts.unreplicated_tables if kept(n.rsplit(" (", 1)[0])))
 
 
 def _unique_key(conn: pymysql.Connection, db: str, table: str) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ def check_primary_keys(facts: Facts) -> Check:
     keyed = f"; keyed by their UNIQUE NOT NULL key instead: {_shown(unique)}" if unique else ""
     if not tables:
         every = "has a primary key" if not unique else "has a primary key or a UNIQUE NOT NULL key"
-        return Check("primary_keys", OK, f"every table in {scope} {every}{keyed}", "a primary key per table")
+        return Check("primary_keys", OK, f"every captured table in {scope} {every}{keyed}", "a primary key per table")
     return Check("primary_keys", WARN, f"{len(tables)} table(s) without a primary key: {_shown(list(tables))}{keyed}",
                  "a primary key per table",
                  "keyless tables are copied with snapshot --allow-no-pk and replicated as multisets of whole rows "

@@ -19,7 +19,7 @@ from cdc.gtid import GtidSet
 from cdc.source import binlog_filters, flavour, replica_updates
 from cdc.source.capturable import FORMAT_WHY
 from cdc.source.connect import connection, tls_state
-from cdc.source.facts import Facts, gather
+from cdc.source.facts import Facts, gather, in_scope
 from cdc.source.key_checks import cascade_notes, check_foreign_keys, check_primary_keys, check_versioned
 from cdc.source.replica_updates import NAMES as REPLICA_UPDATES
 from cdc.source.replica_updates import writes_replicated
@@ -48,7 +48,8 @@ def run(settings: Settings, *, min_retention_hours: float = 24, strict: bool = F
     databases = tuple(dict.fromkeys((*mysql.databases, *(t.split(".")[0] for t in mysql.tables if "." in t))))
     with connection(mysql) as conn:
         tls = tls_state(conn, mysql)
-        facts = gather(conn, databases, split_table_name(mysql.watermark_table))
+        facts = in_scope(gather(conn, databases, split_table_name(mysql.watermark_table)), mysql.databases,
+                         mysql.tables, mysql.exclude_tables)
     checks = evaluate(facts, options) + state_checks(Path(settings.state_dir), facts)
     server = {k: v for k, v in asdict(facts.server).items() if k != "version_tuple"}
     return Report({**server, "address": mysql.describe(), "user": facts.grants.user}, tuple(checks), strict, tls,

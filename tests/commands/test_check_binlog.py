@@ -152,6 +152,12 @@ def test_primary_keys_are_seen_by_the_least_privilege_reader(mariadb: MariaDB, f
     check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "primary_keys")
     assert (check["status"], check["value"]) == ("warn", f"1 table(s) without a primary key: {fresh_db}.bare; keyed "
                                                          f"by their UNIQUE NOT NULL key instead: {fresh_db}.uniq (id)"), check
+    # Tables left out of the capture (mysql.exclude_tables, mysql.tables) are not warned of.
+    result = cli("check-binlog", "--json", "--databases", fresh_db, *server_args(mariadb, user=replication_user.name),
+                 *READER_ID, env={"CDC_MYSQL_PASSWORD": replication_user.password,
+                                  "CDC_MYSQL_EXCLUDE_TABLES": f"{fresh_db}.bare, {fresh_db}.uniq"})
+    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "primary_keys")
+    assert check["status"] == "ok", check
 
 
 def test_a_captured_database_left_out_of_the_binlog_fails_check_binlog_and_tail(

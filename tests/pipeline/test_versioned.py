@@ -35,6 +35,10 @@ def test_system_versioned_tables_are_refused_not_skipped(tmp_path: Path, mariadb
     assert verdict["status"] == "warn" and "m.audit" in verdict["value"] and "m.plain" not in verdict["value"], verdict
 
     config.write_text(config.read_text().replace('databases = ["m"]', 'databases = ["m"]\nexclude_tables = ["m.audit"]'))
+    checked = subprocess.run(cdc_argv(config, "check-binlog", "--json"), cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+    verdict = next(c for c in json.loads(checked.stdout)["checks"] if c["name"] == "system_versioned")
+    assert verdict["status"] == "ok", verdict  # the fix it advised is taken: no warning left
     code, _, err = cdc_run(config, "--until-now")
     assert code == 0, err
     server.execute("UPDATE m.audit SET a = 'uno' WHERE id = 1")

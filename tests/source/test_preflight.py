@@ -291,7 +291,7 @@ def test_tables_without_pk_warn_and_strict_fails() -> None:
 def test_a_unique_not_null_key_is_named_as_the_key_used_and_is_no_warning() -> None:
     check = verdicts(facts(unique_keys={"shop.orders": ("code", "n")}))["primary_keys"]
     assert (check.status, check.value) == (
-        "ok", "every table in all non-system databases has a primary key or a UNIQUE NOT NULL key; keyed by their "
+        "ok", "every captured table in all non-system databases has a primary key or a UNIQUE NOT NULL key; keyed by their "
         "UNIQUE NOT NULL key instead: shop.orders (code, n)")
 
 
