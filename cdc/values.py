@@ -21,6 +21,8 @@ from cdc.schema import Column
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
 TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
 BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+# MariaDB's INET4, INET6 and UUID: text in a SELECT, bytes in the binlog (read as text by cdc.rows.addresses).
+ADDRESS_TYPES = frozenset({"inet4", "inet6", "uuid"})
 SPATIAL_TYPES = frozenset(
     {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
      "geometrycollection", "geomcollection"}
@@ -302,4 +304,5 @@ _ENCODERS: dict[str, Callable[[Column, Any], Any]] = {
     "enum": _encode_enum,
     "set": _encode_set,
     "json": _encode_json,
+    **{name: lambda column, value: _checked_text(value, 1) for name in ADDRESS_TYPES},
 }

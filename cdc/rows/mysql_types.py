@@ -23,6 +23,8 @@ from typing import Any
 from pymysqlreplication.constants import FIELD_TYPE as F
 
 from cdc.rows import bits, decimals, floats, integers, json_binary, labels, strings, temporal
+from cdc.rows.addresses import SIZES as ADDRESS_SIZES
+from cdc.rows.addresses import address_fix
 from cdc.rows.readers import ColumnType, Fix, Inline, Reader
 from cdc.schema import Column
 from cdc.values import INTEGER_TYPES
@@ -90,7 +92,7 @@ MYSQL_TYPES: dict[int, MySQLType] = {
     F.VAR_STRING: MySQLType("VARCHAR (VAR_STRING)", strings.describe_string),
     F.STRING: MySQLType("CHAR", strings.describe_string, strings.bytes_reader, strings.string_encoded_reader,
                         strings.string_inline, strings.ENCODED_FIXED, _STRING_READS,
-                        fixes={"binary": strings.binary_fix}),
+                        fixes={"binary": strings.binary_fix, **{kind: address_fix for kind in ADDRESS_SIZES}}),
     F.BLOB: MySQLType("BLOB", strings.describe_blob, strings.bytes_reader, strings.string_encoded_reader,
                       strings.string_inline, strings.ENCODED, _STRING_READS),
     F.JSON: MySQLType("JSON", strings.describe_json, json_binary.json_reader),  # MySQL 8's binary JSON

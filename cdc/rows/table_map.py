@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from cdc.errors import DataError
+from cdc.rows.addresses import SIZES as ADDRESS_SIZES
 from cdc.rows.integers import DISPLAY_WIDTHS
 from cdc.rows.mysql_types import MYSQL_TYPES
 from cdc.schema import Column, TableSchema
@@ -61,6 +62,8 @@ def _borrow(derived: Column, hints: list[TableSchema]) -> Column:
         except KeyError:
             continue
         if known.data_type == "json" and derived.data_type == "longtext":
+            return replace(known, nullable=derived.nullable)
+        if derived.type == f"binary({ADDRESS_SIZES.get(known.data_type)})":  # MariaDB's INET4/INET6/UUID
             return replace(known, nullable=derived.nullable)
         # Integer display widths are not in the binlog (int(5) vs int(11)); every other type string is.
         same_type = known.type == derived.type or (derived.data_type == "geometry" and known.data_type in SPATIAL_TYPES) or (

@@ -24,7 +24,7 @@ import re
 
 from cdc.errors import PreconditionError
 from cdc.schema import Column
-from cdc.values import BINARY_TYPES, SPATIAL_TYPES, TEXT_TYPES
+from cdc.values import ADDRESS_TYPES, BINARY_TYPES, SPATIAL_TYPES, TEXT_TYPES
 
 SNOWFLAKE_MAX_PRECISION = 38
 MAX_FRACTION = 9
@@ -78,7 +78,7 @@ def snowflake_type(column: Column, *, table: str = "?", decimal_overflow: str = 
         return "VARIANT"
     if kind == "set":
         return "ARRAY"
-    if kind in TEXT_TYPES or kind in ("enum", "time"):
+    if kind in TEXT_TYPES or kind in ADDRESS_TYPES or kind in ("enum", "time"):
         return "VARCHAR"
     raise PreconditionError(
         f"table {table}: column {column.name!r} has MySQL type {column.type!r}, which cdc has no Snowflake type for",

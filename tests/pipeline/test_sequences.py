@@ -1,12 +1,14 @@
-"""MariaDB sequences and invisible columns in a captured database, end to end.
+"""MariaDB sequences, invisible columns and INET4/INET6/UUID columns in a captured database, end to end.
 
 A sequence (`CREATE SEQUENCE`, an id generator behind `DEFAULT (NEXT VALUE FOR s)`) is a one-row object that
 information_schema lists as TABLE_TYPE 'SEQUENCE' and the binlog writes to like a table: every NEXTVAL that
 passes its cache, SETVAL and ALTER SEQUENCE is a rows event on it. It is not data to replicate. An INVISIBLE
 column is left out of `SELECT *` but is a column of the table, of its rows events and of information_schema.
+INET4, INET6 and UUID columns are bytes in the binlog and text in a SELECT: both ways give the text
+(cdc.rows.addresses; every shape against the server: tests/capture/test_addresses.py).
 
 Real MariaDB -> `cdc run --until-now` -> sequence use, DDL and row changes -> `cdc run --until-now` again: the
-run succeeds, the lake and Snowflake equal the table (invisible columns included) row for row, no sequence
+run succeeds, the lake and Snowflake equal the table (invisible and address columns included) row for row, no sequence
 reaches the lake or Snowflake, and `cdc verify` says OK.
 """
 
@@ -22,7 +24,7 @@ from tests.pipeline.run_rig import cdc_run, replicated
 from tests.snowflake.stand_in import rows
 
 DB = "seqs"
-COLUMNS = ("id", "note", "version", "shelf")
+COLUMNS = ("id", "note", "version", "shelf", "ip", "ip4", "ref")
 
 
 def test_sequences_stay_out_and_invisible_columns_arrive(tmp_path: Path, mariadb_factory: Any,
@@ -32,17 +34,17 @@ def test_sequences_stay_out_and_invisible_columns_arrive(tmp_path: Path, mariadb
     config = replicated(server, DB, [
         "CREATE SEQUENCE ids START WITH 100 CACHE 2",
         "CREATE TABLE orders (id BIGINT PRIMARY KEY DEFAULT (NEXT VALUE FOR ids), note VARCHAR(20), "
-        "version INT INVISIBLE DEFAULT 1)",
-        "INSERT INTO orders (note) VALUES ('a'), ('b')",
+        "version INT INVISIBLE DEFAULT 1, ip INET6, ip4 INET4, ref UUID DEFAULT UUID())",
+        "INSERT INTO orders (note, ip, ip4) VALUES ('a', '::ffff:10.1.2.3', '10.1.2.3'), ('b', 'fe80::1', NULL)",
     ], tmp_path, aws_env, bucket)
 
     for statement in (
         "INSERT INTO orders (note) VALUES ('c'), ('d'), ('e')",  # past the cache: rows events on the sequence
         "SELECT NEXTVAL(ids)", "SELECT SETVAL(ids, 1000)",
-        "UPDATE orders SET version = 2 WHERE note = 'a'",
+        "UPDATE orders SET version = 2, ip = '2001:db8::8:800:200c:417a', ip4 = '0.0.0.0' WHERE note = 'a'",
         "ALTER TABLE orders ADD COLUMN shelf INT INVISIBLE DEFAULT 9",
         "ALTER SEQUENCE ids RESTART WITH 5000",
-        "INSERT INTO orders (note, version, shelf) VALUES ('f', 3, 4)",
+        "INSERT INTO orders (note, version, shelf, ip, ref) VALUES ('f', 3, 4, '::', '00000000-0000-0000-0000-000000000000')",
         "CREATE SEQUENCE spare", "SELECT NEXTVAL(spare)", "DROP SEQUENCE spare",
         "DELETE FROM orders WHERE note = 'b'",
     ):
