@@ -63,8 +63,8 @@ def _borrow(derived: Column, hints: list[TableSchema]) -> Column:
             continue
         if known.data_type == "json" and derived.data_type == "longtext":
             return replace(known, nullable=derived.nullable)
-        if derived.type == f"binary({ADDRESS_SIZES.get(known.data_type)})":  # MariaDB's INET4/INET6/UUID
-            return replace(known, nullable=derived.nullable)
+        if known.data_type in ADDRESS_SIZES and derived.type == f"binary({ADDRESS_SIZES[known.data_type]})":
+            return replace(known, nullable=derived.nullable)  # MariaDB's INET4/INET6/UUID: bytes in the binlog
         # Integer display widths are not in the binlog (int(5) vs int(11)); every other type string is.
         same_type = known.type == derived.type or (derived.data_type == "geometry" and known.data_type in SPATIAL_TYPES) or (
             derived.data_type in DISPLAY_WIDTHS and (known.data_type, known.unsigned) == (derived.data_type, derived.unsigned))

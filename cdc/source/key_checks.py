@@ -10,6 +10,7 @@ from typing import Any
 
 from cdc.schema import cascades_in_binlog
 from cdc.source.facts import Facts
+from cdc.source.tables import exclude_setting
 from cdc.source.verdicts import OK, WARN, Check
 
 SHOWN_TABLES = 10
@@ -38,8 +39,8 @@ def check_versioned(facts: Facts) -> Check:
         return Check("system_versioned", OK, "none", expected)
     return Check("system_versioned", WARN, f"{len(facts.versioned_tables)} system-versioned table(s), not replicated: "
                  f"{_shown(list(facts.versioned_tables))}", expected,
-                 "leave them out of capture: [mysql] exclude_tables = " +
-                 ", ".join(repr(n) for n in facts.versioned_tables) + " (snapshot refuses them otherwise)")
+                 f"leave them out of capture: {exclude_setting(list(facts.versioned_tables))} in cdc.toml "
+                 "(snapshot refuses them otherwise)")
 
 
 def _shown(names: list[str]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -130,8 +131,12 @@ def _refuse_versioned(names: list[str]) -> None:
         raise PreconditionError(
             f"system-versioned tables are not supported: {', '.join(names)} (WITH SYSTEM VERSIONING: their history "
             "rows reach the binlog as row changes of the table)",
-            hint="leave them out of capture: [mysql] exclude_tables (or --exclude-tables) = " +
-                 ", ".join(repr(n) for n in names))
+            hint=f"leave them out of capture: {exclude_setting(names)} in cdc.toml (or --exclude-tables)")
+
+
+def exclude_setting(names: list[str]) -> str:
+    """The cdc.toml line that leaves these db.table names out, as a user pastes it (TOML takes JSON's strings)."""
+    return f"[mysql] exclude_tables = {json.dumps(names, ensure_ascii=False)}"
 
 
 def _is_selected(table: TableInfo, settings: MySQLSettings) -> bool:

@@ -36,6 +36,9 @@ def test_sequences_stay_out_and_invisible_columns_arrive(tmp_path: Path, mariadb
         "CREATE TABLE orders (id BIGINT PRIMARY KEY DEFAULT (NEXT VALUE FOR ids), note VARCHAR(20), "
         "version INT INVISIBLE DEFAULT 1, ip INET6, ip4 INET4, ref UUID DEFAULT UUID())",
         "INSERT INTO orders (note, ip, ip4) VALUES ('a', '::ffff:10.1.2.3', '10.1.2.3'), ('b', 'fe80::1', NULL)",
+        # Keyed by a UUID and an INET6 (device inventories, sessions): merged and verified by their text.
+        "CREATE TABLE devices (ref UUID NOT NULL DEFAULT UUID(), ip INET6 NOT NULL, n INT, PRIMARY KEY (ref, ip))",
+        "INSERT INTO devices (ip, n) SELECT CONCAT('2001:db8::', HEX(seq)), seq FROM seq_1_to_40",
     ], tmp_path, aws_env, bucket)
 
     for statement in (
@@ -47,6 +50,8 @@ def test_sequences_stay_out_and_invisible_columns_arrive(tmp_path: Path, mariadb
         "INSERT INTO orders (note, version, shelf, ip, ref) VALUES ('f', 3, 4, '::', '00000000-0000-0000-0000-000000000000')",
         "CREATE SEQUENCE spare", "SELECT NEXTVAL(spare)", "DROP SEQUENCE spare",
         "DELETE FROM orders WHERE note = 'b'",
+        "UPDATE devices SET n = -n WHERE n % 3 = 0", "DELETE FROM devices WHERE n % 5 = 0",
+        "UPDATE devices SET ip = '::1' WHERE n = 7",  # a key change
     ):
         server.execute(statement, database=DB)
     code, _, err = cdc_run(config, "--until-now")
@@ -58,6 +63,11 @@ def test_sequences_stay_out_and_invisible_columns_arrive(tmp_path: Path, mariadb
     lake = read_lake_table(tmp_path / "state" / "lake", DB, "orders")
     assert lake is not None and sorted(tuple(r[c] for c in COLUMNS) for r in lake.rows) == expected
     assert sorted(rows(sf, f'SELECT {", ".join(c.upper() for c in COLUMNS)} FROM "ORDERS"')) == expected
+    devices = sorted(tuple(r) for r in server.execute("SELECT ref, ip, n FROM devices", database=DB))
+    lake = read_lake_table(tmp_path / "state" / "lake", DB, "devices")
+    assert len(devices) == 32 and lake is not None
+    assert sorted((r["ref"], r["ip"], r["n"]) for r in lake.rows) == devices
+    assert sorted(rows(sf, 'SELECT "REF", "IP", "N" FROM "DEVICES"')) == devices
     for sequence in ("ids", "spare"):
         assert read_lake_table(tmp_path / "state" / "lake", DB, sequence) is None
         assert rows(sf, f"SELECT COUNT(*) FROM information_schema.tables WHERE table_name = '{sequence.upper()}'") \
